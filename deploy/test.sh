@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Install what is missing, build both configurations (release and
+# AddressSanitizer + UndefinedBehaviorSanitizer), run every test with
+# `meson test`. Exits non-zero when anything fails. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '==> %s\n' "$*"; }
+start=$(date +%s)
+
+say "checking dependencies"
+./deploy/install-deps.sh --test
+
+export PATH="$PWD/.venv/bin:$PATH"
+# The CUDA toolkit, when present, usually lives here without being on PATH.
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+fi
+if command -v nvcc >/dev/null; then
+  say "nvcc found: the CUDA backend is compiled (its tests skip without a GPU)"
+else
+  say "no nvcc: building without the CUDA backend"
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+status=0
+
+run_config() { # name, meson options...
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    say "configuring $dir ($*)"
+    meson setup "$dir" "$@" >/dev/null
+  fi
+  say "building $dir"
+  ninja -C "$dir" -j "$jobs"
+  say "testing $dir"
+  if ! meson test -C "$dir" --print-errorlogs --num-processes "$jobs"; then
+    say "FAILED: tests in $dir (log: $dir/meson-logs/testlog.txt)"
+    status=1
+  fi
+}
+
+run_config build
+run_config build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled
+
+took=$(( $(date +%s) - start ))
+if [ "$status" = 0 ]; then
+  say "all tests passed in both configurations (${took}s)"
+else
+  say "some tests failed (${took}s)"
+fi
+exit "$status"

@@ -1,0 +1,18 @@
+/* gpufaas — the `gpufaas` command: subcommand entry points (gateway/cli). */
+#ifndef GF_GATEWAY_CLI_H
+#define GF_GATEWAY_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Every subcommand has this shape: argv[0] is the subcommand's name. Returns
+ * the process exit status (0 success, 1 failure, 2 usage error). */
+typedef int (*gf_cli_fn)(int argc, char **argv);
+
+int gf_cmd_version(int argc, char **argv);
+int gf_cmd_inspect(int argc, char **argv);
+
+/* True when argv holds -h or --help (before a "--"). */
+bool gf_cli_wants_help(int argc, char **argv);
+
+#endif /* GF_GATEWAY_CLI_H */

@@ -1,0 +1,62 @@
+/* gpufaas — the `gpufaas` command: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "gateway/cli/cli.h"
+#include "gf_config.h"
+
+/* The subcommand table: one line each, in the order `gpufaas --help` lists them. */
+static const struct {
+    const char *name;
+    gf_cli_fn fn;
+    const char *summary;
+} gf_commands[] = {
+    {"version", gf_cmd_version, "print the version and the backends this build has"},
+    {"inspect", gf_cmd_inspect, "list the tensors and metadata of a safetensors file"},
+};
+
+#define GF_NCOMMANDS (sizeof gf_commands / sizeof gf_commands[0])
+
+bool gf_cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return false;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return true;
+    }
+    return false;
+}
+
+static void gf_usage(FILE *out)
+{
+    fprintf(out, "usage: gpufaas <command> [options]\n\n"
+                 "gpufaas %s: a serverless GPU inference runtime.\n\ncommands:\n",
+            GF_VERSION);
+    for (size_t i = 0; i < GF_NCOMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", gf_commands[i].name, gf_commands[i].summary);
+    fprintf(out, "\nRun 'gpufaas <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    gf_log_init("cli", GF_LOG_DEFAULT);
+    if (argc < 2) {
+        gf_usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        gf_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0)
+        return gf_cmd_version(1, argv + 1);
+    for (size_t i = 0; i < GF_NCOMMANDS; i++)
+        if (strcmp(argv[1], gf_commands[i].name) == 0)
+            return gf_commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "gpufaas: unknown command '%s'\n\n", argv[1]);
+    gf_usage(stderr);
+    return 2;
+}

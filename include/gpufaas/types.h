@@ -1,0 +1,63 @@
+/* gpufaas — public types shared by the runtime and function authors.
+ *
+ * This header is part of the function ABI (see gpufaas/function.h): it depends
+ * on the C standard library only, and its enumerator values and struct layouts
+ * never change within one major ABI version. Additions go at the end.
+ */
+#ifndef GPUFAAS_TYPES_H
+#define GPUFAAS_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest tensor rank the runtime handles. */
+#define GF_MAX_RANK 8
+
+/* Element types. 0 is deliberately not a type, so a zeroed descriptor is
+ * recognisably invalid. Values are stable (they cross the worker protocol). */
+typedef enum gf_dtype {
+    GF_DT_INVALID = 0,
+    GF_DT_BOOL = 1,  /* one byte, 0 or 1 */
+    GF_DT_U8 = 2,
+    GF_DT_U16 = 3,
+    GF_DT_U32 = 4,
+    GF_DT_U64 = 5,
+    GF_DT_I8 = 6,
+    GF_DT_I16 = 7,
+    GF_DT_I32 = 8,
+    GF_DT_I64 = 9,
+    GF_DT_F16 = 10,  /* IEEE 754 binary16 */
+    GF_DT_BF16 = 11, /* bfloat16: the top half of a binary32 */
+    GF_DT_F32 = 12,
+    GF_DT_F64 = 13,
+    GF_DT_COUNT_     /* number of values; not a type */
+} gf_dtype;
+
+/* Where the bytes of a buffer live. */
+typedef enum gf_mem_kind {
+    GF_MEM_HOST = 0,   /* ordinary host memory */
+    GF_MEM_PINNED = 1, /* page-locked host memory, usable for async copies */
+    GF_MEM_DEVICE = 2, /* memory of the device named by device_id */
+} gf_mem_kind;
+
+/* A dense, contiguous, row-major tensor. The descriptor never owns data:
+ * whoever hands one over states how long `data` stays valid. */
+typedef struct gf_tensor {
+    gf_dtype dtype;              /* element type */
+    int32_t rank;                /* 0..GF_MAX_RANK; rank 0 is a scalar */
+    int64_t shape[GF_MAX_RANK];  /* dims [0, rank) are meaningful, each >= 0 */
+    size_t nbytes;               /* numel * element size, overflow-checked */
+    void *data;                  /* first byte; may be NULL when nbytes == 0 */
+    gf_mem_kind mem;             /* where data lives */
+    int32_t device_id;           /* device index when mem == GF_MEM_DEVICE, else -1 */
+} gf_tensor;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUFAAS_TYPES_H */

@@ -1,0 +1,53 @@
+/* gpufaas tests — small helpers shared by the Check suites. */
+#ifndef GF_TESTUTIL_H
+#define GF_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit status meson reads as "skipped". */
+#define GF_TEST_SKIP 77
+
+/* Create a fresh temporary directory (under $TMPDIR or /tmp); the returned
+ * path is malloc'd. Aborts the test on failure. */
+char *gf_test_tmpdir(void);
+
+/* Remove a directory tree made by gf_test_tmpdir (best effort) and free path. */
+void gf_test_rmtree(char *path);
+
+/* path = dir + "/" + name, malloc'd. */
+char *gf_test_path(const char *dir, const char *name);
+
+/* Write n bytes to path (creating/truncating). Aborts the test on failure. */
+void gf_test_write_file(const char *path, const void *data, size_t n);
+
+/* Read a whole file; malloc'd, NUL-terminated; *n gets the length. NULL on failure. */
+char *gf_test_read_file(const char *path, size_t *n);
+
+/* A small deterministic PRNG (xorshift64*), so failures reproduce. */
+typedef struct {
+    uint64_t s;
+} gf_test_rng;
+void gf_test_rng_seed(gf_test_rng *r, uint64_t seed);
+uint64_t gf_test_rng_u64(gf_test_rng *r);
+/* Uniform in [0, n). */
+uint64_t gf_test_rng_below(gf_test_rng *r, uint64_t n);
+/* Uniform float in [lo, hi). */
+float gf_test_rng_float(gf_test_rng *r, float lo, float hi);
+
+/* Run argv (argv[0] a path) with stdin from /dev/null; capture stdout and
+ * stderr (malloc'd, NUL-terminated; pass NULL to discard). Returns the exit
+ * status, 128 + signal when killed, or -1 when it could not be run. Kills the
+ * child and fails the test after timeout_s seconds. */
+int gf_test_run_cmd(char *const argv[], char **out, char **err, int timeout_s);
+
+/* Path of a built program from the environment variable `var` (set by meson
+ * in tests/meson.build). Fails the test when unset. */
+const char *gf_test_prog(const char *var);
+
+/* Run a suite and return the process exit status (0 when every test passed).
+ * Uses CK_FORK so a crashing test is reported, not fatal. */
+int gf_test_run_suite(Suite *s);
+
+#endif /* GF_TESTUTIL_H */

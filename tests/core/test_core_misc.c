@@ -1,0 +1,210 @@
+/* Tests for runtime/core: errors, logging, byte buffers, UTF-8, tensors. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/tensor.h"
+#include "core/utf8.h"
+#include "testutil.h"
+
+START_TEST(test_errors)
+{
+    for (int c = 0; c < GF_STATUS_COUNT_; c++) {
+        ck_assert_ptr_nonnull(gf_strerror((gf_status)c));
+        ck_assert_str_ne(gf_strerror((gf_status)c), "unknown error");
+        ck_assert(strncmp(gf_status_name((gf_status)c), "GF_", 3) == 0);
+    }
+    ck_assert_str_eq(gf_strerror((gf_status)999), "unknown error");
+    gf_err err;
+    gf_err_clear(&err);
+    ck_assert_int_eq(err.code, GF_OK);
+    ck_assert_int_eq(gf_err_set(&err, GF_ERR_INVALID, "bad %s %d", "shape", 3), GF_ERR_INVALID);
+    ck_assert_str_eq(err.msg, "bad shape 3");
+    gf_err_prefix(&err, "tensor '%s'", "w");
+    ck_assert_str_eq(err.msg, "tensor 'w': bad shape 3");
+    ck_assert_int_eq(err.code, GF_ERR_INVALID);
+    /* NULL err: the code still comes back */
+    ck_assert_int_eq(gf_err_set(NULL, GF_ERR_IO, "x"), GF_ERR_IO);
+    /* a message without text falls back to the code's description */
+    gf_err_set(&err, GF_ERR_NOMEM, NULL);
+    ck_assert_str_eq(gf_err_msg(&err), "out of memory");
+    /* long messages are truncated, never overflow */
+    char big[2000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    gf_err_set(&err, GF_ERR_FORMAT, "%s", big);
+    ck_assert_uint_eq(strlen(err.msg), GF_ERR_MSG_MAX - 1);
+    gf_err_prefix(&err, "%s", big);
+    ck_assert_uint_eq(strlen(err.msg), GF_ERR_MSG_MAX - 1);
+}
+END_TEST
+
+static int evaluated;
+static int count_eval(void)
+{
+    return ++evaluated;
+}
+
+START_TEST(test_logging)
+{
+    char path[] = "/tmp/gflog.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    gf_log_init("worker 3", GF_LOG_INFO);
+    evaluated = 0;
+    GF_LOG_D("hidden %d", count_eval()); /* level off: argument not evaluated */
+    GF_LOG_I("shown %d", count_eval());
+    gf_log_sigsafe("from a handler");
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+    ck_assert_int_eq(evaluated, 1);
+    size_t n;
+    char *text = gf_test_read_file(path, &n);
+    unlink(path);
+    ck_assert_ptr_nonnull(text);
+    char pid[32];
+    snprintf(pid, sizeof pid, "[%d]", (int)getpid());
+    ck_assert_msg(strstr(text, "worker 3 INFO  test_logging_fn: shown 1\n") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, pid) != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "hidden") == NULL, "%s", text);
+    ck_assert_msg(strstr(text, "Z [") != NULL, "no UTC time stamp: %s", text);
+    ck_assert_msg(strstr(text, "worker 3 [") != NULL && strstr(text, "] from a handler\n"),
+                  "%s", text);
+    free(text);
+
+    gf_log_level lv;
+    ck_assert_int_eq(gf_log_level_parse("DEBUG", &lv), 0);
+    ck_assert_int_eq(lv, GF_LOG_DEBUG);
+    ck_assert_int_eq(gf_log_level_parse("4", &lv), 0);
+    ck_assert_int_eq(lv, GF_LOG_TRACE);
+    ck_assert_int_eq(gf_log_level_parse("loud", &lv), -1);
+    setenv("GPUFAAS_LOG", "error", 1);
+    gf_log_init(NULL, GF_LOG_DEFAULT);
+    ck_assert_int_eq(gf_log_threshold, GF_LOG_ERROR);
+    setenv("GPUFAAS_LOG", "bogus", 1);
+    gf_log_init(NULL, GF_LOG_DEFAULT);
+    ck_assert_int_eq(gf_log_threshold, GF_LOG_INFO);
+    unsetenv("GPUFAAS_LOG");
+}
+END_TEST
+
+START_TEST(test_buf)
+{
+    gf_buf b;
+    gf_buf_init(&b);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_int_eq(gf_buf_printf(&b, "%d,", i), GF_OK);
+    ck_assert(strncmp(b.data, "0,1,2,", 6) == 0);
+    ck_assert_uint_eq(strlen(b.data), b.len);
+    gf_buf_reset(&b);
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_int_eq(gf_buf_append_json_str(&b, "a\"b\\c\n\x01\xc3\xa9\xff", 10), GF_OK);
+    ck_assert_str_eq(b.data, "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\xef\xbf\xbd\"");
+    b.limit = 8;
+    gf_buf_reset(&b);
+    ck_assert_int_eq(gf_buf_append_str(&b, "12345678"), GF_OK);
+    ck_assert_int_eq(gf_buf_append_str(&b, "9"), GF_ERR_TOO_LARGE);
+    ck_assert_uint_eq(b.len, 8);
+    size_t len;
+    char *s = gf_buf_steal(&b, &len);
+    ck_assert_str_eq(s, "12345678");
+    ck_assert_uint_eq(len, 8);
+    free(s);
+    ck_assert_ptr_null(b.data);
+    gf_buf_deinit(&b);
+}
+END_TEST
+
+START_TEST(test_utf8)
+{
+    ck_assert(gf_utf8_valid("plain", 5, NULL));
+    ck_assert(gf_utf8_valid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf", 13, NULL));
+    size_t at;
+    ck_assert(!gf_utf8_valid("ab\x80", 3, &at));
+    ck_assert_uint_eq(at, 2);
+    ck_assert(!gf_utf8_valid("\xe0\x80\xaf", 3, NULL)); /* overlong */
+    ck_assert(!gf_utf8_valid("\xed\xa0\x80", 3, NULL)); /* surrogate */
+    ck_assert(!gf_utf8_valid("\xf4\x90\x80\x80", 4, NULL)); /* > U+10FFFF */
+    ck_assert(!gf_utf8_valid("\xc3", 1, NULL));          /* truncated */
+    ck_assert(!gf_utf8_valid("\xf8\x88\x80\x80\x80", 5, NULL));
+    char out[4];
+    ck_assert_uint_eq(gf_utf8_encode(0x20ac, out), 3);
+    ck_assert(memcmp(out, "\xe2\x82\xac", 3) == 0);
+    ck_assert_uint_eq(gf_utf8_encode(0xd800, out), 0);
+    ck_assert_uint_eq(gf_utf8_encode(0x110000, out), 0);
+    /* encode/validate agree on every code point */
+    for (uint32_t cp = 0; cp <= 0x10ffff; cp += 7) {
+        size_t n = gf_utf8_encode(cp, out);
+        if (cp >= 0xd800 && cp <= 0xdfff)
+            ck_assert_uint_eq(n, 0);
+        else
+            ck_assert(n > 0 && gf_utf8_seq_len(out, n) == n);
+    }
+}
+END_TEST
+
+START_TEST(test_tensor)
+{
+    gf_tensor t;
+    gf_err err;
+    int64_t shape[3] = {2, 3, 4};
+    ck_assert_int_eq(gf_tensor_init(&t, GF_DT_F16, 3, shape, NULL, GF_MEM_DEVICE, 1, &err),
+                     GF_OK);
+    ck_assert_uint_eq(t.nbytes, 48);
+    ck_assert_uint_eq(gf_tensor_numel(&t), 24);
+    ck_assert_int_eq(t.device_id, 1);
+    ck_assert_int_eq(gf_tensor_init(&t, GF_DT_F32, 1, shape, NULL, GF_MEM_HOST, 1, &err), GF_OK);
+    ck_assert_int_eq(t.device_id, -1);
+    int64_t neg[2] = {2, -1};
+    ck_assert_int_eq(gf_tensor_init(&t, GF_DT_F32, 2, neg, NULL, GF_MEM_HOST, 0, &err),
+                     GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "dimension 1 is negative") != NULL, "%s", err.msg);
+    int64_t big[2] = {INT64_MAX, INT64_MAX};
+    ck_assert_int_eq(gf_tensor_init(&t, GF_DT_F32, 2, big, NULL, GF_MEM_HOST, 0, &err),
+                     GF_ERR_OVERFLOW);
+    int64_t edge[1] = {(int64_t)(UINT64_MAX / 4 + 1)};
+    ck_assert_int_eq(gf_tensor_init(&t, GF_DT_F32, 1, edge, NULL, GF_MEM_HOST, 0, &err),
+                     GF_ERR_OVERFLOW);
+    ck_assert_int_eq(gf_tensor_init(&t, GF_DT_F32, 9, shape, NULL, GF_MEM_HOST, 0, &err),
+                     GF_ERR_INVALID);
+    ck_assert_int_eq(gf_tensor_init(&t, GF_DT_INVALID, 1, shape, NULL, GF_MEM_HOST, 0, &err),
+                     GF_ERR_INVALID);
+    ck_assert_int_eq(gf_tensor_init(&t, GF_DT_F32, 0, NULL, NULL, GF_MEM_HOST, 0, &err), GF_OK);
+    ck_assert_uint_eq(t.nbytes, 4); /* a scalar */
+    char s[64];
+    ck_assert_str_eq(gf_shape_str(s, sizeof s, 3, shape), "[2, 3, 4]");
+    ck_assert_str_eq(gf_shape_str(s, sizeof s, 0, shape), "[]");
+    ck_assert_str_eq(gf_shape_str(s, 6, 3, shape), "[2...");
+    ck_assert(gf_shape_equal(3, shape, 3, (int64_t[]){2, 3, 4}));
+    ck_assert(!gf_shape_equal(3, shape, 2, shape));
+    size_t out;
+    ck_assert(gf_size_align_up(257, 256, &out) && out == 512);
+    ck_assert(!gf_size_align_up(SIZE_MAX - 3, 256, &out));
+    ck_assert(!gf_size_mul(SIZE_MAX / 2 + 1, 2, &out));
+    ck_assert(!gf_size_add(SIZE_MAX, 1, &out));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("core_misc");
+    TCase *tc = tcase_create("misc");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_logging);
+    tcase_add_test(tc, test_buf);
+    tcase_add_test(tc, test_utf8);
+    tcase_add_test(tc, test_tensor);
+    suite_add_tcase(s, tc);
+    return gf_test_run_suite(s);
+}

@@ -1,0 +1,214 @@
+/* Tests for runtime/core json: a strict RFC 8259 parser. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "testutil.h"
+
+static gf_json_doc *parse_ok(const char *text)
+{
+    gf_json_doc *doc = NULL;
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st = gf_json_parse(text, strlen(text), 0, &doc, &err);
+    ck_assert_msg(st == GF_OK, "parse of %s failed: %s", text, gf_err_msg(&err));
+    return doc;
+}
+
+static void parse_bad(const char *text, size_t len, const char *expect)
+{
+    gf_json_doc *doc = NULL;
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st = gf_json_parse(text, len, 0, &doc, &err);
+    ck_assert_msg(st == GF_ERR_FORMAT, "'%.*s' should be rejected (got %d)", (int)len, text,
+                  (int)st);
+    ck_assert_ptr_null(doc);
+    ck_assert_msg(strstr(err.msg, expect) != NULL, "'%.*s': message '%s' lacks '%s'", (int)len,
+                  text, err.msg, expect);
+}
+
+START_TEST(test_values)
+{
+    gf_json_doc *doc = parse_ok(" {\"a\": [1, -2, 3.5, 1e3, true, false, null, \"x\"], "
+                                "\"b\": {}, \"c\": []} ");
+    const gf_json *root = gf_json_doc_root(doc);
+    ck_assert_int_eq(root->type, GF_JSON_OBJECT);
+    ck_assert_uint_eq(root->u.obj.n, 3);
+    const gf_json *a = gf_json_get(root, "a");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_int_eq(a->type, GF_JSON_ARRAY);
+    ck_assert_uint_eq(a->u.arr.n, 8);
+    ck_assert(a->u.arr.items[0]->u.num.is_int && a->u.arr.items[0]->u.num.i == 1);
+    ck_assert(a->u.arr.items[1]->u.num.is_int && a->u.arr.items[1]->u.num.i == -2);
+    ck_assert(!a->u.arr.items[1]->u.num.is_uint);
+    ck_assert(!a->u.arr.items[2]->u.num.is_int && a->u.arr.items[2]->u.num.d == 3.5);
+    ck_assert(!a->u.arr.items[3]->u.num.is_int && a->u.arr.items[3]->u.num.d == 1000.0);
+    ck_assert(a->u.arr.items[4]->type == GF_JSON_BOOL && a->u.arr.items[4]->u.b);
+    ck_assert(a->u.arr.items[5]->type == GF_JSON_BOOL && !a->u.arr.items[5]->u.b);
+    ck_assert_int_eq(a->u.arr.items[6]->type, GF_JSON_NULL);
+    ck_assert_str_eq(a->u.arr.items[7]->u.str.s, "x");
+    ck_assert_uint_eq(gf_json_get(root, "b")->u.obj.n, 0);
+    ck_assert_uint_eq(gf_json_get(root, "c")->u.arr.n, 0);
+    ck_assert_ptr_null(gf_json_get(root, "zz"));
+    ck_assert_ptr_null(gf_json_get(a, "a")); /* not an object */
+    gf_json_doc_free(doc);
+}
+END_TEST
+
+START_TEST(test_integers)
+{
+    gf_json_doc *doc = parse_ok("[9223372036854775807, -9223372036854775808, "
+                                "18446744073709551615, 18446744073709551616, -0, 0]");
+    const gf_json *a = gf_json_doc_root(doc);
+    const gf_json *const *it = (const gf_json *const *)a->u.arr.items;
+    ck_assert(it[0]->u.num.is_int && it[0]->u.num.i == INT64_MAX);
+    ck_assert(it[0]->u.num.is_uint && it[0]->u.num.u == (uint64_t)INT64_MAX);
+    ck_assert(it[1]->u.num.is_int && it[1]->u.num.i == INT64_MIN);
+    ck_assert(!it[2]->u.num.is_int && it[2]->u.num.is_uint && it[2]->u.num.u == UINT64_MAX);
+    ck_assert(!it[3]->u.num.is_int && !it[3]->u.num.is_uint);
+    ck_assert(it[3]->u.num.d == 18446744073709551616.0);
+    ck_assert(it[4]->u.num.is_uint && it[4]->u.num.u == 0);
+    ck_assert(it[5]->u.num.is_int && it[5]->u.num.i == 0);
+    gf_json_doc_free(doc);
+}
+END_TEST
+
+START_TEST(test_strings)
+{
+    gf_json_doc *doc =
+        parse_ok("[\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\", \"\\u00e9\\u20ac\\ud83d\\ude00\", "
+                 "\"caf\xc3\xa9\", \"nul\\u0000in\"]");
+    const gf_json *a = gf_json_doc_root(doc);
+    ck_assert_str_eq(a->u.arr.items[0]->u.str.s, "a\"b\\c/d\b\f\n\r\t");
+    ck_assert_str_eq(a->u.arr.items[1]->u.str.s, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+    ck_assert_str_eq(a->u.arr.items[2]->u.str.s, "caf\xc3\xa9");
+    ck_assert_uint_eq(a->u.arr.items[3]->u.str.len, 6);
+    ck_assert(memcmp(a->u.arr.items[3]->u.str.s, "nul\0in", 6) == 0);
+    gf_json_doc_free(doc);
+}
+END_TEST
+
+START_TEST(test_rejects)
+{
+    parse_bad("", 0, "unexpected end");
+    parse_bad("[1,]", 4, "unexpected character");
+    parse_bad("{\"a\":1,}", 8, "expected a string key");
+    parse_bad("[01]", 4, "leading zero");
+    parse_bad("[1.]", 4, "digit after '.'");
+    parse_bad("[1e]", 4, "exponent");
+    parse_bad("[-]", 3, "expected a digit");
+    parse_bad("[NaN]", 5, "unexpected character");
+    parse_bad("[tru]", 5, "invalid literal");
+    parse_bad("\"abc", 4, "unterminated string");
+    parse_bad("\"a\tb\"", 5, "control character");
+    parse_bad("\"\\x\"", 4, "unknown escape");
+    parse_bad("\"\\u12g4\"", 8, "bad \\u escape");
+    parse_bad("\"\\ud800\"", 8, "lone high surrogate");
+    parse_bad("\"\\udc00\"", 8, "lone low surrogate");
+    parse_bad("\"\xff\"", 3, "invalid UTF-8");
+    parse_bad("\"\xc0\xaf\"", 4, "invalid UTF-8");       /* overlong */
+    parse_bad("\"\xed\xa0\x80\"", 5, "invalid UTF-8");   /* surrogate */
+    parse_bad("{\"a\" 1}", 7, "expected ':'");
+    parse_bad("[1 2]", 5, "expected ',' or ']'");
+    parse_bad("{} {}", 5, "trailing characters");
+    parse_bad("// c\n{}", 7, "unexpected character");
+    /* nesting beyond the limit */
+    char deep[300];
+    memset(deep, '[', 200);
+    memset(deep + 200, ']', 100);
+    parse_bad(deep, 300, "nesting too deep");
+}
+END_TEST
+
+START_TEST(test_depth_limit_and_no_nul_termination)
+{
+    gf_json_doc *doc = NULL;
+    gf_err err;
+    ck_assert_int_eq(gf_json_parse("[[[1]]]", 7, 3, &doc, &err), GF_OK);
+    gf_json_doc_free(doc);
+    ck_assert_int_eq(gf_json_parse("[[[[1]]]]", 9, 3, &doc, &err), GF_ERR_FORMAT);
+    /* length is honoured: bytes after len are not read */
+    const char text[] = {'[', '1', ']', 'x'};
+    ck_assert_int_eq(gf_json_parse(text, 3, 0, &doc, &err), GF_OK);
+    gf_json_doc_free(doc);
+    char *heap = malloc(2);
+    memcpy(heap, "12", 2); /* not NUL-terminated: ASan catches an over-read */
+    ck_assert_int_eq(gf_json_parse(heap, 2, 0, &doc, &err), GF_OK);
+    ck_assert_int_eq(gf_json_doc_root(doc)->u.num.i, 12);
+    gf_json_doc_free(doc);
+    free(heap);
+}
+END_TEST
+
+START_TEST(test_duplicates)
+{
+    gf_json_doc *doc = parse_ok("{\"b\":1,\"a\":2,\"c\":3,\"a\":4}");
+    ck_assert_int_eq(gf_json_obj_find_dup(gf_json_doc_root(doc)), 3);
+    gf_json_doc_free(doc);
+    doc = parse_ok("{\"b\":1,\"a\":2,\"ab\":3}");
+    ck_assert_int_eq(gf_json_obj_find_dup(gf_json_doc_root(doc)), -1);
+    gf_json_doc_free(doc);
+}
+END_TEST
+
+START_TEST(test_large_document)
+{
+    /* many members exercise the arena's block chaining */
+    size_t n = 20000, cap = n * 24 + 16, len = 0;
+    char *text = malloc(cap);
+    text[len++] = '{';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len, "%s\"k%zu\":[%zu]", i ? "," : "", i, i);
+    text[len++] = '}';
+    gf_json_doc *doc = NULL;
+    gf_err err;
+    ck_assert_int_eq(gf_json_parse(text, len, 0, &doc, &err), GF_OK);
+    const gf_json *root = gf_json_doc_root(doc);
+    ck_assert_uint_eq(root->u.obj.n, n);
+    ck_assert_int_eq(gf_json_get(root, "k12345")->u.arr.items[0]->u.num.i, 12345);
+    ck_assert_int_eq(gf_json_obj_find_dup(root), -1);
+    gf_json_doc_free(doc);
+    free(text);
+}
+END_TEST
+
+START_TEST(test_random_bytes_never_crash)
+{
+    gf_test_rng r;
+    gf_test_rng_seed(&r, 7);
+    static const char alphabet[] = "{}[]\":,0123456789-+.eEtrufalsn \\u\xc3\xa9";
+    for (int iter = 0; iter < 20000; iter++) {
+        size_t len = gf_test_rng_below(&r, 40);
+        char *buf = malloc(len ? len : 1);
+        for (size_t i = 0; i < len; i++)
+            buf[i] = alphabet[gf_test_rng_below(&r, sizeof alphabet - 1)];
+        gf_json_doc *doc = NULL;
+        gf_status st = gf_json_parse(buf, len, 8, &doc, NULL);
+        ck_assert(st == GF_OK || st == GF_ERR_FORMAT);
+        ck_assert((st == GF_OK) == (doc != NULL));
+        gf_json_doc_free(doc);
+        free(buf);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("core_json");
+    TCase *tc = tcase_create("json");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_values);
+    tcase_add_test(tc, test_integers);
+    tcase_add_test(tc, test_strings);
+    tcase_add_test(tc, test_rejects);
+    tcase_add_test(tc, test_depth_limit_and_no_nul_termination);
+    tcase_add_test(tc, test_duplicates);
+    tcase_add_test(tc, test_large_document);
+    tcase_add_test(tc, test_random_bytes_never_crash);
+    suite_add_tcase(s, tc);
+    return gf_test_run_suite(s);
+}
