@@ -12,9 +12,14 @@
 
 volatile int gf_log_threshold = GF_LOG_INFO;
 
-static char gf_log_role[32] = "gpufaas";
+static char gf_log_role_buf[32] = "gpufaas";
 
 static const char *const gf_log_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
+
+const char *gf_log_role(void)
+{
+    return gf_log_role_buf;
+}
 
 int gf_log_level_parse(const char *name, gf_log_level *out)
 {
@@ -37,8 +42,8 @@ int gf_log_level_parse(const char *name, gf_log_level *out)
 void gf_log_init(const char *role, gf_log_level level)
 {
     if (role != NULL) {
-        strncpy(gf_log_role, role, sizeof gf_log_role - 1);
-        gf_log_role[sizeof gf_log_role - 1] = '\0';
+        strncpy(gf_log_role_buf, role, sizeof gf_log_role_buf - 1);
+        gf_log_role_buf[sizeof gf_log_role_buf - 1] = '\0';
     }
     if (level == GF_LOG_DEFAULT) {
         gf_log_level parsed;
@@ -71,7 +76,7 @@ void gf_log_write(gf_log_level level, const char *func, const char *fmt, ...)
         lvl = GF_LOG_ERROR;
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ [%d] %s %-5s %s: ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, (int)(tv.tv_usec / 1000), (int)getpid(), gf_log_role,
+                     tm.tm_sec, (int)(tv.tv_usec / 1000), (int)getpid(), gf_log_role_buf,
                      gf_log_names[lvl], func != NULL ? func : "?");
     if (n < 0)
         return;
@@ -93,7 +98,7 @@ void gf_log_sigsafe(const char *msg)
     char buf[512];
     size_t used = 0;
     /* role */
-    for (const char *p = gf_log_role; *p != '\0' && used < 64; p++)
+    for (const char *p = gf_log_role_buf; *p != '\0' && used < 64; p++)
         buf[used++] = *p;
     buf[used++] = ' ';
     buf[used++] = '[';

@@ -36,6 +36,9 @@ extern volatile int gf_log_threshold;
  * forked child to change the role. */
 void gf_log_init(const char *role, gf_log_level level);
 
+/* The role set by gf_log_init ("gpufaas" before). Static storage. */
+const char *gf_log_role(void);
+
 /* Parse "error", "warn", "info", "debug", "trace" (case-insensitive) or a
  * digit 0-4. Returns 0 and sets *out, or -1 when the name is unknown. */
 int gf_log_level_parse(const char *name, gf_log_level *out);

@@ -1,0 +1,456 @@
+/* gpufaas — the device interface: opening backends, budget accounting, and
+ * the public wrappers over each backend's slots. */
+#include "backend/backend_impl.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fault.h"
+#include "core/log.h"
+#include "gf_config.h"
+
+/* ---- pointer -> size map ------------------------------------------------ */
+
+#define GF_PS_EMPTY ((uintptr_t)0)
+#define GF_PS_TOMB ((uintptr_t)1)
+
+static size_t ps_hash(uintptr_t k, size_t cap)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+static gf_status ps_grow(gf_ptr_sizes *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    if (m->n * 4 < m->cap) /* mostly tombstones: rehash at the same size */
+        cap = m->cap;
+    uintptr_t *keys = calloc(cap, sizeof *keys);
+    size_t *vals = calloc(cap, sizeof *vals);
+    if (keys == NULL || vals == NULL) {
+        free(keys);
+        free(vals);
+        return GF_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->keys[i] <= GF_PS_TOMB)
+            continue;
+        size_t j = ps_hash(m->keys[i], cap);
+        while (keys[j] != GF_PS_EMPTY)
+            j = (j + 1) & (cap - 1);
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    m->tombs = 0;
+    return GF_OK;
+}
+
+static gf_status ps_put(gf_ptr_sizes *m, void *p, size_t size)
+{
+    if ((m->n + m->tombs + 1) * 2 > m->cap) {
+        gf_status st = ps_grow(m);
+        if (st != GF_OK)
+            return st;
+    }
+    uintptr_t k = (uintptr_t)p;
+    size_t j = ps_hash(k, m->cap);
+    while (m->keys[j] > GF_PS_TOMB)
+        j = (j + 1) & (m->cap - 1);
+    if (m->keys[j] == GF_PS_TOMB)
+        m->tombs--;
+    m->keys[j] = k;
+    m->vals[j] = size;
+    m->n++;
+    return GF_OK;
+}
+
+/* Remove p; returns its size, or (size_t)-1 when p is unknown. */
+static size_t ps_take(gf_ptr_sizes *m, void *p)
+{
+    if (m->cap == 0)
+        return (size_t)-1;
+    uintptr_t k = (uintptr_t)p;
+    size_t j = ps_hash(k, m->cap);
+    while (m->keys[j] != GF_PS_EMPTY) {
+        if (m->keys[j] == k) {
+            m->keys[j] = GF_PS_TOMB;
+            m->tombs++;
+            m->n--;
+            return m->vals[j];
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    return (size_t)-1;
+}
+
+/* ---- the cuda module ---------------------------------------------------- */
+
+static pthread_once_t gf_cuda_once = PTHREAD_ONCE_INIT;
+static const gf_backend_module *gf_cuda_mod;
+static char gf_cuda_load_error[512];
+
+static void gf_cuda_module_load(void)
+{
+#if GF_HAVE_CUDA_MODULE
+    const char *candidates[3];
+    int nc = 0;
+    const char *env = getenv("GPUFAAS_CUDA_MODULE");
+    if (env != NULL && env[0] != '\0')
+        candidates[nc++] = env;
+    candidates[nc++] = GF_BUILD_DIR "/runtime/libgf_backend_cuda.so";
+    candidates[nc++] = GF_LIBDIR "/libgf_backend_cuda.so";
+    for (int i = 0; i < nc; i++) {
+        void *h = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+        if (h == NULL) {
+            snprintf(gf_cuda_load_error, sizeof gf_cuda_load_error, "dlopen(%s): %s",
+                     candidates[i], dlerror());
+            continue;
+        }
+        gf_backend_module_entry_fn entry =
+            (gf_backend_module_entry_fn)(uintptr_t)dlsym(h, "gf_backend_cuda_module");
+        const gf_backend_module *m = entry != NULL ? entry() : NULL;
+        if (m == NULL || m->abi != GF_BACKEND_MODULE_ABI || m->size < sizeof *m) {
+            snprintf(gf_cuda_load_error, sizeof gf_cuda_load_error,
+                     "%s: not a compatible gpufaas cuda module", candidates[i]);
+            dlclose(h);
+            continue;
+        }
+        m->set_log(gf_log_role(), gf_log_threshold);
+        gf_cuda_mod = m; /* the handle stays open for the life of the process */
+        return;
+    }
+#else
+    snprintf(gf_cuda_load_error, sizeof gf_cuda_load_error,
+             "this build has no CUDA backend (configured without nvcc or with -Dcuda=disabled)");
+#endif
+}
+
+static const gf_backend_module *gf_cuda_module(void)
+{
+    pthread_once(&gf_cuda_once, gf_cuda_module_load);
+    return gf_cuda_mod;
+}
+
+int gf_backend_cuda_device_count(void)
+{
+    const gf_backend_module *m = gf_cuda_module();
+    if (m == NULL)
+        return 0;
+    int n = m->device_count();
+    return n > 0 ? n : 0;
+}
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+static gf_status gf_parse_device(const char *name, gf_device_kind *kind, int *index, gf_err *err)
+{
+    if (name == NULL || strcmp(name, "cpu") == 0) {
+        *kind = GF_DEVICE_CPU;
+        *index = 0;
+        return GF_OK;
+    }
+    if (strcmp(name, "cuda") == 0) {
+        *kind = GF_DEVICE_CUDA;
+        *index = 0;
+        return GF_OK;
+    }
+    if (strncmp(name, "cuda:", 5) == 0 && name[5] >= '0' && name[5] <= '9') {
+        char *end;
+        errno = 0;
+        long v = strtol(name + 5, &end, 10);
+        if (*end == '\0' && errno == 0 && v >= 0 && v < 1024) {
+            *kind = GF_DEVICE_CUDA;
+            *index = (int)v;
+            return GF_OK;
+        }
+    }
+    return gf_err_set(err, GF_ERR_INVALID, "unknown device '%s' (expected cpu, cuda or cuda:N)",
+                      name);
+}
+
+gf_status gf_backend_open(const gf_backend_config *cfg, gf_backend **out, gf_err *err)
+{
+    *out = NULL;
+    gf_device_kind kind;
+    int index;
+    gf_status st = gf_parse_device(cfg->device, &kind, &index, err);
+    if (st != GF_OK)
+        return st;
+    gf_backend *be = NULL;
+    if (kind == GF_DEVICE_CPU) {
+        st = gf_backend_cpu_open(cfg, &be, err);
+    } else {
+        const gf_backend_module *m = gf_cuda_module();
+        if (m == NULL)
+            return gf_err_set(err, GF_ERR_NOT_FOUND, "cuda:%d: CUDA backend unavailable: %s",
+                              index, gf_cuda_load_error);
+        int n = m->device_count();
+        if (index >= n)
+            return gf_err_set(err, GF_ERR_NOT_FOUND, "cuda:%d: no such GPU (%d found)", index,
+                              n > 0 ? n : 0);
+        static const gf_backend_hostfns host = {gf_dev_alloc, gf_dev_free};
+        st = m->open(cfg, index, &host, &be, err);
+    }
+    if (st != GF_OK)
+        return st;
+    if (pthread_mutex_init(&be->acct_lock, NULL) != 0) {
+        be->iface.free(be);
+        return gf_err_set(err, GF_ERR_NOMEM, "pthread_mutex_init failed");
+    }
+    be->used = 0;
+    memset(&be->sizes, 0, sizeof be->sizes);
+    be->acct_ready = true;
+    be->info.budget = be->budget;
+    be->info.page_size = be->page_size;
+    GF_LOG_D("opened %s: budget %llu bytes, page %zu bytes", be->info.name,
+             (unsigned long long)be->budget, be->page_size);
+    *out = be;
+    return GF_OK;
+}
+
+void gf_backend_free(gf_backend *be)
+{
+    if (be == NULL)
+        return;
+    if (be->acct_ready) {
+        if (be->sizes.n > 0)
+            GF_LOG_W("%zu device allocations still live at close", be->sizes.n);
+        free(be->sizes.keys);
+        free(be->sizes.vals);
+        pthread_mutex_destroy(&be->acct_lock);
+    }
+    be->iface.free(be);
+}
+
+void gf_backend_info(gf_backend *be, gf_device_info *out)
+{
+    *out = be->info;
+    be->iface.refresh_info(be, out);
+}
+
+const gf_kernels *gf_backend_kernels(gf_backend *be)
+{
+    return &be->kernels;
+}
+
+/* ---- device memory --------------------------------------------------------- */
+
+static gf_status gf_budget_take(gf_backend *be, size_t size, const char *what, gf_err *err)
+{
+    pthread_mutex_lock(&be->acct_lock);
+    if (size > be->budget || be->used > be->budget - size) {
+        uint64_t used = be->used;
+        pthread_mutex_unlock(&be->acct_lock);
+        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM,
+                          "device memory budget exhausted: %s of %zu bytes needs more than the "
+                          "%llu free (%llu of %llu in use)",
+                          what, size, (unsigned long long)(be->budget - used),
+                          (unsigned long long)used, (unsigned long long)be->budget);
+    }
+    be->used += size;
+    pthread_mutex_unlock(&be->acct_lock);
+    return GF_OK;
+}
+
+static void gf_budget_give(gf_backend *be, size_t size)
+{
+    pthread_mutex_lock(&be->acct_lock);
+    be->used -= size;
+    pthread_mutex_unlock(&be->acct_lock);
+}
+
+gf_status gf_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err)
+{
+    *out = NULL;
+    if (GF_FAULT("dev_alloc"))
+        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "device allocation of %zu bytes failed "
+                          "(injected fault)", size);
+    gf_status st = gf_budget_take(be, size, "an allocation", err);
+    if (st != GF_OK)
+        return st;
+    void *p = NULL;
+    st = be->iface.dev_alloc(be, size, &p, err);
+    if (st != GF_OK) {
+        gf_budget_give(be, size);
+        return st;
+    }
+    pthread_mutex_lock(&be->acct_lock);
+    st = ps_put(&be->sizes, p, size);
+    pthread_mutex_unlock(&be->acct_lock);
+    if (st != GF_OK) {
+        be->iface.dev_free(be, p);
+        gf_budget_give(be, size);
+        return gf_err_set(err, st, "out of host memory tracking a device allocation");
+    }
+    *out = p;
+    return GF_OK;
+}
+
+void gf_dev_free(gf_backend *be, void *ptr)
+{
+    if (ptr == NULL)
+        return;
+    pthread_mutex_lock(&be->acct_lock);
+    size_t size = ps_take(&be->sizes, ptr);
+    if (size != (size_t)-1)
+        be->used -= size;
+    pthread_mutex_unlock(&be->acct_lock);
+    if (size == (size_t)-1) {
+        GF_LOG_E("gf_dev_free(%p): not a live device allocation", ptr);
+        return;
+    }
+    be->iface.dev_free(be, ptr);
+}
+
+void gf_dev_usage(gf_backend *be, uint64_t *used, uint64_t *budget)
+{
+    pthread_mutex_lock(&be->acct_lock);
+    if (used != NULL)
+        *used = be->used;
+    if (budget != NULL)
+        *budget = be->budget;
+    pthread_mutex_unlock(&be->acct_lock);
+}
+
+size_t gf_dev_page_size(gf_backend *be)
+{
+    return be->page_size;
+}
+
+gf_status gf_dev_vreserve(gf_backend *be, size_t size, void **out, gf_err *err)
+{
+    *out = NULL;
+    if (size == 0 || size % be->page_size != 0)
+        return gf_err_set(err, GF_ERR_INVALID,
+                          "reservation of %zu bytes is not a positive multiple of the page "
+                          "size %zu", size, be->page_size);
+    return be->iface.vreserve(be, size, out, err);
+}
+
+void gf_dev_vrelease(gf_backend *be, void *base, size_t size)
+{
+    if (base != NULL)
+        be->iface.vrelease(be, base, size);
+}
+
+gf_status gf_dev_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
+{
+    *page = -1;
+    if (GF_FAULT("dev_page_alloc"))
+        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "device page allocation failed "
+                          "(injected fault)");
+    gf_status st = gf_budget_take(be, be->page_size, "a page", err);
+    if (st != GF_OK)
+        return st;
+    st = be->iface.page_alloc(be, page, err);
+    if (st != GF_OK)
+        gf_budget_give(be, be->page_size);
+    return st;
+}
+
+void gf_dev_page_free(gf_backend *be, int64_t page)
+{
+    if (page < 0)
+        return;
+    be->iface.page_free(be, page);
+    gf_budget_give(be, be->page_size);
+}
+
+gf_status gf_dev_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
+{
+    if (GF_FAULT("dev_map"))
+        return gf_err_set(err, GF_ERR_DEVICE, "mapping a device page failed (injected fault)");
+    if (page < 0 || addr == NULL)
+        return gf_err_set(err, GF_ERR_INVALID, "gf_dev_map: bad page %lld or address",
+                          (long long)page);
+    return be->iface.map(be, addr, page, err);
+}
+
+gf_status gf_dev_unmap(gf_backend *be, void *addr, gf_err *err)
+{
+    return be->iface.unmap(be, addr, err);
+}
+
+/* ---- pinned host memory ---------------------------------------------------- */
+
+gf_status gf_host_alloc_pinned(gf_backend *be, size_t size, void **out, gf_err *err)
+{
+    *out = NULL;
+    if (GF_FAULT("host_alloc"))
+        return gf_err_set(err, GF_ERR_NOMEM, "pinned host allocation of %zu bytes failed "
+                          "(injected fault)", size);
+    return be->iface.host_alloc(be, size, out, err);
+}
+
+void gf_host_free_pinned(gf_backend *be, void *ptr)
+{
+    if (ptr != NULL)
+        be->iface.host_free(be, ptr);
+}
+
+/* ---- streams, copies, events ---------------------------------------------- */
+
+gf_stream *gf_backend_stream(gf_backend *be, gf_stream_kind kind)
+{
+    return be->iface.stream(be, kind);
+}
+
+gf_status gf_memcpy_async(gf_backend *be, gf_stream *s, void *dst, const void *src, size_t n,
+                          gf_copy_kind kind, gf_err *err)
+{
+    if (n == 0)
+        return GF_OK;
+    if (dst == NULL || src == NULL)
+        return gf_err_set(err, GF_ERR_INVALID, "copy of %zu bytes with a NULL pointer", n);
+    if (GF_FAULT("memcpy_async"))
+        return gf_err_set(err, GF_ERR_DEVICE, "queueing a copy of %zu bytes failed "
+                          "(injected fault)", n);
+    return be->iface.memcpy_async(be, s, dst, src, n, kind, err);
+}
+
+gf_status gf_stream_sync(gf_backend *be, gf_stream *s, gf_err *err)
+{
+    return be->iface.stream_sync(be, s, err);
+}
+
+gf_status gf_event_new(gf_backend *be, gf_event **out, gf_err *err)
+{
+    *out = NULL;
+    return be->iface.event_new(be, out, err);
+}
+
+void gf_event_free(gf_backend *be, gf_event *ev)
+{
+    if (ev != NULL)
+        be->iface.event_free(be, ev);
+}
+
+gf_status gf_event_record(gf_backend *be, gf_event *ev, gf_stream *s, gf_err *err)
+{
+    return be->iface.event_record(be, ev, s, err);
+}
+
+gf_status gf_stream_wait_event(gf_backend *be, gf_stream *s, gf_event *ev, gf_err *err)
+{
+    return be->iface.stream_wait_event(be, s, ev, err);
+}
+
+bool gf_event_query(gf_backend *be, gf_event *ev)
+{
+    return be->iface.event_query(be, ev);
+}
+
+gf_status gf_event_sync(gf_backend *be, gf_event *ev, gf_err *err)
+{
+    return be->iface.event_sync(be, ev, err);
+}

@@ -1,0 +1,102 @@
+/* gpufaas — what a backend implements (runtime/backend).
+ *
+ * Only backend implementations (cpu/, cuda/) and backend.c include this. A
+ * backend's open function allocates a struct gf_backend, fills `iface`,
+ * `kernels` (all but nothing: `sync` included), `info`, `page_size`,
+ * `budget` and `context`, and returns it; backend.c then sets up the budget
+ * accounting, which lives in one place for every backend: the public
+ * wrappers check the budget, count bytes, and hit the fault-injection sites
+ * before calling the slots below. Slots never see a budget check.
+ */
+#ifndef GF_BACKEND_IMPL_H
+#define GF_BACKEND_IMPL_H
+
+#include <pthread.h>
+
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gf_backend_iface {
+    void (*free)(gf_backend *be); /* after all streams are idle; frees be->context */
+    void (*refresh_info)(gf_backend *be, gf_device_info *info); /* update free_memory */
+    gf_status (*dev_alloc)(gf_backend *be, size_t size, void **out, gf_err *err);
+    void (*dev_free)(gf_backend *be, void *ptr);
+    gf_status (*vreserve)(gf_backend *be, size_t size, void **out, gf_err *err);
+    void (*vrelease)(gf_backend *be, void *base, size_t size);
+    gf_status (*page_alloc)(gf_backend *be, int64_t *page, gf_err *err);
+    void (*page_free)(gf_backend *be, int64_t page);
+    gf_status (*map)(gf_backend *be, void *addr, int64_t page, gf_err *err);
+    gf_status (*unmap)(gf_backend *be, void *addr, gf_err *err);
+    gf_status (*host_alloc)(gf_backend *be, size_t size, void **out, gf_err *err);
+    void (*host_free)(gf_backend *be, void *ptr);
+    gf_stream *(*stream)(gf_backend *be, gf_stream_kind kind);
+    gf_status (*memcpy_async)(gf_backend *be, gf_stream *s, void *dst, const void *src,
+                              size_t n, gf_copy_kind kind, gf_err *err);
+    gf_status (*stream_sync)(gf_backend *be, gf_stream *s, gf_err *err);
+    gf_status (*event_new)(gf_backend *be, gf_event **out, gf_err *err);
+    void (*event_free)(gf_backend *be, gf_event *ev);
+    gf_status (*event_record)(gf_backend *be, gf_event *ev, gf_stream *s, gf_err *err);
+    gf_status (*stream_wait_event)(gf_backend *be, gf_stream *s, gf_event *ev, gf_err *err);
+    bool (*event_query)(gf_backend *be, gf_event *ev);
+    gf_status (*event_sync)(gf_backend *be, gf_event *ev, gf_err *err);
+};
+
+/* dev_alloc pointer -> size, for accounting on free (open addressing). */
+typedef struct gf_ptr_sizes {
+    uintptr_t *keys; /* 0 = empty, 1 = deleted */
+    size_t *vals;
+    size_t cap, n, tombs;
+} gf_ptr_sizes;
+
+struct gf_backend {
+    struct gf_backend_iface iface;
+    gf_kernels kernels;
+    gf_device_info info;   /* static fields filled by the implementation */
+    size_t page_size;      /* in force; multiple of the device granularity */
+    uint64_t budget;       /* bytes */
+    void *context;         /* the implementation's state */
+
+    /* accounting, owned by backend.c */
+    pthread_mutex_t acct_lock;
+    uint64_t used;         /* bytes of allocations + pages */
+    gf_ptr_sizes sizes;
+    bool acct_ready;
+};
+
+/* The cpu backend's constructor (cpu/cpu_backend.c). */
+gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf_err *err);
+
+/* The cuda module's entry point, exported by libgf_backend_cuda.so as the
+ * symbol "gf_backend_cuda_module". Version 1; append-only. */
+#define GF_BACKEND_MODULE_ABI 1
+
+/* Services of the loading program a module calls back into (the module has
+ * its own copy of runtime/core but not of backend.c, where the budget
+ * accounting lives). */
+typedef struct gf_backend_hostfns {
+    gf_status (*dev_alloc)(gf_backend *be, size_t size, void **out, gf_err *err);
+    void (*dev_free)(gf_backend *be, void *ptr);
+} gf_backend_hostfns;
+
+typedef struct gf_backend_module {
+    uint32_t abi;  /* GF_BACKEND_MODULE_ABI */
+    uint32_t size; /* sizeof(gf_backend_module) */
+    /* Usable devices (0 when the driver is missing or too old). */
+    int (*device_count)(void);
+    /* Open device `index` as described by cfg. */
+    gf_status (*open)(const gf_backend_config *cfg, int index, const gf_backend_hostfns *host,
+                      gf_backend **out, gf_err *err);
+    /* The module has its own copy of runtime/core: give it our log role/level. */
+    void (*set_log)(const char *role, int level);
+} gf_backend_module;
+
+typedef const gf_backend_module *(*gf_backend_module_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_BACKEND_IMPL_H */

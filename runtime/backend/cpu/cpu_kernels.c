@@ -1,0 +1,1225 @@
+/* gpufaas — the cpu kernel library (runtime/backend/cpu).
+ *
+ * Implements gpufaas/kernels.h on the host. gemm goes to OpenBLAS
+ * (cblas_sgemm) when built with it (GF_HAVE_BLAS), else to plain loops; F16
+ * and BF16 operands are first widened to FP32 into the context's scratch.
+ * conv2d is im2col + gemm, attention is gemm + masked softmax + gemm per
+ * (batch, head). Everything else is loops in memory order.
+ *
+ * The compute stream of the cpu backend is the calling thread: each kernel
+ * has finished when it returns, errors are reported at once, and the stream
+ * argument is not used. The context's scratch is not locked: one thread
+ * drives a backend (see backend.h).
+ */
+#include "backend/cpu/cpu_kernels.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "gf_config.h"
+
+#if GF_HAVE_BLAS
+#include <cblas.h>
+#ifdef OPENBLAS_VERSION
+typedef blasint gf_blasint; /* OpenBLAS's index type (int unless built for 64-bit) */
+#else
+typedef int gf_blasint;
+#endif
+#endif
+
+struct gf_cpu_kctx {
+    int blas_threads; /* OpenBLAS threads set at creation */
+    void *scratch;    /* reusable work memory (64-byte aligned), grown on demand */
+    size_t scratch_cap; /* bytes behind scratch */
+};
+
+#define GF_CPU_ALIGN 64
+
+/* ---- errors ---- */
+
+/* The message of the last failed call on this thread; "" until one fails. */
+static _Thread_local char gf_cpu_errbuf[GF_ERR_MSG_MAX];
+
+static int kerr(int code, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Record "fn: message" as this thread's last error; returns code. */
+static int kerr(int code, const char *fn, const char *fmt, ...)
+{
+    int off = snprintf(gf_cpu_errbuf, sizeof gf_cpu_errbuf, "%s: ", fn);
+    if (off < 0 || (size_t)off >= sizeof gf_cpu_errbuf)
+        off = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(gf_cpu_errbuf + off, sizeof gf_cpu_errbuf - (size_t)off, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static const char *cpu_last_error(void *ctx)
+{
+    (void)ctx;
+    return gf_cpu_errbuf;
+}
+
+/* Argument checks; each returns from the calling kernel with the error. */
+#define GF_CHECK_NONNEG(fn, v)                                                                    \
+    do {                                                                                          \
+        if ((v) < 0)                                                                              \
+            return kerr(GF_ERR_INVALID, fn, "%s = %lld is negative", #v, (long long)(v));         \
+    } while (0)
+#define GF_CHECK_PTR(fn, p)                                                                       \
+    do {                                                                                          \
+        if ((p) == NULL)                                                                          \
+            return kerr(GF_ERR_INVALID, fn, "%s is NULL", #p);                                    \
+    } while (0)
+
+/* a * b into *out; false on overflow of int64. */
+static bool mul64(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* Weights may be F32, F16 or BF16 (GF_ERR_UNSUPPORTED otherwise). */
+static int check_wdtype(const char *fn, const char *what, gf_dtype dt)
+{
+    if (dt == GF_DT_F32 || dt == GF_DT_F16 || dt == GF_DT_BF16)
+        return 0;
+    return kerr(GF_ERR_UNSUPPORTED, fn, "%s dtype %s (%d) is not supported (F32, F16 or BF16)",
+                what, gf_dtype_st_name(dt), (int)dt);
+}
+
+static int check_act(const char *fn, gf_act act)
+{
+    if ((int)act < 0 || act >= GF_ACT_COUNT_)
+        return kerr(GF_ERR_INVALID, fn, "activation %d is not a gf_act", (int)act);
+    return 0;
+}
+
+/* ---- scratch ---- */
+
+/* Scratch of at least n bytes (the previous contents are not kept). NULL,
+ * with the error recorded, when memory is exhausted. Valid until the next
+ * call on the context. */
+static void *scratch_get(gf_cpu_kctx *c, const char *fn, size_t n)
+{
+    if (n <= c->scratch_cap)
+        return c->scratch;
+    size_t want;
+    if (!gf_size_align_up(n, GF_CPU_ALIGN, &want)) {
+        kerr(GF_ERR_NOMEM, fn, "scratch of %zu bytes overflows", n);
+        return NULL;
+    }
+    void *p = aligned_alloc(GF_CPU_ALIGN, want);
+    if (p == NULL) {
+        kerr(GF_ERR_NOMEM, fn, "out of memory for %zu bytes of scratch", want);
+        return NULL;
+    }
+    free(c->scratch);
+    c->scratch = p;
+    c->scratch_cap = want;
+    return p;
+}
+
+/* Bytes of `count` floats rounded up to the alignment, for carving several
+ * regions from one scratch block; false on overflow. */
+static bool f32_region(int64_t count, size_t *bytes)
+{
+    size_t b;
+    if (count < 0 || !gf_size_mul((size_t)count, sizeof(float), &b))
+        return false;
+    return gf_size_align_up(b, GF_CPU_ALIGN, bytes);
+}
+
+/* ---- dtype helpers ---- */
+
+/* Widen n weights of dtype dt (F32/F16/BF16) at src into dst. */
+static void widen(float *dst, const void *src, gf_dtype dt, int64_t n)
+{
+    switch (dt) {
+    case GF_DT_F16:
+        gf_f16_to_f32_n(dst, (const uint16_t *)src, (size_t)n);
+        break;
+    case GF_DT_BF16:
+        gf_bf16_to_f32_n(dst, (const uint16_t *)src, (size_t)n);
+        break;
+    default:
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        break;
+    }
+}
+
+/* A weight vector of n elements as FP32: w itself when F32 (or NULL), else
+ * widened into dst. */
+static const float *w_f32(const void *w, gf_dtype dt, int64_t n, float *dst)
+{
+    if (w == NULL || dt == GF_DT_F32)
+        return (const float *)w;
+    widen(dst, w, dt, n);
+    return dst;
+}
+
+/* ---- activations ---- */
+
+static inline float act_sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+/* Apply act to n floats in place; the switch is outside the loops so each
+ * loop vectorises or at least stays branch-free. */
+static void act_inplace(float *x, int64_t n, gf_act act)
+{
+    switch (act) {
+    case GF_ACT_IDENTITY:
+    case GF_ACT_COUNT_:
+        break;
+    case GF_ACT_RELU:
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case GF_ACT_GELU_ERF:
+        for (int64_t i = 0; i < n; i++)
+            x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+        break;
+    case GF_ACT_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        }
+        break;
+    case GF_ACT_SILU:
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] * act_sigmoid(x[i]);
+        break;
+    case GF_ACT_TANH:
+        for (int64_t i = 0; i < n; i++)
+            x[i] = tanhf(x[i]);
+        break;
+    case GF_ACT_SIGMOID:
+        for (int64_t i = 0; i < n; i++)
+            x[i] = act_sigmoid(x[i]);
+        break;
+    }
+}
+
+/* ---- gemm ---- */
+
+/* C = alpha op(A) op(B) + beta C on FP32, row-major, arguments already
+ * checked (m, n > 0; sizes fit an int when BLAS is used). */
+static void sgemm_f32(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc)
+{
+    if (k == 0 || alpha == 0.0f) {
+        /* C = beta C; with beta == 0, C is not read (it may hold NaN). */
+        for (int64_t i = 0; i < m; i++) {
+            float *cr = c + i * ldc;
+            if (beta == 0.0f)
+                memset(cr, 0, (size_t)n * sizeof(float));
+            else if (beta != 1.0f)
+                for (int64_t j = 0; j < n; j++)
+                    cr[j] *= beta;
+        }
+        return;
+    }
+#if GF_HAVE_BLAS
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (gf_blasint)m, (gf_blasint)n, (gf_blasint)k, alpha, a, (gf_blasint)lda, b, (gf_blasint)ldb, beta,
+                c, (gf_blasint)ldc);
+#else
+    for (int64_t i = 0; i < m; i++) {
+        float *cr = c + i * ldc;
+        if (beta == 0.0f)
+            memset(cr, 0, (size_t)n * sizeof(float));
+        else if (beta != 1.0f)
+            for (int64_t j = 0; j < n; j++)
+                cr[j] *= beta;
+        if (!tb) {
+            /* i-p-j: the inner loop walks rows of B and C contiguously. */
+            for (int64_t p = 0; p < k; p++) {
+                float av = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
+                const float *br = b + p * ldb;
+                for (int64_t j = 0; j < n; j++)
+                    cr[j] += av * br[j];
+            }
+        } else {
+            /* B^T: a dot product of rows of A (or columns) and rows of B. */
+            for (int64_t j = 0; j < n; j++) {
+                const float *br = b + j * ldb;
+                float acc = 0.0f;
+                if (!ta)
+                    for (int64_t p = 0; p < k; p++)
+                        acc += a[i * lda + p] * br[p];
+                else
+                    for (int64_t p = 0; p < k; p++)
+                        acc += a[p * lda + i] * br[p];
+                cr[j] += alpha * acc;
+            }
+        }
+    }
+#endif
+}
+
+/* Checks shared by gemm and gemm_batched. Returns 0 or the error. */
+static int gemm_check(const char *fn, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                      gf_dtype adt, int64_t lda, gf_dtype bdt, int64_t ldb, int64_t ldc)
+{
+    GF_CHECK_NONNEG(fn, m);
+    GF_CHECK_NONNEG(fn, n);
+    GF_CHECK_NONNEG(fn, k);
+    int rc;
+    if ((rc = check_wdtype(fn, "A", adt)) != 0 || (rc = check_wdtype(fn, "B", bdt)) != 0)
+        return rc;
+    int64_t acols = ta ? m : k, bcols = tb ? k : n;
+    if (lda < (acols > 1 ? acols : 1))
+        return kerr(GF_ERR_INVALID, fn, "lda = %lld is less than %lld (%s)", (long long)lda,
+                    (long long)(acols > 1 ? acols : 1), ta ? "m, A transposed" : "k");
+    if (ldb < (bcols > 1 ? bcols : 1))
+        return kerr(GF_ERR_INVALID, fn, "ldb = %lld is less than %lld (%s)", (long long)ldb,
+                    (long long)(bcols > 1 ? bcols : 1), tb ? "k, B transposed" : "n");
+    if (ldc < (n > 1 ? n : 1))
+        return kerr(GF_ERR_INVALID, fn, "ldc = %lld is less than n = %lld", (long long)ldc,
+                    (long long)n);
+#if GF_HAVE_BLAS
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX)
+        return kerr(GF_ERR_UNSUPPORTED, fn, "a size or leading dimension exceeds %d (BLAS int)",
+                    INT_MAX);
+#endif
+    return 0;
+}
+
+/* Widen a rows x cols matrix with leading dimension ld into dense dst
+ * (leading dimension cols). */
+static void widen_matrix(float *dst, const void *src, gf_dtype dt, int64_t rows, int64_t cols,
+                         int64_t ld)
+{
+    size_t es = dt == GF_DT_F32 ? 4 : 2;
+    for (int64_t r = 0; r < rows; r++)
+        widen(dst + r * cols, (const char *)src + (size_t)(r * ld) * es, dt, cols);
+}
+
+/* One gemm with any operand dtypes; `aw`/`bw` are scratch for the widened
+ * operands (NULL when that operand is F32). */
+static void gemm_one(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+                     gf_dtype adt, int64_t lda, const void *b, gf_dtype bdt, int64_t ldb,
+                     float beta, float *c, int64_t ldc, float *aw, float *bw)
+{
+    const float *af = (const float *)a, *bf = (const float *)b;
+    if (adt != GF_DT_F32 && k > 0) {
+        int64_t rows = ta ? k : m, cols = ta ? m : k;
+        widen_matrix(aw, a, adt, rows, cols, lda);
+        af = aw;
+        lda = cols;
+    }
+    if (bdt != GF_DT_F32 && k > 0) {
+        int64_t rows = tb ? n : k, cols = tb ? k : n;
+        widen_matrix(bw, b, bdt, rows, cols, ldb);
+        bf = bw;
+        ldb = cols;
+    }
+    sgemm_f32(ta, tb, m, n, k, alpha, af, lda, bf, ldb, beta, c, ldc);
+}
+
+/* Scratch for widening the half operands of one m x n x k gemm. */
+static int gemm_scratch(gf_cpu_kctx *ctx, const char *fn, int64_t m, int64_t n, int64_t k,
+                        gf_dtype adt, gf_dtype bdt, float **aw, float **bw)
+{
+    int64_t an = 0, bn = 0;
+    size_t abytes = 0, bbytes = 0, total;
+    *aw = *bw = NULL;
+    if ((adt != GF_DT_F32 && !mul64(m, k, &an)) || (bdt != GF_DT_F32 && !mul64(n, k, &bn)) ||
+        !f32_region(an, &abytes) || !f32_region(bn, &bbytes) ||
+        !gf_size_add(abytes, bbytes, &total))
+        return kerr(GF_ERR_OVERFLOW, fn, "operand sizes overflow");
+    if (total == 0)
+        return 0;
+    char *s = scratch_get(ctx, fn, total);
+    if (s == NULL)
+        return GF_ERR_NOMEM;
+    if (abytes)
+        *aw = (float *)s;
+    if (bbytes)
+        *bw = (float *)(s + abytes);
+    return 0;
+}
+
+static int cpu_gemm(void *vctx, gf_stream *s, int trans_a, int trans_b, int64_t m, int64_t n,
+                    int64_t k, float alpha, const void *a, gf_dtype a_dtype, int64_t lda,
+                    const void *b, gf_dtype b_dtype, int64_t ldb, float beta, float *c,
+                    int64_t ldc)
+{
+    static const char fn[] = "gemm";
+    gf_cpu_kctx *ctx = vctx;
+    (void)s;
+    int rc = gemm_check(fn, trans_a, trans_b, m, n, k, a_dtype, lda, b_dtype, ldb, ldc);
+    if (rc != 0)
+        return rc;
+    if (m == 0 || n == 0)
+        return 0;
+    GF_CHECK_PTR(fn, c);
+    if (k > 0) {
+        GF_CHECK_PTR(fn, a);
+        GF_CHECK_PTR(fn, b);
+    }
+    float *aw, *bw;
+    if ((rc = gemm_scratch(ctx, fn, m, n, k, a_dtype, b_dtype, &aw, &bw)) != 0)
+        return rc;
+    gemm_one(trans_a, trans_b, m, n, k, alpha, a, a_dtype, lda, b, b_dtype, ldb, beta, c, ldc,
+             aw, bw);
+    return 0;
+}
+
+static int cpu_gemm_batched(void *vctx, gf_stream *s, int trans_a, int trans_b, int64_t m,
+                            int64_t n, int64_t k, float alpha, const void *a, gf_dtype a_dtype,
+                            int64_t lda, int64_t stride_a, const void *b, gf_dtype b_dtype,
+                            int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                            int64_t stride_c, int64_t batch)
+{
+    static const char fn[] = "gemm_batched";
+    gf_cpu_kctx *ctx = vctx;
+    (void)s;
+    int rc = gemm_check(fn, trans_a, trans_b, m, n, k, a_dtype, lda, b_dtype, ldb, ldc);
+    if (rc != 0)
+        return rc;
+    GF_CHECK_NONNEG(fn, batch);
+    GF_CHECK_NONNEG(fn, stride_a);
+    GF_CHECK_NONNEG(fn, stride_b);
+    GF_CHECK_NONNEG(fn, stride_c);
+    if (m == 0 || n == 0 || batch == 0)
+        return 0;
+    GF_CHECK_PTR(fn, c);
+    if (k > 0) {
+        GF_CHECK_PTR(fn, a);
+        GF_CHECK_PTR(fn, b);
+    }
+    /* The last matrix's offsets must be addressable. */
+    int64_t last;
+    if (!mul64(batch - 1, stride_a, &last) || !mul64(batch - 1, stride_b, &last) ||
+        !mul64(batch - 1, stride_c, &last))
+        return kerr(GF_ERR_OVERFLOW, fn, "batch * stride overflows");
+    float *aw, *bw;
+    if ((rc = gemm_scratch(ctx, fn, m, n, k, a_dtype, b_dtype, &aw, &bw)) != 0)
+        return rc;
+    size_t aes = a_dtype == GF_DT_F32 ? 4 : 2, bes = b_dtype == GF_DT_F32 ? 4 : 2;
+    for (int64_t i = 0; i < batch; i++) {
+        const char *ai = (const char *)a + (size_t)(i * stride_a) * aes;
+        const char *bi = (const char *)b + (size_t)(i * stride_b) * bes;
+        /* A matrix shared by every batch (stride 0) is widened once. */
+        gf_dtype adt = a_dtype, bdt = b_dtype;
+        const void *ap = ai, *bp = bi;
+        int64_t la = lda, lb = ldb;
+        if (i > 0 && stride_a == 0 && a_dtype != GF_DT_F32) {
+            adt = GF_DT_F32;
+            ap = aw;
+            la = trans_a ? m : k;
+        }
+        if (i > 0 && stride_b == 0 && b_dtype != GF_DT_F32) {
+            bdt = GF_DT_F32;
+            bp = bw;
+            lb = trans_b ? k : n;
+        }
+        gemm_one(trans_a, trans_b, m, n, k, alpha, ap, adt, la, bp, bdt, lb, beta,
+                 c + i * stride_c, ldc, aw, bw);
+    }
+    return 0;
+}
+
+/* ---- elementwise and row kernels ---- */
+
+static int cpu_bias_act(void *vctx, gf_stream *s, float *x, int64_t rows, int64_t cols,
+                        const void *bias, gf_dtype bias_dtype, gf_act act)
+{
+    static const char fn[] = "bias_act";
+    gf_cpu_kctx *ctx = vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, rows);
+    GF_CHECK_NONNEG(fn, cols);
+    int rc;
+    if ((rc = check_act(fn, act)) != 0)
+        return rc;
+    if (bias != NULL && (rc = check_wdtype(fn, "bias", bias_dtype)) != 0)
+        return rc;
+    int64_t total;
+    if (!mul64(rows, cols, &total))
+        return kerr(GF_ERR_OVERFLOW, fn, "rows * cols overflows");
+    if (total == 0)
+        return 0;
+    GF_CHECK_PTR(fn, x);
+    float *bw = NULL;
+    if (bias != NULL && bias_dtype != GF_DT_F32 &&
+        (bw = scratch_get(ctx, fn, (size_t)cols * sizeof(float))) == NULL)
+        return GF_ERR_NOMEM;
+    const float *bf = w_f32(bias, bias_dtype, cols, bw);
+    if (bf == NULL) {
+        act_inplace(x, total, act);
+        return 0;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float *xr = x + r * cols;
+        for (int64_t j = 0; j < cols; j++)
+            xr[j] += bf[j];
+        act_inplace(xr, cols, act);
+    }
+    return 0;
+}
+
+static int cpu_softmax(void *vctx, gf_stream *s, float *y, const float *x, int64_t rows,
+                       int64_t cols, int log_)
+{
+    static const char fn[] = "softmax";
+    (void)vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, rows);
+    GF_CHECK_NONNEG(fn, cols);
+    int64_t total;
+    if (!mul64(rows, cols, &total))
+        return kerr(GF_ERR_OVERFLOW, fn, "rows * cols overflows");
+    if (total == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    GF_CHECK_PTR(fn, x);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        float mx = xr[0];
+        for (int64_t j = 1; j < cols; j++)
+            mx = xr[j] > mx ? xr[j] : mx;
+        if (log_) {
+            float sum = 0.0f;
+            for (int64_t j = 0; j < cols; j++)
+                sum += expf(xr[j] - mx);
+            float lse = mx + logf(sum);
+            for (int64_t j = 0; j < cols; j++)
+                yr[j] = xr[j] - lse;
+        } else {
+            float sum = 0.0f;
+            for (int64_t j = 0; j < cols; j++) {
+                yr[j] = expf(xr[j] - mx);
+                sum += yr[j];
+            }
+            float inv = 1.0f / sum;
+            for (int64_t j = 0; j < cols; j++)
+                yr[j] *= inv;
+        }
+    }
+    return 0;
+}
+
+static int cpu_layernorm(void *vctx, gf_stream *s, float *y, const float *x, int64_t rows,
+                         int64_t cols, const void *gamma, const void *beta, gf_dtype w_dtype,
+                         float eps)
+{
+    static const char fn[] = "layernorm";
+    gf_cpu_kctx *ctx = vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, rows);
+    GF_CHECK_NONNEG(fn, cols);
+    int rc;
+    if ((gamma != NULL || beta != NULL) && (rc = check_wdtype(fn, "gamma/beta", w_dtype)) != 0)
+        return rc;
+    if (!(eps >= 0.0f))
+        return kerr(GF_ERR_INVALID, fn, "eps = %g is negative or NaN", (double)eps);
+    int64_t total;
+    if (!mul64(rows, cols, &total))
+        return kerr(GF_ERR_OVERFLOW, fn, "rows * cols overflows");
+    if (total == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    GF_CHECK_PTR(fn, x);
+    float *w = NULL;
+    if (w_dtype != GF_DT_F32 && (gamma != NULL || beta != NULL) &&
+        (w = scratch_get(ctx, fn, 2 * (size_t)cols * sizeof(float))) == NULL)
+        return GF_ERR_NOMEM;
+    const float *g = w_f32(gamma, w_dtype, cols, w);
+    const float *bt = w_f32(beta, w_dtype, cols, w ? w + cols : NULL);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        /* Two passes (mean, then squared deviations): no cancellation. */
+        float sum = 0.0f;
+        for (int64_t j = 0; j < cols; j++)
+            sum += xr[j];
+        float mean = sum / (float)cols;
+        float sq = 0.0f;
+        for (int64_t j = 0; j < cols; j++) {
+            float d = xr[j] - mean;
+            sq += d * d;
+        }
+        float rstd = 1.0f / sqrtf(sq / (float)cols + eps);
+        for (int64_t j = 0; j < cols; j++) {
+            float v = (xr[j] - mean) * rstd;
+            if (g != NULL)
+                v *= g[j];
+            if (bt != NULL)
+                v += bt[j];
+            yr[j] = v;
+        }
+    }
+    return 0;
+}
+
+static int cpu_batchnorm(void *vctx, gf_stream *s, float *y, const float *x, int64_t n,
+                         int64_t c, int64_t hw, const void *mean, const void *var,
+                         const void *gamma, const void *beta, gf_dtype w_dtype, float eps,
+                         gf_act act)
+{
+    static const char fn[] = "batchnorm";
+    gf_cpu_kctx *ctx = vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, n);
+    GF_CHECK_NONNEG(fn, c);
+    GF_CHECK_NONNEG(fn, hw);
+    int rc;
+    if ((rc = check_wdtype(fn, "mean/var/gamma/beta", w_dtype)) != 0 ||
+        (rc = check_act(fn, act)) != 0)
+        return rc;
+    if (!(eps >= 0.0f))
+        return kerr(GF_ERR_INVALID, fn, "eps = %g is negative or NaN", (double)eps);
+    int64_t total;
+    if (!mul64(n, c, &total) || !mul64(total, hw, &total))
+        return kerr(GF_ERR_OVERFLOW, fn, "n * c * hw overflows");
+    if (total == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    GF_CHECK_PTR(fn, x);
+    GF_CHECK_PTR(fn, mean);
+    GF_CHECK_PTR(fn, var);
+    /* Fold into one scale and shift per channel: y = x * sc + sh. */
+    float *sc = scratch_get(ctx, fn, 2 * (size_t)c * sizeof(float));
+    if (sc == NULL)
+        return GF_ERR_NOMEM;
+    float *sh = sc + c;
+    size_t es = gf_dtype_size(w_dtype);
+    for (int64_t ch = 0; ch < c; ch++) {
+        float mv, vv, gv = 1.0f, bv = 0.0f;
+        widen(&mv, (const char *)mean + (size_t)ch * es, w_dtype, 1);
+        widen(&vv, (const char *)var + (size_t)ch * es, w_dtype, 1);
+        if (gamma != NULL)
+            widen(&gv, (const char *)gamma + (size_t)ch * es, w_dtype, 1);
+        if (beta != NULL)
+            widen(&bv, (const char *)beta + (size_t)ch * es, w_dtype, 1);
+        sc[ch] = gv / sqrtf(vv + eps);
+        sh[ch] = bv - mv * sc[ch];
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ch = 0; ch < c; ch++) {
+            const float *xr = x + (i * c + ch) * hw;
+            float *yr = y + (i * c + ch) * hw;
+            float a = sc[ch], b = sh[ch];
+            for (int64_t j = 0; j < hw; j++)
+                yr[j] = xr[j] * a + b;
+            act_inplace(yr, hw, act);
+        }
+    return 0;
+}
+
+static int cpu_add(void *vctx, gf_stream *s, float *y, const float *a, const float *b, int64_t n,
+                   gf_act act)
+{
+    static const char fn[] = "add";
+    (void)vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, n);
+    int rc;
+    if ((rc = check_act(fn, act)) != 0)
+        return rc;
+    if (n == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    GF_CHECK_PTR(fn, a);
+    GF_CHECK_PTR(fn, b);
+    /* In blocks, so the activation pass finds the sums still in cache. */
+    for (int64_t i0 = 0; i0 < n; i0 += 4096) {
+        int64_t len = n - i0 < 4096 ? n - i0 : 4096;
+        for (int64_t i = i0; i < i0 + len; i++)
+            y[i] = a[i] + b[i];
+        act_inplace(y + i0, len, act);
+    }
+    return 0;
+}
+
+/* ---- convolution ---- */
+
+/* Output extent of a convolution or pooling window along one axis, or -1
+ * when the (dilated) window does not fit the padded input. */
+static int64_t out_extent(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil)
+{
+    int64_t span = dil * (k - 1) + 1;
+    if (in + 2 * pad < span)
+        return -1;
+    return (in + 2 * pad - span) / stride + 1;
+}
+
+/* Checks and output size of a conv2d; 0 or the error. */
+static int conv_check(const char *fn, const gf_conv2d_params *p, int64_t *oh, int64_t *ow)
+{
+    GF_CHECK_NONNEG(fn, p->n);
+    GF_CHECK_NONNEG(fn, p->c);
+    GF_CHECK_NONNEG(fn, p->h);
+    GF_CHECK_NONNEG(fn, p->w);
+    GF_CHECK_NONNEG(fn, p->oc);
+    GF_CHECK_NONNEG(fn, p->pad_h);
+    GF_CHECK_NONNEG(fn, p->pad_w);
+    if (p->kh < 1 || p->kw < 1)
+        return kerr(GF_ERR_INVALID, fn, "kernel %lldx%lld is empty", (long long)p->kh,
+                    (long long)p->kw);
+    if (p->stride_h < 1 || p->stride_w < 1)
+        return kerr(GF_ERR_INVALID, fn, "stride %lldx%lld must be >= 1", (long long)p->stride_h,
+                    (long long)p->stride_w);
+    if (p->dil_h < 1 || p->dil_w < 1)
+        return kerr(GF_ERR_INVALID, fn, "dilation %lldx%lld must be >= 1", (long long)p->dil_h,
+                    (long long)p->dil_w);
+    if (p->groups < 1 || p->c % p->groups != 0 || p->oc % p->groups != 0)
+        return kerr(GF_ERR_INVALID, fn, "groups = %lld must be >= 1 and divide c = %lld and oc = %lld",
+                    (long long)p->groups, (long long)p->c, (long long)p->oc);
+    /* Keep every product below comfortably inside int64. */
+    const int64_t lim = (int64_t)1 << 31;
+    if (p->h > lim || p->w > lim || p->kh > lim || p->kw > lim || p->pad_h > lim ||
+        p->pad_w > lim || p->dil_h > lim || p->dil_w > lim || p->stride_h > lim ||
+        p->stride_w > lim)
+        return kerr(GF_ERR_INVALID, fn, "a spatial size exceeds 2^31");
+    *oh = out_extent(p->h, p->kh, p->stride_h, p->pad_h, p->dil_h);
+    *ow = out_extent(p->w, p->kw, p->stride_w, p->pad_w, p->dil_w);
+    if (*oh < 0 || *ow < 0)
+        return kerr(GF_ERR_INVALID, fn,
+                    "dilated kernel %lldx%lld does not fit the padded input %lldx%lld",
+                    (long long)(p->dil_h * (p->kh - 1) + 1), (long long)(p->dil_w * (p->kw - 1) + 1),
+                    (long long)(p->h + 2 * p->pad_h), (long long)(p->w + 2 * p->pad_w));
+    int64_t t;
+    if (!mul64(p->n, p->c, &t) || !mul64(t, p->h, &t) || !mul64(t, p->w, &t) ||
+        !mul64(p->n, p->oc, &t) || !mul64(t, *oh, &t) || !mul64(t, *ow, &t) ||
+        !mul64(p->c, p->kh, &t) || !mul64(t, p->kw, &t) || !mul64(t, *oh, &t) ||
+        !mul64(t, *ow, &t) || !mul64(p->oc, p->kh, &t) || !mul64(t, p->kw, &t) ||
+        !mul64(t, p->c, &t))
+        return kerr(GF_ERR_OVERFLOW, fn, "tensor sizes overflow");
+    return 0;
+}
+
+/* col[(ci*kh + ki)*kw + kj][oy*ow + ox] = x[ci][iy][ix] (0 outside), for
+ * one image of c channels. */
+static void im2col(float *col, const float *x, const gf_conv2d_params *p, int64_t oh, int64_t ow)
+{
+    int64_t ohw = oh * ow;
+    for (int64_t ci = 0; ci < p->c; ci++) {
+        const float *xc = x + ci * p->h * p->w;
+        for (int64_t ki = 0; ki < p->kh; ki++)
+            for (int64_t kj = 0; kj < p->kw; kj++) {
+                float *cr = col + ((ci * p->kh + ki) * p->kw + kj) * ohw;
+                for (int64_t oy = 0; oy < oh; oy++) {
+                    int64_t iy = oy * p->stride_h - p->pad_h + ki * p->dil_h;
+                    float *co = cr + oy * ow;
+                    if (iy < 0 || iy >= p->h) {
+                        memset(co, 0, (size_t)ow * sizeof(float));
+                        continue;
+                    }
+                    const float *xr = xc + iy * p->w;
+                    int64_t ix0 = kj * p->dil_w - p->pad_w;
+                    if (p->stride_w == 1) {
+                        /* Contiguous: zeros, a copied run, zeros. */
+                        int64_t lo = ix0 < 0 ? -ix0 : 0;
+                        int64_t hi = p->w - ix0; /* first ox with ix >= w */
+                        if (lo > ow)
+                            lo = ow;
+                        if (hi > ow)
+                            hi = ow;
+                        if (hi < lo)
+                            hi = lo;
+                        memset(co, 0, (size_t)lo * sizeof(float));
+                        memcpy(co + lo, xr + ix0 + lo, (size_t)(hi - lo) * sizeof(float));
+                        memset(co + hi, 0, (size_t)(ow - hi) * sizeof(float));
+                    } else {
+                        for (int64_t ox = 0; ox < ow; ox++) {
+                            int64_t ix = ox * p->stride_w + ix0;
+                            co[ox] = (ix >= 0 && ix < p->w) ? xr[ix] : 0.0f;
+                        }
+                    }
+                }
+            }
+    }
+}
+
+static int cpu_conv2d(void *vctx, gf_stream *s, float *y, const float *x,
+                      const gf_conv2d_params *p, const void *w, const void *bias,
+                      gf_dtype w_dtype, gf_act act)
+{
+    static const char fn[] = "conv2d";
+    gf_cpu_kctx *ctx = vctx;
+    (void)s;
+    GF_CHECK_PTR(fn, p);
+    int64_t oh = 0, ow = 0;
+    int rc;
+    if ((rc = conv_check(fn, p, &oh, &ow)) != 0 || (rc = check_wdtype(fn, "weight", w_dtype)) != 0 ||
+        (rc = check_act(fn, act)) != 0)
+        return rc;
+    int64_t ohw = oh * ow;
+    if (p->n == 0 || p->oc == 0 || ohw == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    int64_t cg = p->c / p->groups, ocg = p->oc / p->groups;
+    int64_t kk = cg * p->kh * p->kw; /* gemm depth per group */
+    if (kk > 0) {
+        GF_CHECK_PTR(fn, x);
+        GF_CHECK_PTR(fn, w);
+    }
+#if GF_HAVE_BLAS
+    if (kk > INT_MAX || ohw > INT_MAX || ocg > INT_MAX)
+        return kerr(GF_ERR_UNSUPPORTED, fn, "gemm size exceeds %d (BLAS int)", INT_MAX);
+#endif
+    bool direct = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+                  p->pad_h == 0 && p->pad_w == 0; /* x is its own im2col */
+    size_t wbytes = 0, bbytes = 0, cbytes = 0, total;
+    if ((w_dtype != GF_DT_F32 && !f32_region(p->oc * kk, &wbytes)) ||
+        (w_dtype != GF_DT_F32 && bias != NULL && !f32_region(p->oc, &bbytes)) ||
+        (!direct && !f32_region(p->c * p->kh * p->kw * ohw, &cbytes)) ||
+        !gf_size_add(wbytes, bbytes, &total) || !gf_size_add(total, cbytes, &total))
+        return kerr(GF_ERR_OVERFLOW, fn, "workspace size overflows");
+    char *scr = NULL;
+    if (total > 0 && (scr = scratch_get(ctx, fn, total)) == NULL)
+        return GF_ERR_NOMEM;
+    const float *wf = kk > 0 ? w_f32(w, w_dtype, p->oc * kk, (float *)scr) : NULL;
+    const float *bf = w_f32(bias, w_dtype, p->oc, scr ? (float *)(scr + wbytes) : NULL);
+    float *col = scr ? (float *)(scr + wbytes + bbytes) : NULL;
+    for (int64_t img = 0; img < p->n; img++) {
+        const float *xi = x + img * p->c * p->h * p->w;
+        float *yi = y + img * p->oc * ohw;
+        const float *cm = xi;
+        if (!direct && kk > 0) {
+            im2col(col, xi, p, oh, ow);
+            cm = col;
+        }
+        for (int64_t g = 0; g < p->groups; g++)
+            sgemm_f32(0, 0, ocg, ohw, kk, 1.0f, wf + g * ocg * kk, kk > 0 ? kk : 1,
+                      cm + g * kk * ohw, ohw, 0.0f, yi + g * ocg * ohw, ohw);
+        for (int64_t o = 0; o < p->oc; o++) {
+            float *yr = yi + o * ohw;
+            if (bf != NULL) {
+                float bv = bf[o];
+                for (int64_t j = 0; j < ohw; j++)
+                    yr[j] += bv;
+            }
+            act_inplace(yr, ohw, act);
+        }
+    }
+    return 0;
+}
+
+/* ---- pooling ---- */
+
+static int pool_check(const char *fn, const gf_pool2d_params *p, int64_t *oh, int64_t *ow)
+{
+    GF_CHECK_NONNEG(fn, p->n);
+    GF_CHECK_NONNEG(fn, p->c);
+    GF_CHECK_NONNEG(fn, p->h);
+    GF_CHECK_NONNEG(fn, p->w);
+    GF_CHECK_NONNEG(fn, p->pad_h);
+    GF_CHECK_NONNEG(fn, p->pad_w);
+    if (p->kh < 1 || p->kw < 1)
+        return kerr(GF_ERR_INVALID, fn, "window %lldx%lld is empty", (long long)p->kh,
+                    (long long)p->kw);
+    if (p->stride_h < 1 || p->stride_w < 1)
+        return kerr(GF_ERR_INVALID, fn, "stride %lldx%lld must be >= 1", (long long)p->stride_h,
+                    (long long)p->stride_w);
+    /* As PyTorch: padding at most half the window, so no window lies
+     * entirely in the padding. */
+    if (p->pad_h > p->kh / 2 || p->pad_w > p->kw / 2)
+        return kerr(GF_ERR_INVALID, fn, "padding %lldx%lld exceeds half the window %lldx%lld",
+                    (long long)p->pad_h, (long long)p->pad_w, (long long)p->kh,
+                    (long long)p->kw);
+    const int64_t lim = (int64_t)1 << 31;
+    if (p->h > lim || p->w > lim || p->kh > lim || p->kw > lim || p->stride_h > lim ||
+        p->stride_w > lim)
+        return kerr(GF_ERR_INVALID, fn, "a spatial size exceeds 2^31");
+    *oh = out_extent(p->h, p->kh, p->stride_h, p->pad_h, 1);
+    *ow = out_extent(p->w, p->kw, p->stride_w, p->pad_w, 1);
+    if (*oh < 0 || *ow < 0)
+        return kerr(GF_ERR_INVALID, fn, "window %lldx%lld does not fit the padded input %lldx%lld",
+                    (long long)p->kh, (long long)p->kw, (long long)(p->h + 2 * p->pad_h),
+                    (long long)(p->w + 2 * p->pad_w));
+    int64_t t;
+    if (!mul64(p->n, p->c, &t) || !mul64(t, p->h, &t) || !mul64(t, p->w, &t) ||
+        !mul64(p->n, p->c, &t) || !mul64(t, *oh, &t) || !mul64(t, *ow, &t))
+        return kerr(GF_ERR_OVERFLOW, fn, "tensor sizes overflow");
+    return 0;
+}
+
+/* max (is_max) or average pooling of one plane. */
+static void pool_plane(float *y, const float *x, const gf_pool2d_params *p, int64_t oh,
+                       int64_t ow, int is_max)
+{
+    for (int64_t oy = 0; oy < oh; oy++) {
+        int64_t y0 = oy * p->stride_h - p->pad_h, y1 = y0 + p->kh;
+        int64_t ys = y0 < 0 ? 0 : y0, ye = y1 > p->h ? p->h : y1;
+        for (int64_t ox = 0; ox < ow; ox++) {
+            int64_t x0 = ox * p->stride_w - p->pad_w, x1 = x0 + p->kw;
+            int64_t xs = x0 < 0 ? 0 : x0, xe = x1 > p->w ? p->w : x1;
+            float r;
+            if (is_max) {
+                r = -INFINITY;
+                for (int64_t iy = ys; iy < ye; iy++)
+                    for (int64_t ix = xs; ix < xe; ix++) {
+                        float v = x[iy * p->w + ix];
+                        /* NaN propagates, as in PyTorch. */
+                        if (v > r || isnan(v))
+                            r = v;
+                    }
+            } else {
+                float sum = 0.0f;
+                for (int64_t iy = ys; iy < ye; iy++)
+                    for (int64_t ix = xs; ix < xe; ix++)
+                        sum += x[iy * p->w + ix];
+                int64_t cnt = p->count_include_pad ? p->kh * p->kw : (ye - ys) * (xe - xs);
+                r = sum / (float)cnt;
+            }
+            y[oy * ow + ox] = r;
+        }
+    }
+}
+
+static int cpu_pool(const char *fn, float *y, const float *x, const gf_pool2d_params *p,
+                    int is_max)
+{
+    GF_CHECK_PTR(fn, p);
+    int64_t oh = 0, ow = 0;
+    int rc;
+    if ((rc = pool_check(fn, p, &oh, &ow)) != 0)
+        return rc;
+    int64_t planes = p->n * p->c;
+    if (planes == 0 || oh * ow == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    GF_CHECK_PTR(fn, x);
+    for (int64_t i = 0; i < planes; i++)
+        pool_plane(y + i * oh * ow, x + i * p->h * p->w, p, oh, ow, is_max);
+    return 0;
+}
+
+static int cpu_maxpool2d(void *vctx, gf_stream *s, float *y, const float *x,
+                         const gf_pool2d_params *p)
+{
+    (void)vctx;
+    (void)s;
+    return cpu_pool("maxpool2d", y, x, p, 1);
+}
+
+static int cpu_avgpool2d(void *vctx, gf_stream *s, float *y, const float *x,
+                         const gf_pool2d_params *p)
+{
+    (void)vctx;
+    (void)s;
+    return cpu_pool("avgpool2d", y, x, p, 0);
+}
+
+static int cpu_global_avgpool(void *vctx, gf_stream *s, float *y, const float *x, int64_t n,
+                              int64_t c, int64_t hw)
+{
+    static const char fn[] = "global_avgpool";
+    (void)vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, n);
+    GF_CHECK_NONNEG(fn, c);
+    GF_CHECK_NONNEG(fn, hw);
+    int64_t planes, total;
+    if (!mul64(n, c, &planes) || !mul64(planes, hw, &total))
+        return kerr(GF_ERR_OVERFLOW, fn, "n * c * hw overflows");
+    if (total == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    GF_CHECK_PTR(fn, x);
+    for (int64_t i = 0; i < planes; i++) {
+        const float *xr = x + i * hw;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < hw; j++)
+            sum += xr[j];
+        y[i] = sum / (float)hw;
+    }
+    return 0;
+}
+
+/* ---- embedding ---- */
+
+static int cpu_embedding(void *vctx, gf_stream *s, float *y, const void *table, gf_dtype w_dtype,
+                         int64_t vocab, int64_t dim, const void *ids, gf_dtype id_dtype,
+                         int64_t n)
+{
+    static const char fn[] = "embedding";
+    (void)vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, vocab);
+    GF_CHECK_NONNEG(fn, dim);
+    GF_CHECK_NONNEG(fn, n);
+    int rc;
+    if ((rc = check_wdtype(fn, "table", w_dtype)) != 0)
+        return rc;
+    if (id_dtype != GF_DT_I32 && id_dtype != GF_DT_I64)
+        return kerr(GF_ERR_UNSUPPORTED, fn, "index dtype %s (%d) is not supported (I32 or I64)",
+                    gf_dtype_st_name(id_dtype), (int)id_dtype);
+    int64_t t;
+    if (!mul64(vocab, dim, &t) || !mul64(n, dim, &t))
+        return kerr(GF_ERR_OVERFLOW, fn, "table or output size overflows");
+    if (n == 0 || dim == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    GF_CHECK_PTR(fn, ids);
+    GF_CHECK_PTR(fn, table);
+    /* Every index is checked before anything is read or written. */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = id_dtype == GF_DT_I32 ? ((const int32_t *)ids)[i] : ((const int64_t *)ids)[i];
+        if (id < 0 || id >= vocab)
+            return kerr(GF_ERR_INVALID, fn,
+                        "index %lld (at position %lld) is outside the vocabulary [0, %lld)",
+                        (long long)id, (long long)i, (long long)vocab);
+    }
+    size_t es = gf_dtype_size(w_dtype);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = id_dtype == GF_DT_I32 ? ((const int32_t *)ids)[i] : ((const int64_t *)ids)[i];
+        widen(y + i * dim, (const char *)table + (size_t)(id * dim) * es, w_dtype, dim);
+    }
+    return 0;
+}
+
+/* ---- attention ---- */
+
+/* mask[i] as an integer (I32 or I64). */
+static inline int64_t mask_at(const void *mask, gf_dtype dt, int64_t i)
+{
+    return dt == GF_DT_I32 ? ((const int32_t *)mask)[i] : ((const int64_t *)mask)[i];
+}
+
+/* Softmax of one score row in place, where key j is masked (zero weight)
+ * when mask[moff + j] == 0; a row with every key masked becomes uniform. */
+static void masked_softmax_row(float *row, int64_t seq, const void *mask, gf_dtype mdt,
+                               int64_t moff)
+{
+    float mx = -INFINITY;
+    int64_t live = 0;
+    for (int64_t j = 0; j < seq; j++)
+        if (mask == NULL || mask_at(mask, mdt, moff + j) != 0) {
+            live++;
+            mx = row[j] > mx ? row[j] : mx;
+        }
+    if (live == 0) {
+        for (int64_t j = 0; j < seq; j++)
+            row[j] = 1.0f / (float)seq;
+        return;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < seq; j++) {
+        float e = 0.0f;
+        if (mask == NULL || mask_at(mask, mdt, moff + j) != 0)
+            e = expf(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < seq; j++)
+        row[j] *= inv;
+}
+
+static int cpu_attention(void *vctx, gf_stream *s, float *out, const float *q, const float *k,
+                         const float *v, int64_t b, int64_t h, int64_t seq, int64_t d,
+                         float scale, const void *mask, gf_dtype mask_dtype)
+{
+    static const char fn[] = "attention";
+    gf_cpu_kctx *ctx = vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, b);
+    GF_CHECK_NONNEG(fn, h);
+    GF_CHECK_NONNEG(fn, seq);
+    GF_CHECK_NONNEG(fn, d);
+    if (mask != NULL && mask_dtype != GF_DT_I32 && mask_dtype != GF_DT_I64)
+        return kerr(GF_ERR_UNSUPPORTED, fn, "mask dtype %s (%d) is not supported (I32 or I64)",
+                    gf_dtype_st_name(mask_dtype), (int)mask_dtype);
+    int64_t t, ss;
+    if (!mul64(b, h, &t) || !mul64(t, seq, &t) || !mul64(t, d, &t) || !mul64(seq, seq, &ss) ||
+        !mul64(b, seq, &t))
+        return kerr(GF_ERR_OVERFLOW, fn, "tensor sizes overflow");
+    if (b == 0 || h == 0 || seq == 0 || d == 0)
+        return 0;
+    GF_CHECK_PTR(fn, out);
+    GF_CHECK_PTR(fn, q);
+    GF_CHECK_PTR(fn, k);
+    GF_CHECK_PTR(fn, v);
+#if GF_HAVE_BLAS
+    if (seq > INT_MAX || d > INT_MAX)
+        return kerr(GF_ERR_UNSUPPORTED, fn, "seq or d exceeds %d (BLAS int)", INT_MAX);
+#endif
+    size_t sbytes;
+    if (!f32_region(ss, &sbytes))
+        return kerr(GF_ERR_OVERFLOW, fn, "score matrix size overflows");
+    float *sc = scratch_get(ctx, fn, sbytes);
+    if (sc == NULL)
+        return GF_ERR_NOMEM;
+    int64_t sd = seq * d;
+    for (int64_t bi = 0; bi < b; bi++) {
+        for (int64_t hi = 0; hi < h; hi++) {
+            int64_t off = (bi * h + hi) * sd;
+            /* scores = q k^T * scale */
+            sgemm_f32(0, 1, seq, seq, d, scale, q + off, d, k + off, d, 0.0f, sc, seq);
+            for (int64_t i = 0; i < seq; i++)
+                masked_softmax_row(sc + i * seq, seq, mask, mask_dtype, bi * seq);
+            /* out = P v */
+            sgemm_f32(0, 0, seq, d, seq, 1.0f, sc, seq, v + off, d, 0.0f, out + off, d);
+        }
+    }
+    return 0;
+}
+
+/* ---- layout and dtype ---- */
+
+static int cpu_cast(void *vctx, gf_stream *s, void *dst, gf_dtype dst_dtype, const void *src,
+                    gf_dtype src_dtype, int64_t n)
+{
+    static const char fn[] = "cast";
+    (void)vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, n);
+    int rc;
+    if ((rc = check_wdtype(fn, "destination", dst_dtype)) != 0 ||
+        (rc = check_wdtype(fn, "source", src_dtype)) != 0)
+        return rc;
+    int64_t t;
+    if (!mul64(n, 4, &t))
+        return kerr(GF_ERR_OVERFLOW, fn, "n overflows");
+    if (n == 0)
+        return 0;
+    GF_CHECK_PTR(fn, dst);
+    GF_CHECK_PTR(fn, src);
+    if (dst_dtype == src_dtype) {
+        memmove(dst, src, (size_t)n * gf_dtype_size(src_dtype));
+        return 0;
+    }
+    if (src_dtype == GF_DT_F32) {
+        if (dst_dtype == GF_DT_F16)
+            gf_f32_to_f16_n(dst, src, (size_t)n);
+        else
+            gf_f32_to_bf16_n(dst, src, (size_t)n);
+        return 0;
+    }
+    if (dst_dtype == GF_DT_F32) {
+        widen(dst, src, src_dtype, n);
+        return 0;
+    }
+    /* F16 <-> BF16 through FP32, a block at a time. */
+    float tmp[1024];
+    for (int64_t i = 0; i < n; i += 1024) {
+        int64_t len = n - i < 1024 ? n - i : 1024;
+        widen(tmp, (const uint16_t *)src + i, src_dtype, len);
+        if (dst_dtype == GF_DT_F16)
+            gf_f32_to_f16_n((uint16_t *)dst + i, tmp, (size_t)len);
+        else
+            gf_f32_to_bf16_n((uint16_t *)dst + i, tmp, (size_t)len);
+    }
+    return 0;
+}
+
+static int cpu_permute_0213(void *vctx, gf_stream *s, float *y, const float *x, int64_t d0,
+                            int64_t d1, int64_t d2, int64_t d3)
+{
+    static const char fn[] = "permute_0213";
+    (void)vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, d0);
+    GF_CHECK_NONNEG(fn, d1);
+    GF_CHECK_NONNEG(fn, d2);
+    GF_CHECK_NONNEG(fn, d3);
+    int64_t t;
+    if (!mul64(d0, d1, &t) || !mul64(t, d2, &t) || !mul64(t, d3, &t) || !mul64(t, 4, &t))
+        return kerr(GF_ERR_OVERFLOW, fn, "tensor size overflows");
+    if (t == 0)
+        return 0;
+    GF_CHECK_PTR(fn, y);
+    GF_CHECK_PTR(fn, x);
+    if (y == x && d1 > 1 && d2 > 1)
+        return kerr(GF_ERR_INVALID, fn, "y and x must not be the same buffer");
+    size_t row = (size_t)d3 * sizeof(float);
+    for (int64_t a = 0; a < d0; a++)
+        for (int64_t b = 0; b < d1; b++)
+            for (int64_t c = 0; c < d2; c++)
+                memmove(y + ((a * d2 + c) * d1 + b) * d3, x + ((a * d1 + b) * d2 + c) * d3, row);
+    return 0;
+}
+
+static int cpu_copy2d(void *vctx, gf_stream *s, void *dst, int64_t dst_pitch, const void *src,
+                      int64_t src_pitch, int64_t width, int64_t rows)
+{
+    static const char fn[] = "copy2d";
+    (void)vctx;
+    (void)s;
+    GF_CHECK_NONNEG(fn, width);
+    GF_CHECK_NONNEG(fn, rows);
+    GF_CHECK_NONNEG(fn, dst_pitch);
+    GF_CHECK_NONNEG(fn, src_pitch);
+    if (width == 0 || rows == 0)
+        return 0;
+    if (rows > 1 && (dst_pitch < width || src_pitch < width))
+        return kerr(GF_ERR_INVALID, fn,
+                    "pitches (dst %lld, src %lld) must be at least the width %lld",
+                    (long long)dst_pitch, (long long)src_pitch, (long long)width);
+    int64_t t;
+    if (!mul64(rows - 1, dst_pitch > src_pitch ? dst_pitch : src_pitch, &t) ||
+        __builtin_add_overflow(t, width, &t))
+        return kerr(GF_ERR_OVERFLOW, fn, "extent overflows");
+    GF_CHECK_PTR(fn, dst);
+    GF_CHECK_PTR(fn, src);
+    for (int64_t r = 0; r < rows; r++)
+        memmove((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, (size_t)width);
+    return 0;
+}
+
+/* ---- the table ---- */
+
+gf_status gf_cpu_kctx_new(int blas_threads, gf_cpu_kctx **out, gf_err *err)
+{
+    gf_cpu_kctx *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "%s: out of memory", __func__);
+    c->blas_threads = blas_threads > 0 ? blas_threads : 1;
+#if GF_HAVE_BLAS && defined(OPENBLAS_VERSION)
+    /* Process-wide; several cpu workers on few cores must not oversubscribe. */
+    openblas_set_num_threads(c->blas_threads);
+#endif
+    *out = c;
+    return GF_OK;
+}
+
+void gf_cpu_kctx_free(gf_cpu_kctx *ctx)
+{
+    if (ctx == NULL)
+        return;
+    free(ctx->scratch);
+    free(ctx);
+}
+
+void gf_cpu_kernels_fill(gf_kernels *k, gf_cpu_kctx *ctx)
+{
+    memset(k, 0, sizeof *k);
+    k->version = GF_KERNELS_VERSION;
+    k->size = sizeof *k;
+    k->ctx = ctx;
+    k->last_error = cpu_last_error;
+    k->sync = NULL; /* the backend's */
+    k->gemm = cpu_gemm;
+    k->gemm_batched = cpu_gemm_batched;
+    k->bias_act = cpu_bias_act;
+    k->softmax = cpu_softmax;
+    k->layernorm = cpu_layernorm;
+    k->batchnorm = cpu_batchnorm;
+    k->add = cpu_add;
+    k->conv2d = cpu_conv2d;
+    k->maxpool2d = cpu_maxpool2d;
+    k->avgpool2d = cpu_avgpool2d;
+    k->global_avgpool = cpu_global_avgpool;
+    k->embedding = cpu_embedding;
+    k->attention = cpu_attention;
+    k->cast = cpu_cast;
+    k->permute_0213 = cpu_permute_0213;
+    k->copy2d = cpu_copy2d;
+}

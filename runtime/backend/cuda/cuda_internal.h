@@ -1,0 +1,29 @@
+/* gpufaas — what the cuda backend's files share (runtime/backend/cuda).
+ * Included by C (gcc) and CUDA (nvcc) translation units of the module only. */
+#ifndef GF_BACKEND_CUDA_INTERNAL_H
+#define GF_BACKEND_CUDA_INTERNAL_H
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A cuda stream of the backend. Kernels that detect bad input while running
+ * (an out-of-range embedding index) write it to dev_error without reading
+ * out of range: dev_error[0] = gf_status code (set with atomicCAS from 0, so
+ * the first error wins), dev_error[1] = the offending value, dev_error[2] =
+ * the limit. The backend's sync reads, reports and clears it. */
+struct gf_stream {
+    cudaStream_t stream;
+    int kind;                 /* gf_stream_kind */
+    long long *dev_error;     /* 3 device words, zeroed at creation */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_BACKEND_CUDA_INTERNAL_H */

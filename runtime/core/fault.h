@@ -1,0 +1,43 @@
+/* gpufaas — fault injection for tests (runtime/core).
+ *
+ * In the manner of SQLite's faultsim: a call site that can fail in the field
+ * (an allocation, a device call, a copy) asks GF_FAULT("site") and, when it
+ * answers true, fails exactly as it would for real. Tests arm a site to fail
+ * its Nth call from now and assert a clean error and no leak. When nothing is
+ * armed the check is one load of a global flag.
+ *
+ * Sites used so far: "dev_alloc", "dev_page_alloc", "dev_map", "host_alloc",
+ * "memcpy_async" (at queue time), "copy_exec" (on the copy stream, reported by
+ * the next event/stream sync), "cache_alloc".
+ */
+#ifndef GF_CORE_FAULT_H
+#define GF_CORE_FAULT_H
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern volatile int gf_fault_armed_any;
+
+/* True when the current call at site should fail. Thread-safe. */
+bool gf_fault_hit(const char *site);
+
+/* Make the nth call (1 = the next) at site fail, and the `repeat` - 1 calls
+ * after it too (repeat < 0: every call from the nth on). Thread-safe. */
+void gf_fault_arm(const char *site, long nth, long repeat);
+
+/* Disarm every site and forget their counters. */
+void gf_fault_reset(void);
+
+/* How many times site failed since it was armed. */
+long gf_fault_failures(const char *site);
+
+#define GF_FAULT(site) (gf_fault_armed_any && gf_fault_hit(site))
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_CORE_FAULT_H */

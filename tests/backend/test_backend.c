@@ -1,0 +1,543 @@
+/* Tests for runtime/backend: device memory under a budget, page mapping,
+ * the copy stream and events. Runs on the device named by argv[1] ("cpu" by
+ * default; "cuda:0" exits 77 without a GPU). Checks that reach into how the
+ * cpu backend works (the copy hook) run on cpu only. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "core/fault.h"
+#include "testutil.h"
+
+static const char *g_device = "cpu";
+static bool g_is_cpu = true;
+
+#define PAGE ((size_t)64 << 10) /* 64 KiB pages keep the tests small */
+
+static gf_backend *open_be(uint64_t budget, gf_cpu_copy_hook hook, void *arg)
+{
+    gf_backend_config cfg = {.device = g_device, .device_budget = budget, .page_size = PAGE,
+                             .cpu_copy_hook = hook, .cpu_copy_hook_arg = arg};
+    gf_backend *be = NULL;
+    gf_err err;
+    gf_err_clear(&err);
+    ck_assert_msg(gf_backend_open(&cfg, &be, &err) == GF_OK, "open %s: %s", g_device, err.msg);
+    return be;
+}
+
+/* copy host -> device and back through the compute stream, synchronously */
+static void to_dev(gf_backend *be, void *dst, const void *src, size_t n)
+{
+    gf_stream *s = gf_backend_stream(be, GF_STREAM_COMPUTE);
+    ck_assert_int_eq(gf_memcpy_async(be, s, dst, src, n, GF_COPY_H2D, NULL), GF_OK);
+    ck_assert_int_eq(gf_stream_sync(be, s, NULL), GF_OK);
+}
+
+static void from_dev(gf_backend *be, void *dst, const void *src, size_t n)
+{
+    gf_stream *s = gf_backend_stream(be, GF_STREAM_COMPUTE);
+    ck_assert_int_eq(gf_memcpy_async(be, s, dst, src, n, GF_COPY_D2H, NULL), GF_OK);
+    ck_assert_int_eq(gf_stream_sync(be, s, NULL), GF_OK);
+}
+
+START_TEST(test_open_errors)
+{
+    gf_backend *be = (gf_backend *)0x1;
+    gf_err err;
+    gf_backend_config cfg = {.device = "tpu:0"};
+    ck_assert_int_eq(gf_backend_open(&cfg, &be, &err), GF_ERR_INVALID);
+    ck_assert_ptr_null(be);
+    ck_assert_msg(strstr(err.msg, "unknown device 'tpu:0'") != NULL, "%s", err.msg);
+    cfg.device = "cuda:x";
+    ck_assert_int_eq(gf_backend_open(&cfg, &be, &err), GF_ERR_INVALID);
+    if (gf_backend_cuda_device_count() == 0) {
+        cfg.device = "cuda:0";
+        ck_assert_int_eq(gf_backend_open(&cfg, &be, &err), GF_ERR_NOT_FOUND);
+        ck_assert_msg(strstr(err.msg, "cuda:0") != NULL, "%s", err.msg);
+    }
+    cfg.device = "cuda:99";
+    ck_assert_int_eq(gf_backend_open(&cfg, &be, &err), GF_ERR_NOT_FOUND);
+}
+END_TEST
+
+START_TEST(test_info)
+{
+    gf_backend *be = open_be(8 * PAGE, NULL, NULL);
+    gf_device_info info;
+    gf_backend_info(be, &info);
+    ck_assert_int_eq(info.kind, g_is_cpu ? GF_DEVICE_CPU : GF_DEVICE_CUDA);
+    ck_assert(info.name[0] != '\0');
+    ck_assert_uint_eq(info.budget, 8 * PAGE);
+    ck_assert_uint_ge(info.page_size, PAGE);
+    ck_assert_uint_eq(info.page_size % PAGE, 0);
+    ck_assert_uint_gt(info.total_memory, 0);
+    ck_assert_uint_gt(info.free_memory, 0);
+    if (!g_is_cpu)
+        ck_assert_int_ge(info.cc_major, 1);
+    ck_assert_ptr_nonnull(gf_backend_kernels(be));
+    ck_assert_uint_eq(gf_backend_kernels(be)->version, GF_KERNELS_VERSION);
+    gf_backend_free(be);
+}
+END_TEST
+
+START_TEST(test_budget)
+{
+    gf_backend *be = open_be(1 << 20, NULL, NULL);
+    size_t page = gf_dev_page_size(be);
+    gf_err err;
+    void *a, *b, *c;
+    ck_assert_int_eq(gf_dev_alloc(be, 600 << 10, &a, &err), GF_OK);
+    ck_assert_uint_eq((uintptr_t)a % 256, 0);
+    uint64_t used, budget;
+    gf_dev_usage(be, &used, &budget);
+    ck_assert_uint_eq(used, 600 << 10);
+    ck_assert_uint_eq(budget, 1 << 20);
+    ck_assert_int_eq(gf_dev_alloc(be, 500 << 10, &b, &err), GF_ERR_NO_DEVICE_MEM);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(err.msg, "budget exhausted") != NULL, "%s", err.msg);
+    ck_assert_int_eq(gf_dev_alloc(be, 400 << 10, &b, &err), GF_OK);
+    /* pages share the budget: 24 KiB left is less than a page */
+    int64_t pg;
+    if (page > (24u << 10))
+        ck_assert_int_eq(gf_dev_page_alloc(be, &pg, &err), GF_ERR_NO_DEVICE_MEM);
+    gf_dev_free(be, a);
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 400 << 10);
+    ck_assert_int_eq(gf_dev_page_alloc(be, &pg, &err), GF_OK);
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, (400 << 10) + page);
+    gf_dev_page_free(be, pg);
+    gf_dev_free(be, b);
+    ck_assert_int_eq(gf_dev_alloc(be, 0, &c, &err), GF_OK); /* zero bytes is a valid block */
+    gf_dev_free(be, c);
+    gf_dev_free(be, NULL);
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 0);
+    /* a real allocation round-trips data */
+    ck_assert_int_eq(gf_dev_alloc(be, 1000, &a, &err), GF_OK);
+    char src[1000], back[1000];
+    for (int i = 0; i < 1000; i++)
+        src[i] = (char)(i * 7);
+    to_dev(be, a, src, 1000);
+    from_dev(be, back, a, 1000);
+    ck_assert(memcmp(src, back, 1000) == 0);
+    gf_dev_free(be, a);
+    gf_backend_free(be);
+}
+END_TEST
+
+START_TEST(test_pages_scattered)
+{
+    enum { POOL = 32, MODEL = 9 };
+    gf_backend *be = open_be(POOL * PAGE, NULL, NULL);
+    size_t page = gf_dev_page_size(be);
+    int pool = (int)((POOL * PAGE) / page);
+    ck_assert_int_ge(pool, MODEL + 2);
+    gf_err err;
+    /* take the whole pool, give back every other page, so free pages are
+     * scattered through it */
+    int64_t *all = malloc((size_t)pool * sizeof *all);
+    for (int i = 0; i < pool; i++)
+        ck_assert_msg(gf_dev_page_alloc(be, &all[i], &err) == GF_OK, "%s", err.msg);
+    int64_t extra;
+    ck_assert_int_eq(gf_dev_page_alloc(be, &extra, &err), GF_ERR_NO_DEVICE_MEM);
+    for (int i = 0; i < pool; i += 2)
+        gf_dev_page_free(be, all[i]);
+    int64_t pages[MODEL];
+    for (int i = 0; i < MODEL; i++)
+        ck_assert_int_eq(gf_dev_page_alloc(be, &pages[i], &err), GF_OK);
+    /* a model-sized contiguous range backed by those pages */
+    char *va;
+    ck_assert_int_eq(gf_dev_vreserve(be, MODEL * page, (void **)&va, &err), GF_OK);
+    ck_assert_uint_eq((uintptr_t)va % page, 0);
+    for (int i = 0; i < MODEL; i++)
+        ck_assert_msg(gf_dev_map(be, va + (size_t)i * page, pages[MODEL - 1 - i], &err) == GF_OK,
+                      "%s", err.msg);
+    size_t n = MODEL * page;
+    unsigned char *src = malloc(n), *back = malloc(n);
+    gf_test_rng r;
+    gf_test_rng_seed(&r, 5);
+    for (size_t i = 0; i < n; i++)
+        src[i] = (unsigned char)gf_test_rng_u64(&r);
+    to_dev(be, va, src, n); /* one copy across every page boundary */
+    from_dev(be, back, va, n);
+    ck_assert(memcmp(src, back, n) == 0);
+    /* unmap, remap the same physical pages elsewhere in another order: the
+     * bytes follow the pages */
+    char *vb;
+    ck_assert_int_eq(gf_dev_vreserve(be, MODEL * page, (void **)&vb, &err), GF_OK);
+    for (int i = 0; i < MODEL; i++) {
+        ck_assert_int_eq(gf_dev_unmap(be, va + (size_t)i * page, &err), GF_OK);
+        ck_assert_int_eq(gf_dev_map(be, vb + (size_t)i * page, pages[i], &err), GF_OK);
+    }
+    from_dev(be, back, vb, n);
+    for (int i = 0; i < MODEL; i++) /* vb page i holds va page MODEL-1-i */
+        ck_assert(memcmp(back + (size_t)i * page, src + (size_t)(MODEL - 1 - i) * page, page) == 0);
+    /* remap different pages into the first range: fresh writes are seen */
+    for (int i = 0; i < MODEL; i++)
+        ck_assert_int_eq(gf_dev_unmap(be, vb + (size_t)i * page, &err), GF_OK);
+    for (int i = 0; i < MODEL; i++)
+        ck_assert_int_eq(gf_dev_map(be, va + (size_t)i * page, all[2 * i + 1], &err), GF_OK);
+    memset(src, 0xa5, n);
+    to_dev(be, va, src, n);
+    from_dev(be, back, va, n);
+    ck_assert(memcmp(src, back, n) == 0);
+    for (int i = 0; i < MODEL; i++)
+        ck_assert_int_eq(gf_dev_unmap(be, va + (size_t)i * page, &err), GF_OK);
+    gf_dev_vrelease(be, va, MODEL * page);
+    gf_dev_vrelease(be, vb, MODEL * page);
+    for (int i = 0; i < MODEL; i++)
+        gf_dev_page_free(be, pages[i]);
+    for (int i = 1; i < pool; i += 2)
+        gf_dev_page_free(be, all[i]);
+    uint64_t used;
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 0);
+    free(src);
+    free(back);
+    free(all);
+    gf_backend_free(be);
+}
+END_TEST
+
+START_TEST(test_vreserve_rejects_partial_pages)
+{
+    gf_backend *be = open_be(8 * PAGE, NULL, NULL);
+    void *va;
+    gf_err err;
+    ck_assert_int_eq(gf_dev_vreserve(be, gf_dev_page_size(be) + 1, &va, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(gf_dev_vreserve(be, 0, &va, &err), GF_ERR_INVALID);
+    gf_backend_free(be);
+}
+END_TEST
+
+/* ---- copy stream and events ---- */
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int allowed;  /* copies allowed to start */
+    int started;  /* copies that reached the hook */
+} gate_t;
+
+static void gate_hook(void *arg, size_t n)
+{
+    (void)n;
+    gate_t *g = arg;
+    pthread_mutex_lock(&g->lock);
+    g->started++;
+    pthread_cond_broadcast(&g->cond);
+    while (g->started > g->allowed)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_allow(gate_t *g, int n)
+{
+    pthread_mutex_lock(&g->lock);
+    g->allowed += n;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_wait_started(gate_t *g, int n)
+{
+    pthread_mutex_lock(&g->lock);
+    while (g->started < n)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+START_TEST(test_copy_ordering_and_many_in_flight)
+{
+    gf_backend *be = open_be(16 << 20, NULL, NULL);
+    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
+    gf_err err;
+    enum { N = 2000, SZ = 512 };
+    unsigned char *host;
+    ck_assert_int_eq(gf_host_alloc_pinned(be, (size_t)N * SZ, (void **)&host, &err), GF_OK);
+    unsigned char *dev;
+    ck_assert_int_eq(gf_dev_alloc(be, (size_t)N * SZ, (void **)&dev, &err), GF_OK);
+    for (int i = 0; i < N; i++)
+        memset(host + (size_t)i * SZ, i & 0xff, SZ);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(gf_memcpy_async(be, cs, dev + (size_t)i * SZ, host + (size_t)i * SZ,
+                                         SZ, GF_COPY_H2D, &err), GF_OK);
+    /* ordering: later copies to one place win, in queue order */
+    unsigned char *slot;
+    ck_assert_int_eq(gf_dev_alloc(be, 64, (void **)&slot, &err), GF_OK);
+    for (int i = 0; i < 50; i++)
+        ck_assert_int_eq(gf_memcpy_async(be, cs, slot, host + (size_t)i * SZ, 64, GF_COPY_H2D,
+                                         &err), GF_OK);
+    gf_event *ev;
+    ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
+    ck_assert(gf_event_query(be, ev)); /* never recorded: done */
+    ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
+    ck_assert_int_eq(gf_event_sync(be, ev, &err), GF_OK);
+    ck_assert(gf_event_query(be, ev));
+    unsigned char *back = malloc((size_t)N * SZ);
+    from_dev(be, back, dev, (size_t)N * SZ);
+    ck_assert(memcmp(back, host, (size_t)N * SZ) == 0);
+    unsigned char last[64];
+    from_dev(be, last, slot, 64);
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(last[i], 49);
+    ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
+    free(back);
+    gf_event_free(be, ev);
+    gf_dev_free(be, slot);
+    gf_dev_free(be, dev);
+    gf_host_free_pinned(be, host);
+    gf_backend_free(be);
+}
+END_TEST
+
+START_TEST(test_event_waits_for_its_copy)
+{
+    if (!g_is_cpu)
+        return; /* the gate hook is a cpu feature */
+    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    gf_backend *be = open_be(4 << 20, gate_hook, &g);
+    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
+    gf_stream *comp = gf_backend_stream(be, GF_STREAM_COMPUTE);
+    gf_err err;
+    float *host, *dev;
+    ck_assert_int_eq(gf_host_alloc_pinned(be, 4096, (void **)&host, &err), GF_OK);
+    ck_assert_int_eq(gf_dev_alloc(be, 4096, (void **)&dev, &err), GF_OK);
+    for (int i = 0; i < 1024; i++) {
+        host[i] = (float)i;
+        dev[i] = -1.0f; /* cpu device memory is host-addressable */
+    }
+    gf_event *e1, *e2;
+    ck_assert_int_eq(gf_event_new(be, &e1, &err), GF_OK);
+    ck_assert_int_eq(gf_event_new(be, &e2, &err), GF_OK);
+    ck_assert_int_eq(gf_memcpy_async(be, cs, dev, host, 2048, GF_COPY_H2D, &err), GF_OK);
+    ck_assert_int_eq(gf_event_record(be, e1, cs, &err), GF_OK);
+    ck_assert_int_eq(gf_memcpy_async(be, cs, dev + 512, host + 512, 2048, GF_COPY_H2D, &err),
+                     GF_OK);
+    ck_assert_int_eq(gf_event_record(be, e2, cs, &err), GF_OK);
+    gate_wait_started(&g, 1);
+    /* the first copy is held at the gate: neither event is done */
+    ck_assert(!gf_event_query(be, e1));
+    ck_assert(!gf_event_query(be, e2));
+    ck_assert(dev[0] == -1.0f);
+    gate_allow(&g, 1);
+    ck_assert_int_eq(gf_event_sync(be, e1, &err), GF_OK);
+    ck_assert(dev[511] == 511.0f);
+    gate_wait_started(&g, 2);
+    ck_assert(!gf_event_query(be, e2)); /* second copy still held */
+    ck_assert(dev[512] == -1.0f);
+    gate_allow(&g, 1);
+    ck_assert_int_eq(gf_stream_wait_event(be, comp, e2, &err), GF_OK);
+    ck_assert(dev[1023] == 1023.0f); /* compute sees the copied data */
+    ck_assert(gf_event_query(be, e2));
+    gf_event_free(be, e1);
+    gf_event_free(be, e2);
+    gf_dev_free(be, dev);
+    gf_host_free_pinned(be, host);
+    gf_backend_free(be);
+}
+END_TEST
+
+static void *release_later(void *arg)
+{
+    gate_t *g = arg;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    gate_allow(g, 1);
+    return NULL;
+}
+
+START_TEST(test_compute_wait_blocks_until_copy_done)
+{
+    if (!g_is_cpu)
+        return;
+    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    gf_backend *be = open_be(4 << 20, gate_hook, &g);
+    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
+    gf_stream *comp = gf_backend_stream(be, GF_STREAM_COMPUTE);
+    gf_err err;
+    int *host, *dev;
+    ck_assert_int_eq(gf_host_alloc_pinned(be, 4 << 20, (void **)&host, &err), GF_OK);
+    ck_assert_int_eq(gf_dev_alloc(be, 1 << 20, (void **)&dev, &err), GF_OK);
+    for (int i = 0; i < (1 << 18); i++)
+        host[i] = i;
+    gf_event *ev;
+    ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
+    ck_assert_int_eq(gf_memcpy_async(be, cs, dev, host, 1 << 20, GF_COPY_H2D, &err), GF_OK);
+    ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, release_later, &g), 0);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ck_assert_int_eq(gf_stream_wait_event(be, comp, ev, &err), GF_OK);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    /* returned only after the copy finished: every element is there */
+    for (int i = 0; i < (1 << 18); i++)
+        ck_assert_int_eq(dev[i], i);
+    double waited = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    ck_assert_msg(waited >= 0.05, "wait returned after %.3f s, before the gate opened", waited);
+    pthread_join(t, NULL);
+    /* a copy-stream wait on a compute-stream event (already complete) does
+     * not block the copy stream */
+    gf_event *ce;
+    ck_assert_int_eq(gf_event_new(be, &ce, &err), GF_OK);
+    ck_assert_int_eq(gf_event_record(be, ce, comp, &err), GF_OK);
+    ck_assert(gf_event_query(be, ce));
+    ck_assert_int_eq(gf_stream_wait_event(be, cs, ce, &err), GF_OK);
+    gate_allow(&g, 1000);
+    ck_assert_int_eq(gf_memcpy_async(be, cs, dev, host + 1, 4, GF_COPY_H2D, &err), GF_OK);
+    ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
+    ck_assert_int_eq(dev[0], 1);
+    gf_event_free(be, ce);
+    gf_event_free(be, ev);
+    gf_dev_free(be, dev);
+    gf_host_free_pinned(be, host);
+    gf_backend_free(be);
+}
+END_TEST
+
+START_TEST(test_copy_stream_waits_on_event)
+{
+    if (!g_is_cpu)
+        return;
+    /* copy stream op order: a WAIT on an event recorded after a held copy
+     * holds back a later copy queued behind it */
+    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    gf_backend *be = open_be(4 << 20, gate_hook, &g);
+    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
+    gf_err err;
+    int *host, *dev;
+    ck_assert_int_eq(gf_host_alloc_pinned(be, 64, (void **)&host, &err), GF_OK);
+    ck_assert_int_eq(gf_dev_alloc(be, 64, (void **)&dev, &err), GF_OK);
+    host[0] = 1;
+    host[1] = 2;
+    dev[0] = dev[1] = 0;
+    gf_event *ev;
+    ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
+    ck_assert_int_eq(gf_memcpy_async(be, cs, &dev[0], &host[0], 4, GF_COPY_H2D, &err), GF_OK);
+    ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
+    ck_assert_int_eq(gf_stream_wait_event(be, cs, ev, &err), GF_OK);
+    ck_assert_int_eq(gf_memcpy_async(be, cs, &dev[1], &host[1], 4, GF_COPY_H2D, &err), GF_OK);
+    gate_wait_started(&g, 1);
+    ck_assert_int_eq(dev[1], 0);
+    gate_allow(&g, 2);
+    ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
+    ck_assert_int_eq(dev[0], 1);
+    ck_assert_int_eq(dev[1], 2);
+    gf_event_free(be, ev);
+    gf_dev_free(be, dev);
+    gf_host_free_pinned(be, host);
+    gf_backend_free(be);
+}
+END_TEST
+
+START_TEST(test_faults)
+{
+    gf_backend *be = open_be(4 << 20, NULL, NULL);
+    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
+    gf_err err;
+    void *p;
+    gf_fault_arm("dev_alloc", 1, 1);
+    ck_assert_int_eq(gf_dev_alloc(be, 128, &p, &err), GF_ERR_NO_DEVICE_MEM);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(gf_dev_alloc(be, 128, &p, &err), GF_OK); /* only the first failed */
+    gf_dev_free(be, p);
+    int64_t pg;
+    gf_fault_arm("dev_page_alloc", 1, 1);
+    ck_assert_int_eq(gf_dev_page_alloc(be, &pg, &err), GF_ERR_NO_DEVICE_MEM);
+    uint64_t used;
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 0); /* a failure leaves no accounting behind */
+    gf_fault_arm("host_alloc", 1, 1);
+    ck_assert_int_eq(gf_host_alloc_pinned(be, 64, &p, &err), GF_ERR_NOMEM);
+    if (g_is_cpu) {
+        /* a copy that fails on the copy stream is reported by the events
+         * recorded after it and by the next sync, which clears it */
+        char *h, *d;
+        ck_assert_int_eq(gf_host_alloc_pinned(be, 64, (void **)&h, &err), GF_OK);
+        ck_assert_int_eq(gf_dev_alloc(be, 64, (void **)&d, &err), GF_OK);
+        gf_event *ev;
+        ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
+        gf_fault_arm("copy_exec", 2, 1);
+        for (int i = 0; i < 3; i++)
+            ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 64, GF_COPY_H2D, &err), GF_OK);
+        ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
+        ck_assert_int_eq(gf_event_sync(be, ev, &err), GF_ERR_DEVICE);
+        ck_assert_msg(strstr(err.msg, "injected") != NULL, "%s", err.msg);
+        ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_ERR_DEVICE);
+        ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
+        ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 64, GF_COPY_H2D, &err), GF_OK);
+        ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
+        ck_assert_int_eq(gf_event_sync(be, ev, &err), GF_OK);
+        gf_fault_arm("memcpy_async", 1, 1);
+        ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 64, GF_COPY_H2D, &err), GF_ERR_DEVICE);
+        gf_event_free(be, ev);
+        gf_dev_free(be, d);
+        gf_host_free_pinned(be, h);
+    }
+    gf_fault_reset();
+    gf_backend_free(be);
+}
+END_TEST
+
+START_TEST(test_bandwidth_emulation)
+{
+    if (!g_is_cpu)
+        return;
+    /* 4 MiB at 40 MB/s takes about 0.1 s on the copy stream */
+    gf_backend_config cfg = {.device = "cpu", .device_budget = 8 << 20,
+                             .cpu_copy_bandwidth = 40 * 1000 * 1000};
+    gf_backend *be;
+    ck_assert_int_eq(gf_backend_open(&cfg, &be, NULL), GF_OK);
+    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
+    void *h, *d;
+    ck_assert_int_eq(gf_host_alloc_pinned(be, 4 << 20, &h, NULL), GF_OK);
+    ck_assert_int_eq(gf_dev_alloc(be, 4 << 20, &d, NULL), GF_OK);
+    memset(h, 3, 4 << 20);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 4 << 20, GF_COPY_H2D, NULL), GF_OK);
+    ck_assert_int_eq(gf_stream_sync(be, cs, NULL), GF_OK);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double t = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    ck_assert_msg(t >= 0.09, "emulated link too fast: %.3f s", t);
+    ck_assert(((unsigned char *)d)[(4 << 20) - 1] == 3);
+    gf_dev_free(be, d);
+    gf_host_free_pinned(be, h);
+    gf_backend_free(be);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        g_device = argv[1];
+    g_is_cpu = strcmp(g_device, "cpu") == 0;
+    if (!g_is_cpu && gf_backend_cuda_device_count() == 0) {
+        printf("SKIP: %s: no CUDA GPU on this machine (or the CUDA module is not built)\n",
+               g_device);
+        return GF_TEST_SKIP;
+    }
+    Suite *s = suite_create(g_is_cpu ? "backend_cpu" : "backend_cuda");
+    TCase *tc = tcase_create("backend");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_open_errors);
+    tcase_add_test(tc, test_info);
+    tcase_add_test(tc, test_budget);
+    tcase_add_test(tc, test_pages_scattered);
+    tcase_add_test(tc, test_vreserve_rejects_partial_pages);
+    tcase_add_test(tc, test_copy_ordering_and_many_in_flight);
+    tcase_add_test(tc, test_event_waits_for_its_copy);
+    tcase_add_test(tc, test_compute_wait_blocks_until_copy_done);
+    tcase_add_test(tc, test_copy_stream_waits_on_event);
+    tcase_add_test(tc, test_faults);
+    tcase_add_test(tc, test_bandwidth_emulation);
+    suite_add_tcase(s, tc);
+    return gf_test_run_suite(s);
+}
