@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/kernel_args.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "gf_config.h"
@@ -41,65 +42,10 @@ struct gf_cpu_kctx {
 
 #define GF_CPU_ALIGN 64
 
-/* ---- errors ---- */
-
-/* The message of the last failed call on this thread; "" until one fails. */
-static _Thread_local char gf_cpu_errbuf[GF_ERR_MSG_MAX];
-
-static int kerr(int code, const char *fn, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Record "fn: message" as this thread's last error; returns code. */
-static int kerr(int code, const char *fn, const char *fmt, ...)
-{
-    int off = snprintf(gf_cpu_errbuf, sizeof gf_cpu_errbuf, "%s: ", fn);
-    if (off < 0 || (size_t)off >= sizeof gf_cpu_errbuf)
-        off = 0;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(gf_cpu_errbuf + off, sizeof gf_cpu_errbuf - (size_t)off, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 static const char *cpu_last_error(void *ctx)
 {
     (void)ctx;
-    return gf_cpu_errbuf;
-}
-
-/* Argument checks; each returns from the calling kernel with the error. */
-#define GF_CHECK_NONNEG(fn, v)                                                                    \
-    do {                                                                                          \
-        if ((v) < 0)                                                                              \
-            return kerr(GF_ERR_INVALID, fn, "%s = %lld is negative", #v, (long long)(v));         \
-    } while (0)
-#define GF_CHECK_PTR(fn, p)                                                                       \
-    do {                                                                                          \
-        if ((p) == NULL)                                                                          \
-            return kerr(GF_ERR_INVALID, fn, "%s is NULL", #p);                                    \
-    } while (0)
-
-/* a * b into *out; false on overflow of int64. */
-static bool mul64(int64_t a, int64_t b, int64_t *out)
-{
-    return !__builtin_mul_overflow(a, b, out);
-}
-
-/* Weights may be F32, F16 or BF16 (GF_ERR_UNSUPPORTED otherwise). */
-static int check_wdtype(const char *fn, const char *what, gf_dtype dt)
-{
-    if (dt == GF_DT_F32 || dt == GF_DT_F16 || dt == GF_DT_BF16)
-        return 0;
-    return kerr(GF_ERR_UNSUPPORTED, fn, "%s dtype %s (%d) is not supported (F32, F16 or BF16)",
-                what, gf_dtype_st_name(dt), (int)dt);
-}
-
-static int check_act(const char *fn, gf_act act)
-{
-    if ((int)act < 0 || act >= GF_ACT_COUNT_)
-        return kerr(GF_ERR_INVALID, fn, "activation %d is not a gf_act", (int)act);
-    return 0;
+    return gf_kerr_last();
 }
 
 /* ---- scratch ---- */
@@ -113,12 +59,12 @@ static void *scratch_get(gf_cpu_kctx *c, const char *fn, size_t n)
         return c->scratch;
     size_t want;
     if (!gf_size_align_up(n, GF_CPU_ALIGN, &want)) {
-        kerr(GF_ERR_NOMEM, fn, "scratch of %zu bytes overflows", n);
+        gf_kerr(GF_ERR_NOMEM, fn, "scratch of %zu bytes overflows", n);
         return NULL;
     }
     void *p = aligned_alloc(GF_CPU_ALIGN, want);
     if (p == NULL) {
-        kerr(GF_ERR_NOMEM, fn, "out of memory for %zu bytes of scratch", want);
+        gf_kerr(GF_ERR_NOMEM, fn, "out of memory for %zu bytes of scratch", want);
         return NULL;
     }
     free(c->scratch);
@@ -267,35 +213,6 @@ static void sgemm_f32(int ta, int tb, int64_t m, int64_t n, int64_t k, float alp
 #endif
 }
 
-/* Checks shared by gemm and gemm_batched. Returns 0 or the error. */
-static int gemm_check(const char *fn, int ta, int tb, int64_t m, int64_t n, int64_t k,
-                      gf_dtype adt, int64_t lda, gf_dtype bdt, int64_t ldb, int64_t ldc)
-{
-    GF_CHECK_NONNEG(fn, m);
-    GF_CHECK_NONNEG(fn, n);
-    GF_CHECK_NONNEG(fn, k);
-    int rc;
-    if ((rc = check_wdtype(fn, "A", adt)) != 0 || (rc = check_wdtype(fn, "B", bdt)) != 0)
-        return rc;
-    int64_t acols = ta ? m : k, bcols = tb ? k : n;
-    if (lda < (acols > 1 ? acols : 1))
-        return kerr(GF_ERR_INVALID, fn, "lda = %lld is less than %lld (%s)", (long long)lda,
-                    (long long)(acols > 1 ? acols : 1), ta ? "m, A transposed" : "k");
-    if (ldb < (bcols > 1 ? bcols : 1))
-        return kerr(GF_ERR_INVALID, fn, "ldb = %lld is less than %lld (%s)", (long long)ldb,
-                    (long long)(bcols > 1 ? bcols : 1), tb ? "k, B transposed" : "n");
-    if (ldc < (n > 1 ? n : 1))
-        return kerr(GF_ERR_INVALID, fn, "ldc = %lld is less than n = %lld", (long long)ldc,
-                    (long long)n);
-#if GF_HAVE_BLAS
-    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
-        ldc > INT_MAX)
-        return kerr(GF_ERR_UNSUPPORTED, fn, "a size or leading dimension exceeds %d (BLAS int)",
-                    INT_MAX);
-#endif
-    return 0;
-}
-
 /* Widen a rows x cols matrix with leading dimension ld into dense dst
  * (leading dimension cols). */
 static void widen_matrix(float *dst, const void *src, gf_dtype dt, int64_t rows, int64_t cols,
@@ -335,10 +252,10 @@ static int gemm_scratch(gf_cpu_kctx *ctx, const char *fn, int64_t m, int64_t n, 
     int64_t an = 0, bn = 0;
     size_t abytes = 0, bbytes = 0, total;
     *aw = *bw = NULL;
-    if ((adt != GF_DT_F32 && !mul64(m, k, &an)) || (bdt != GF_DT_F32 && !mul64(n, k, &bn)) ||
+    if ((adt != GF_DT_F32 && !gf_kmul64(m, k, &an)) || (bdt != GF_DT_F32 && !gf_kmul64(n, k, &bn)) ||
         !f32_region(an, &abytes) || !f32_region(bn, &bbytes) ||
         !gf_size_add(abytes, bbytes, &total))
-        return kerr(GF_ERR_OVERFLOW, fn, "operand sizes overflow");
+        return gf_kerr(GF_ERR_OVERFLOW, fn, "operand sizes overflow");
     if (total == 0)
         return 0;
     char *s = scratch_get(ctx, fn, total);
@@ -359,16 +276,11 @@ static int cpu_gemm(void *vctx, gf_stream *s, int trans_a, int trans_b, int64_t 
     static const char fn[] = "gemm";
     gf_cpu_kctx *ctx = vctx;
     (void)s;
-    int rc = gemm_check(fn, trans_a, trans_b, m, n, k, a_dtype, lda, b_dtype, ldb, ldc);
-    if (rc != 0)
+    bool noop;
+    int rc = gf_kargs_gemm(fn, trans_a, trans_b, m, n, k, a, a_dtype, lda, 0, b, b_dtype, ldb, 0,
+                           c, ldc, 0, 1, &noop);
+    if (rc != 0 || noop)
         return rc;
-    if (m == 0 || n == 0)
-        return 0;
-    GF_CHECK_PTR(fn, c);
-    if (k > 0) {
-        GF_CHECK_PTR(fn, a);
-        GF_CHECK_PTR(fn, b);
-    }
     float *aw, *bw;
     if ((rc = gemm_scratch(ctx, fn, m, n, k, a_dtype, b_dtype, &aw, &bw)) != 0)
         return rc;
@@ -386,25 +298,11 @@ static int cpu_gemm_batched(void *vctx, gf_stream *s, int trans_a, int trans_b, 
     static const char fn[] = "gemm_batched";
     gf_cpu_kctx *ctx = vctx;
     (void)s;
-    int rc = gemm_check(fn, trans_a, trans_b, m, n, k, a_dtype, lda, b_dtype, ldb, ldc);
-    if (rc != 0)
+    bool noop;
+    int rc = gf_kargs_gemm(fn, trans_a, trans_b, m, n, k, a, a_dtype, lda, stride_a, b, b_dtype,
+                           ldb, stride_b, c, ldc, stride_c, batch, &noop);
+    if (rc != 0 || noop)
         return rc;
-    GF_CHECK_NONNEG(fn, batch);
-    GF_CHECK_NONNEG(fn, stride_a);
-    GF_CHECK_NONNEG(fn, stride_b);
-    GF_CHECK_NONNEG(fn, stride_c);
-    if (m == 0 || n == 0 || batch == 0)
-        return 0;
-    GF_CHECK_PTR(fn, c);
-    if (k > 0) {
-        GF_CHECK_PTR(fn, a);
-        GF_CHECK_PTR(fn, b);
-    }
-    /* The last matrix's offsets must be addressable. */
-    int64_t last;
-    if (!mul64(batch - 1, stride_a, &last) || !mul64(batch - 1, stride_b, &last) ||
-        !mul64(batch - 1, stride_c, &last))
-        return kerr(GF_ERR_OVERFLOW, fn, "batch * stride overflows");
     float *aw, *bw;
     if ((rc = gemm_scratch(ctx, fn, m, n, k, a_dtype, b_dtype, &aw, &bw)) != 0)
         return rc;
@@ -440,19 +338,11 @@ static int cpu_bias_act(void *vctx, gf_stream *s, float *x, int64_t rows, int64_
     static const char fn[] = "bias_act";
     gf_cpu_kctx *ctx = vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, rows);
-    GF_CHECK_NONNEG(fn, cols);
-    int rc;
-    if ((rc = check_act(fn, act)) != 0)
+    bool noop;
+    int rc = gf_kargs_bias_act(x, rows, cols, bias, bias_dtype, act, &noop);
+    if (rc != 0 || noop)
         return rc;
-    if (bias != NULL && (rc = check_wdtype(fn, "bias", bias_dtype)) != 0)
-        return rc;
-    int64_t total;
-    if (!mul64(rows, cols, &total))
-        return kerr(GF_ERR_OVERFLOW, fn, "rows * cols overflows");
-    if (total == 0)
-        return 0;
-    GF_CHECK_PTR(fn, x);
+    int64_t total = rows * cols;
     float *bw = NULL;
     if (bias != NULL && bias_dtype != GF_DT_F32 &&
         (bw = scratch_get(ctx, fn, (size_t)cols * sizeof(float))) == NULL)
@@ -474,18 +364,12 @@ static int cpu_bias_act(void *vctx, gf_stream *s, float *x, int64_t rows, int64_
 static int cpu_softmax(void *vctx, gf_stream *s, float *y, const float *x, int64_t rows,
                        int64_t cols, int log_)
 {
-    static const char fn[] = "softmax";
     (void)vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, rows);
-    GF_CHECK_NONNEG(fn, cols);
-    int64_t total;
-    if (!mul64(rows, cols, &total))
-        return kerr(GF_ERR_OVERFLOW, fn, "rows * cols overflows");
-    if (total == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
-    GF_CHECK_PTR(fn, x);
+    bool noop;
+    int rc = gf_kargs_softmax(y, x, rows, cols, &noop);
+    if (rc != 0 || noop)
+        return rc;
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
@@ -520,20 +404,10 @@ static int cpu_layernorm(void *vctx, gf_stream *s, float *y, const float *x, int
     static const char fn[] = "layernorm";
     gf_cpu_kctx *ctx = vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, rows);
-    GF_CHECK_NONNEG(fn, cols);
-    int rc;
-    if ((gamma != NULL || beta != NULL) && (rc = check_wdtype(fn, "gamma/beta", w_dtype)) != 0)
+    bool noop;
+    int rc = gf_kargs_layernorm(y, x, rows, cols, gamma, beta, w_dtype, eps, &noop);
+    if (rc != 0 || noop)
         return rc;
-    if (!(eps >= 0.0f))
-        return kerr(GF_ERR_INVALID, fn, "eps = %g is negative or NaN", (double)eps);
-    int64_t total;
-    if (!mul64(rows, cols, &total))
-        return kerr(GF_ERR_OVERFLOW, fn, "rows * cols overflows");
-    if (total == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
-    GF_CHECK_PTR(fn, x);
     float *w = NULL;
     if (w_dtype != GF_DT_F32 && (gamma != NULL || beta != NULL) &&
         (w = scratch_get(ctx, fn, 2 * (size_t)cols * sizeof(float))) == NULL)
@@ -574,24 +448,10 @@ static int cpu_batchnorm(void *vctx, gf_stream *s, float *y, const float *x, int
     static const char fn[] = "batchnorm";
     gf_cpu_kctx *ctx = vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, n);
-    GF_CHECK_NONNEG(fn, c);
-    GF_CHECK_NONNEG(fn, hw);
-    int rc;
-    if ((rc = check_wdtype(fn, "mean/var/gamma/beta", w_dtype)) != 0 ||
-        (rc = check_act(fn, act)) != 0)
+    bool noop;
+    int rc = gf_kargs_batchnorm(y, x, n, c, hw, mean, var, w_dtype, eps, act, &noop);
+    if (rc != 0 || noop)
         return rc;
-    if (!(eps >= 0.0f))
-        return kerr(GF_ERR_INVALID, fn, "eps = %g is negative or NaN", (double)eps);
-    int64_t total;
-    if (!mul64(n, c, &total) || !mul64(total, hw, &total))
-        return kerr(GF_ERR_OVERFLOW, fn, "n * c * hw overflows");
-    if (total == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
-    GF_CHECK_PTR(fn, x);
-    GF_CHECK_PTR(fn, mean);
-    GF_CHECK_PTR(fn, var);
     /* Fold into one scale and shift per channel: y = x * sc + sh. */
     float *sc = scratch_get(ctx, fn, 2 * (size_t)c * sizeof(float));
     if (sc == NULL)
@@ -624,18 +484,12 @@ static int cpu_batchnorm(void *vctx, gf_stream *s, float *y, const float *x, int
 static int cpu_add(void *vctx, gf_stream *s, float *y, const float *a, const float *b, int64_t n,
                    gf_act act)
 {
-    static const char fn[] = "add";
     (void)vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, n);
-    int rc;
-    if ((rc = check_act(fn, act)) != 0)
+    bool noop;
+    int rc = gf_kargs_add(y, a, b, n, act, &noop);
+    if (rc != 0 || noop)
         return rc;
-    if (n == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
-    GF_CHECK_PTR(fn, a);
-    GF_CHECK_PTR(fn, b);
     /* In blocks, so the activation pass finds the sums still in cache. */
     for (int64_t i0 = 0; i0 < n; i0 += 4096) {
         int64_t len = n - i0 < 4096 ? n - i0 : 4096;
@@ -647,61 +501,6 @@ static int cpu_add(void *vctx, gf_stream *s, float *y, const float *a, const flo
 }
 
 /* ---- convolution ---- */
-
-/* Output extent of a convolution or pooling window along one axis, or -1
- * when the (dilated) window does not fit the padded input. */
-static int64_t out_extent(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil)
-{
-    int64_t span = dil * (k - 1) + 1;
-    if (in + 2 * pad < span)
-        return -1;
-    return (in + 2 * pad - span) / stride + 1;
-}
-
-/* Checks and output size of a conv2d; 0 or the error. */
-static int conv_check(const char *fn, const gf_conv2d_params *p, int64_t *oh, int64_t *ow)
-{
-    GF_CHECK_NONNEG(fn, p->n);
-    GF_CHECK_NONNEG(fn, p->c);
-    GF_CHECK_NONNEG(fn, p->h);
-    GF_CHECK_NONNEG(fn, p->w);
-    GF_CHECK_NONNEG(fn, p->oc);
-    GF_CHECK_NONNEG(fn, p->pad_h);
-    GF_CHECK_NONNEG(fn, p->pad_w);
-    if (p->kh < 1 || p->kw < 1)
-        return kerr(GF_ERR_INVALID, fn, "kernel %lldx%lld is empty", (long long)p->kh,
-                    (long long)p->kw);
-    if (p->stride_h < 1 || p->stride_w < 1)
-        return kerr(GF_ERR_INVALID, fn, "stride %lldx%lld must be >= 1", (long long)p->stride_h,
-                    (long long)p->stride_w);
-    if (p->dil_h < 1 || p->dil_w < 1)
-        return kerr(GF_ERR_INVALID, fn, "dilation %lldx%lld must be >= 1", (long long)p->dil_h,
-                    (long long)p->dil_w);
-    if (p->groups < 1 || p->c % p->groups != 0 || p->oc % p->groups != 0)
-        return kerr(GF_ERR_INVALID, fn, "groups = %lld must be >= 1 and divide c = %lld and oc = %lld",
-                    (long long)p->groups, (long long)p->c, (long long)p->oc);
-    /* Keep every product below comfortably inside int64. */
-    const int64_t lim = (int64_t)1 << 31;
-    if (p->h > lim || p->w > lim || p->kh > lim || p->kw > lim || p->pad_h > lim ||
-        p->pad_w > lim || p->dil_h > lim || p->dil_w > lim || p->stride_h > lim ||
-        p->stride_w > lim)
-        return kerr(GF_ERR_INVALID, fn, "a spatial size exceeds 2^31");
-    *oh = out_extent(p->h, p->kh, p->stride_h, p->pad_h, p->dil_h);
-    *ow = out_extent(p->w, p->kw, p->stride_w, p->pad_w, p->dil_w);
-    if (*oh < 0 || *ow < 0)
-        return kerr(GF_ERR_INVALID, fn,
-                    "dilated kernel %lldx%lld does not fit the padded input %lldx%lld",
-                    (long long)(p->dil_h * (p->kh - 1) + 1), (long long)(p->dil_w * (p->kw - 1) + 1),
-                    (long long)(p->h + 2 * p->pad_h), (long long)(p->w + 2 * p->pad_w));
-    int64_t t;
-    if (!mul64(p->n, p->c, &t) || !mul64(t, p->h, &t) || !mul64(t, p->w, &t) ||
-        !mul64(p->n, p->oc, &t) || !mul64(t, *oh, &t) || !mul64(t, *ow, &t) ||
-        !mul64(p->c, p->kh, &t) || !mul64(t, p->kw, &t) || !mul64(t, *oh, &t) ||
-        !mul64(t, *ow, &t) || !mul64(p->oc, p->kh, &t) || !mul64(t, p->kw, &t) ||
-        !mul64(t, p->c, &t))
-        return kerr(GF_ERR_OVERFLOW, fn, "tensor sizes overflow");
-    return 0;
-}
 
 /* col[(ci*kh + ki)*kw + kj][oy*ow + ox] = x[ci][iy][ix] (0 outside), for
  * one image of c channels. */
@@ -753,26 +552,14 @@ static int cpu_conv2d(void *vctx, gf_stream *s, float *y, const float *x,
     static const char fn[] = "conv2d";
     gf_cpu_kctx *ctx = vctx;
     (void)s;
-    GF_CHECK_PTR(fn, p);
     int64_t oh = 0, ow = 0;
-    int rc;
-    if ((rc = conv_check(fn, p, &oh, &ow)) != 0 || (rc = check_wdtype(fn, "weight", w_dtype)) != 0 ||
-        (rc = check_act(fn, act)) != 0)
+    bool noop;
+    int rc = gf_kargs_conv2d(y, x, p, w, w_dtype, act, &oh, &ow, &noop);
+    if (rc != 0 || noop)
         return rc;
     int64_t ohw = oh * ow;
-    if (p->n == 0 || p->oc == 0 || ohw == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
     int64_t cg = p->c / p->groups, ocg = p->oc / p->groups;
     int64_t kk = cg * p->kh * p->kw; /* gemm depth per group */
-    if (kk > 0) {
-        GF_CHECK_PTR(fn, x);
-        GF_CHECK_PTR(fn, w);
-    }
-#if GF_HAVE_BLAS
-    if (kk > INT_MAX || ohw > INT_MAX || ocg > INT_MAX)
-        return kerr(GF_ERR_UNSUPPORTED, fn, "gemm size exceeds %d (BLAS int)", INT_MAX);
-#endif
     bool direct = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
                   p->pad_h == 0 && p->pad_w == 0; /* x is its own im2col */
     size_t wbytes = 0, bbytes = 0, cbytes = 0, total;
@@ -780,7 +567,7 @@ static int cpu_conv2d(void *vctx, gf_stream *s, float *y, const float *x,
         (w_dtype != GF_DT_F32 && bias != NULL && !f32_region(p->oc, &bbytes)) ||
         (!direct && !f32_region(p->c * p->kh * p->kw * ohw, &cbytes)) ||
         !gf_size_add(wbytes, bbytes, &total) || !gf_size_add(total, cbytes, &total))
-        return kerr(GF_ERR_OVERFLOW, fn, "workspace size overflows");
+        return gf_kerr(GF_ERR_OVERFLOW, fn, "workspace size overflows");
     char *scr = NULL;
     if (total > 0 && (scr = scratch_get(ctx, fn, total)) == NULL)
         return GF_ERR_NOMEM;
@@ -812,43 +599,6 @@ static int cpu_conv2d(void *vctx, gf_stream *s, float *y, const float *x,
 }
 
 /* ---- pooling ---- */
-
-static int pool_check(const char *fn, const gf_pool2d_params *p, int64_t *oh, int64_t *ow)
-{
-    GF_CHECK_NONNEG(fn, p->n);
-    GF_CHECK_NONNEG(fn, p->c);
-    GF_CHECK_NONNEG(fn, p->h);
-    GF_CHECK_NONNEG(fn, p->w);
-    GF_CHECK_NONNEG(fn, p->pad_h);
-    GF_CHECK_NONNEG(fn, p->pad_w);
-    if (p->kh < 1 || p->kw < 1)
-        return kerr(GF_ERR_INVALID, fn, "window %lldx%lld is empty", (long long)p->kh,
-                    (long long)p->kw);
-    if (p->stride_h < 1 || p->stride_w < 1)
-        return kerr(GF_ERR_INVALID, fn, "stride %lldx%lld must be >= 1", (long long)p->stride_h,
-                    (long long)p->stride_w);
-    /* As PyTorch: padding at most half the window, so no window lies
-     * entirely in the padding. */
-    if (p->pad_h > p->kh / 2 || p->pad_w > p->kw / 2)
-        return kerr(GF_ERR_INVALID, fn, "padding %lldx%lld exceeds half the window %lldx%lld",
-                    (long long)p->pad_h, (long long)p->pad_w, (long long)p->kh,
-                    (long long)p->kw);
-    const int64_t lim = (int64_t)1 << 31;
-    if (p->h > lim || p->w > lim || p->kh > lim || p->kw > lim || p->stride_h > lim ||
-        p->stride_w > lim)
-        return kerr(GF_ERR_INVALID, fn, "a spatial size exceeds 2^31");
-    *oh = out_extent(p->h, p->kh, p->stride_h, p->pad_h, 1);
-    *ow = out_extent(p->w, p->kw, p->stride_w, p->pad_w, 1);
-    if (*oh < 0 || *ow < 0)
-        return kerr(GF_ERR_INVALID, fn, "window %lldx%lld does not fit the padded input %lldx%lld",
-                    (long long)p->kh, (long long)p->kw, (long long)(p->h + 2 * p->pad_h),
-                    (long long)(p->w + 2 * p->pad_w));
-    int64_t t;
-    if (!mul64(p->n, p->c, &t) || !mul64(t, p->h, &t) || !mul64(t, p->w, &t) ||
-        !mul64(p->n, p->c, &t) || !mul64(t, *oh, &t) || !mul64(t, *ow, &t))
-        return kerr(GF_ERR_OVERFLOW, fn, "tensor sizes overflow");
-    return 0;
-}
 
 /* max (is_max) or average pooling of one plane. */
 static void pool_plane(float *y, const float *x, const gf_pool2d_params *p, int64_t oh,
@@ -886,16 +636,12 @@ static void pool_plane(float *y, const float *x, const gf_pool2d_params *p, int6
 static int cpu_pool(const char *fn, float *y, const float *x, const gf_pool2d_params *p,
                     int is_max)
 {
-    GF_CHECK_PTR(fn, p);
     int64_t oh = 0, ow = 0;
-    int rc;
-    if ((rc = pool_check(fn, p, &oh, &ow)) != 0)
+    bool noop;
+    int rc = gf_kargs_pool2d(fn, y, x, p, &oh, &ow, &noop);
+    if (rc != 0 || noop)
         return rc;
     int64_t planes = p->n * p->c;
-    if (planes == 0 || oh * ow == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
-    GF_CHECK_PTR(fn, x);
     for (int64_t i = 0; i < planes; i++)
         pool_plane(y + i * oh * ow, x + i * p->h * p->w, p, oh, ow, is_max);
     return 0;
@@ -920,19 +666,13 @@ static int cpu_avgpool2d(void *vctx, gf_stream *s, float *y, const float *x,
 static int cpu_global_avgpool(void *vctx, gf_stream *s, float *y, const float *x, int64_t n,
                               int64_t c, int64_t hw)
 {
-    static const char fn[] = "global_avgpool";
     (void)vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, n);
-    GF_CHECK_NONNEG(fn, c);
-    GF_CHECK_NONNEG(fn, hw);
-    int64_t planes, total;
-    if (!mul64(n, c, &planes) || !mul64(planes, hw, &total))
-        return kerr(GF_ERR_OVERFLOW, fn, "n * c * hw overflows");
-    if (total == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
-    GF_CHECK_PTR(fn, x);
+    bool noop;
+    int rc = gf_kargs_global_avgpool(y, x, n, c, hw, &noop);
+    if (rc != 0 || noop)
+        return rc;
+    int64_t planes = n * c;
     for (int64_t i = 0; i < planes; i++) {
         const float *xr = x + i * hw;
         float sum = 0.0f;
@@ -952,28 +692,15 @@ static int cpu_embedding(void *vctx, gf_stream *s, float *y, const void *table, 
     static const char fn[] = "embedding";
     (void)vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, vocab);
-    GF_CHECK_NONNEG(fn, dim);
-    GF_CHECK_NONNEG(fn, n);
-    int rc;
-    if ((rc = check_wdtype(fn, "table", w_dtype)) != 0)
+    bool noop;
+    int rc = gf_kargs_embedding(y, table, w_dtype, vocab, dim, ids, id_dtype, n, &noop);
+    if (rc != 0 || noop)
         return rc;
-    if (id_dtype != GF_DT_I32 && id_dtype != GF_DT_I64)
-        return kerr(GF_ERR_UNSUPPORTED, fn, "index dtype %s (%d) is not supported (I32 or I64)",
-                    gf_dtype_st_name(id_dtype), (int)id_dtype);
-    int64_t t;
-    if (!mul64(vocab, dim, &t) || !mul64(n, dim, &t))
-        return kerr(GF_ERR_OVERFLOW, fn, "table or output size overflows");
-    if (n == 0 || dim == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
-    GF_CHECK_PTR(fn, ids);
-    GF_CHECK_PTR(fn, table);
     /* Every index is checked before anything is read or written. */
     for (int64_t i = 0; i < n; i++) {
         int64_t id = id_dtype == GF_DT_I32 ? ((const int32_t *)ids)[i] : ((const int64_t *)ids)[i];
         if (id < 0 || id >= vocab)
-            return kerr(GF_ERR_INVALID, fn,
+            return gf_kerr(GF_ERR_INVALID, fn,
                         "index %lld (at position %lld) is outside the vocabulary [0, %lld)",
                         (long long)id, (long long)i, (long long)vocab);
     }
@@ -1030,30 +757,14 @@ static int cpu_attention(void *vctx, gf_stream *s, float *out, const float *q, c
     static const char fn[] = "attention";
     gf_cpu_kctx *ctx = vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, b);
-    GF_CHECK_NONNEG(fn, h);
-    GF_CHECK_NONNEG(fn, seq);
-    GF_CHECK_NONNEG(fn, d);
-    if (mask != NULL && mask_dtype != GF_DT_I32 && mask_dtype != GF_DT_I64)
-        return kerr(GF_ERR_UNSUPPORTED, fn, "mask dtype %s (%d) is not supported (I32 or I64)",
-                    gf_dtype_st_name(mask_dtype), (int)mask_dtype);
-    int64_t t, ss;
-    if (!mul64(b, h, &t) || !mul64(t, seq, &t) || !mul64(t, d, &t) || !mul64(seq, seq, &ss) ||
-        !mul64(b, seq, &t))
-        return kerr(GF_ERR_OVERFLOW, fn, "tensor sizes overflow");
-    if (b == 0 || h == 0 || seq == 0 || d == 0)
-        return 0;
-    GF_CHECK_PTR(fn, out);
-    GF_CHECK_PTR(fn, q);
-    GF_CHECK_PTR(fn, k);
-    GF_CHECK_PTR(fn, v);
-#if GF_HAVE_BLAS
-    if (seq > INT_MAX || d > INT_MAX)
-        return kerr(GF_ERR_UNSUPPORTED, fn, "seq or d exceeds %d (BLAS int)", INT_MAX);
-#endif
+    bool noop;
+    int rc = gf_kargs_attention(out, q, k, v, b, h, seq, d, mask, mask_dtype, &noop);
+    if (rc != 0 || noop)
+        return rc;
+    int64_t ss = seq * seq;
     size_t sbytes;
     if (!f32_region(ss, &sbytes))
-        return kerr(GF_ERR_OVERFLOW, fn, "score matrix size overflows");
+        return gf_kerr(GF_ERR_OVERFLOW, fn, "score matrix size overflows");
     float *sc = scratch_get(ctx, fn, sbytes);
     if (sc == NULL)
         return GF_ERR_NOMEM;
@@ -1077,21 +788,12 @@ static int cpu_attention(void *vctx, gf_stream *s, float *out, const float *q, c
 static int cpu_cast(void *vctx, gf_stream *s, void *dst, gf_dtype dst_dtype, const void *src,
                     gf_dtype src_dtype, int64_t n)
 {
-    static const char fn[] = "cast";
     (void)vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, n);
-    int rc;
-    if ((rc = check_wdtype(fn, "destination", dst_dtype)) != 0 ||
-        (rc = check_wdtype(fn, "source", src_dtype)) != 0)
+    bool noop;
+    int rc = gf_kargs_cast(dst, dst_dtype, src, src_dtype, n, &noop);
+    if (rc != 0 || noop)
         return rc;
-    int64_t t;
-    if (!mul64(n, 4, &t))
-        return kerr(GF_ERR_OVERFLOW, fn, "n overflows");
-    if (n == 0)
-        return 0;
-    GF_CHECK_PTR(fn, dst);
-    GF_CHECK_PTR(fn, src);
     if (dst_dtype == src_dtype) {
         memmove(dst, src, (size_t)n * gf_dtype_size(src_dtype));
         return 0;
@@ -1123,22 +825,12 @@ static int cpu_cast(void *vctx, gf_stream *s, void *dst, gf_dtype dst_dtype, con
 static int cpu_permute_0213(void *vctx, gf_stream *s, float *y, const float *x, int64_t d0,
                             int64_t d1, int64_t d2, int64_t d3)
 {
-    static const char fn[] = "permute_0213";
     (void)vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, d0);
-    GF_CHECK_NONNEG(fn, d1);
-    GF_CHECK_NONNEG(fn, d2);
-    GF_CHECK_NONNEG(fn, d3);
-    int64_t t;
-    if (!mul64(d0, d1, &t) || !mul64(t, d2, &t) || !mul64(t, d3, &t) || !mul64(t, 4, &t))
-        return kerr(GF_ERR_OVERFLOW, fn, "tensor size overflows");
-    if (t == 0)
-        return 0;
-    GF_CHECK_PTR(fn, y);
-    GF_CHECK_PTR(fn, x);
-    if (y == x && d1 > 1 && d2 > 1)
-        return kerr(GF_ERR_INVALID, fn, "y and x must not be the same buffer");
+    bool noop;
+    int rc = gf_kargs_permute_0213(y, x, d0, d1, d2, d3, &noop);
+    if (rc != 0 || noop)
+        return rc;
     size_t row = (size_t)d3 * sizeof(float);
     for (int64_t a = 0; a < d0; a++)
         for (int64_t b = 0; b < d1; b++)
@@ -1150,25 +842,12 @@ static int cpu_permute_0213(void *vctx, gf_stream *s, float *y, const float *x, 
 static int cpu_copy2d(void *vctx, gf_stream *s, void *dst, int64_t dst_pitch, const void *src,
                       int64_t src_pitch, int64_t width, int64_t rows)
 {
-    static const char fn[] = "copy2d";
     (void)vctx;
     (void)s;
-    GF_CHECK_NONNEG(fn, width);
-    GF_CHECK_NONNEG(fn, rows);
-    GF_CHECK_NONNEG(fn, dst_pitch);
-    GF_CHECK_NONNEG(fn, src_pitch);
-    if (width == 0 || rows == 0)
-        return 0;
-    if (rows > 1 && (dst_pitch < width || src_pitch < width))
-        return kerr(GF_ERR_INVALID, fn,
-                    "pitches (dst %lld, src %lld) must be at least the width %lld",
-                    (long long)dst_pitch, (long long)src_pitch, (long long)width);
-    int64_t t;
-    if (!mul64(rows - 1, dst_pitch > src_pitch ? dst_pitch : src_pitch, &t) ||
-        __builtin_add_overflow(t, width, &t))
-        return kerr(GF_ERR_OVERFLOW, fn, "extent overflows");
-    GF_CHECK_PTR(fn, dst);
-    GF_CHECK_PTR(fn, src);
+    bool noop;
+    int rc = gf_kargs_copy2d(dst, dst_pitch, src, src_pitch, width, rows, &noop);
+    if (rc != 0 || noop)
+        return rc;
     for (int64_t r = 0; r < rows; r++)
         memmove((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, (size_t)width);
     return 0;
