@@ -1,0 +1,330 @@
+/* gpufaas — the state database (store/): one SQLite file, one writer thread.
+ *
+ * The gateway keeps its live state in memory; this module records it in
+ * SQLite so that (a) a restarted gateway gets back every deployed function and
+ * (b) an operator can ask "where is model X, what was evicted, how many cold
+ * starts" with the sqlite3 command-line tool while the server runs (the views
+ * are described in docs/operations.md).
+ *
+ * Threading contract
+ *  - gf_store_open() starts one store thread. It is the only code that writes
+ *    the file; it owns the write connection.
+ *  - Fire-and-forget records (gf_store_log_*) may be handed over from any
+ *    number of threads at once. A handover copies the record into a bounded
+ *    lock-free queue: it never takes a lock held across disk I/O, never waits
+ *    on the disk and costs well under a microsecond. When the queue is full the
+ *    record is dropped: the call returns GF_ERR_BUSY, the drop is counted
+ *    (gf_store_stats.dropped) and the store thread logs a warning at most once
+ *    a second. Blocking the request path on a slow disk would turn a logging
+ *    hiccup into failed requests; losing a few history rows does not.
+ *  - The store thread commits queued records in batches: as soon as
+ *    batch_max records wait, and at least every commit_interval_ms otherwise
+ *    (group commit: one transaction for many records).
+ *  - Admin writes (deploy, publish, delete, mark broken, register a worker,
+ *    flush, clear run state) are executed by the store thread too; the caller
+ *    blocks until the transaction holding its change has been committed and
+ *    gets its gf_status. Records a thread handed over before an admin call are
+ *    committed no later than that admin change (program order is kept).
+ *  - Reads (gf_store_catalog_load) use a separate read-only connection guarded
+ *    by a mutex; the request path is not meant to read the database.
+ *  - gf_store_close() must not race with other calls on the same store.
+ *
+ * Times are integer microseconds since the Unix epoch in the tables; the views
+ * turn them into readable UTC times.
+ */
+#ifndef GF_STORE_STORE_H
+#define GF_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/sha256.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gf_store gf_store;
+
+/* Longest function name the store accepts, in bytes without the NUL. Records
+ * carry names inline so a handover never allocates. */
+#define GF_STORE_NAME_MAX 127
+
+/* File name of the database inside the state directory. */
+#define GF_STORE_DB_NAME "gpufaas.db"
+
+/* ---- configuration -------------------------------------------------------- */
+
+/* Called on the store thread after each committed transaction. Must be quick
+ * and must not call back into the store. records: fire-and-forget records in
+ * this transaction; total: records committed since open. */
+typedef void (*gf_store_commit_fn)(void *arg, uint64_t records, uint64_t total);
+
+typedef struct gf_store_config {
+    int64_t retain_rows;         /* newest invocations (and swap events) kept; < 0 = no limit */
+    int64_t retain_age_s;        /* rows older than this are deleted; < 0 = no limit */
+    uint32_t batch_max;          /* commit as soon as this many records wait (1 .. 1<<20) */
+    uint32_t commit_interval_ms; /* longest a queued record waits for its commit (1 .. 50) */
+    uint32_t busy_timeout_ms;    /* SQLite busy timeout for both connections */
+    uint32_t queue_cap;          /* records the queue holds (2 .. 1<<24); rounded up to 2^k */
+    uint32_t retention_every_ms; /* how often retention runs (it also runs on flush) */
+    gf_store_commit_fn on_commit; /* optional (NULL); see gf_store_commit_fn */
+    void *on_commit_arg;          /* passed to on_commit */
+} gf_store_config;
+
+/* Defaults: retain 1,000,000 rows and 7 days, batch_max 1024, commit
+ * interval 50 ms, busy timeout 5000 ms, queue 32768 records (256 bytes each:
+ * 8 MiB, a third of a second at 100,000 records/s), retention every 1000 ms,
+ * no callback. c is caller-owned. */
+void gf_store_config_default(gf_store_config *c);
+
+/* ---- open / close --------------------------------------------------------- */
+
+/* "<state_dir>/gpufaas.db", malloc'd into *out (caller frees). state_dir is
+ * borrowed. */
+gf_status gf_store_default_path(const char *state_dir, char **out, gf_err *err);
+
+/* Open (creating when absent) the database at path (borrowed), switch it to
+ * WAL with synchronous=NORMAL, foreign keys on and the busy timeout, migrate
+ * its schema forward to the current version, and start the store thread.
+ * cfg may be NULL (defaults); it is copied. On success *out owns the store
+ * (gf_store_close). Errors: GF_ERR_INVALID (bad config), GF_ERR_FORMAT (not a
+ * database), GF_ERR_UNSUPPORTED (schema newer than this build), GF_ERR_BUSY
+ * (locked by another writer), GF_ERR_IO, GF_ERR_NOMEM. */
+gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store **out,
+                        gf_err *err);
+
+/* Commit everything queued, stop and join the store thread, close the
+ * database and free s (freed whatever the result). NULL is a no-op (GF_OK).
+ * GF_ERR_IO when records were lost during the store's life (a failed commit;
+ * see gf_store_stats.lost and the log), else GF_OK. No other call on s may
+ * run concurrently with or after it. */
+gf_status gf_store_close(gf_store *s, gf_err *err);
+
+/* The schema version this build writes (PRAGMA user_version). */
+int gf_store_schema_version(void);
+
+/* ---- enumerations (stored as the text shown in the comments) ------------- */
+
+typedef enum gf_store_tier {
+    GF_STORE_TIER_STORE = 0,  /* 'store': the weights file on disk */
+    GF_STORE_TIER_HOST = 1,   /* 'host': a worker's (pinned) host memory */
+    GF_STORE_TIER_DEVICE = 2, /* 'device': a worker's device pool */
+} gf_store_tier;
+
+typedef enum gf_store_pstate {
+    GF_STORE_PLACEMENT_LOADING = 0, /* 'loading': copy in progress */
+    GF_STORE_PLACEMENT_READY = 1,   /* 'ready': usable */
+} gf_store_pstate;
+
+typedef enum gf_store_wstate {
+    GF_STORE_WORKER_STARTING = 0,   /* 'starting' */
+    GF_STORE_WORKER_READY = 1,      /* 'ready' */
+    GF_STORE_WORKER_RESTARTING = 2, /* 'restarting' */
+    GF_STORE_WORKER_STOPPING = 3,   /* 'stopping' */
+    GF_STORE_WORKER_DEAD = 4,       /* 'dead' */
+} gf_store_wstate;
+
+typedef enum gf_store_vstate {
+    GF_STORE_VERSION_READY = 0,   /* 'ready': may be served */
+    GF_STORE_VERSION_BROKEN = 1,  /* 'broken': never served (weights missing, bad, ...) */
+    GF_STORE_VERSION_DELETED = 2, /* 'deleted': the function was deleted */
+} gf_store_vstate;
+
+/* Text of each value as stored in the tables ("device", "ready", ...). */
+const char *gf_store_tier_name(gf_store_tier t);
+const char *gf_store_pstate_name(gf_store_pstate s);
+const char *gf_store_wstate_name(gf_store_wstate s);
+const char *gf_store_vstate_name(gf_store_vstate s);
+
+/* ---- fire-and-forget records (request path) ------------------------------ */
+/* Each gf_store_log_* copies *rec (and the strings it points to) and returns
+ * at once. GF_OK: queued. GF_ERR_BUSY: queue full, record dropped and counted.
+ * GF_ERR_INVALID: a name longer than GF_STORE_NAME_MAX or an enum out of range
+ * (nothing queued). GF_ERR_CLOSED: the store is shutting down. A record the
+ * database then refuses (e.g. a placement of an unknown version) is counted
+ * in gf_store_stats.rejected and logged, never retried. at_us == 0 means "now"
+ * (taken at the handover). */
+
+typedef struct gf_store_invocation {
+    const char *function;   /* borrowed for the call */
+    int64_t version;
+    int32_t worker;         /* -1 when no worker ran it (stored as NULL) */
+    gf_status status;       /* stored as gf_status_name(): 'GF_OK', 'GF_ERR_TIMEOUT', ... */
+    int32_t http_code;
+    int32_t batch_size;
+    bool cold;              /* had to load the model before running */
+    int64_t queue_us, load_us, exec_us, total_us;
+    int64_t at_us;          /* when it completed */
+} gf_store_invocation;
+gf_status gf_store_log_invocation(gf_store *s, const gf_store_invocation *rec);
+
+typedef struct gf_store_swap {
+    int32_t worker;
+    const char *function;   /* borrowed for the call */
+    int64_t version;
+    gf_store_tier from, to; /* must differ; to < from is an eviction */
+    uint64_t bytes;
+    int64_t elapsed_us;
+    int64_t at_us;
+} gf_store_swap;
+gf_status gf_store_log_swap(gf_store *s, const gf_store_swap *rec);
+
+/* Upsert the placement (function, version, worker, tier): sets bytes and
+ * state. loaded_at becomes at_us (0 = now) when the placement turns ready
+ * (new, or from loading); a repeated "ready" keeps the first load time;
+ * "loading" clears it. tier must be HOST or DEVICE (the store tier is every
+ * version's weights file and is not a placement). */
+typedef struct gf_store_placement {
+    const char *function;   /* borrowed for the call */
+    int64_t version;
+    int32_t worker;
+    gf_store_tier tier;
+    uint64_t bytes;
+    gf_store_pstate state;
+    int64_t at_us;          /* when it became loading/ready */
+} gf_store_placement;
+gf_status gf_store_log_placement(gf_store *s, const gf_store_placement *rec);
+
+/* A placement was used: hits += hits, last_used_at = max(last_used_at,
+ * at_us). Reads rec's function, version, worker, tier and at_us. Counted as
+ * rejected when no such placement exists. */
+gf_status gf_store_log_placement_hit(gf_store *s, const gf_store_placement *rec, uint32_t hits);
+
+/* The placement is gone (evicted or unloaded). Reads function, version,
+ * worker, tier. */
+gf_status gf_store_log_placement_remove(gf_store *s, const gf_store_placement *rec);
+
+/* A worker's state changed (pid < 0: unchanged). */
+gf_status gf_store_log_worker_state(gf_store *s, int32_t worker, gf_store_wstate state,
+                                    int64_t pid);
+
+/* A heartbeat: budgets and use in bytes, last_heartbeat = at_us. */
+typedef struct gf_store_heartbeat {
+    int32_t worker;
+    uint64_t device_budget, device_used;
+    uint64_t host_budget, host_used;
+    int64_t at_us;
+} gf_store_heartbeat;
+gf_status gf_store_log_heartbeat(gf_store *s, const gf_store_heartbeat *rec);
+
+/* A worker process was restarted as pid: restarts += 1, started_at = at_us
+ * (0 = now), state 'starting', and its placements are dropped (a new process
+ * holds nothing). */
+gf_status gf_store_log_restart(gf_store *s, int32_t worker, int64_t pid, int64_t at_us);
+
+/* ---- admin writes (the caller waits for the commit) ----------------------- */
+
+typedef struct gf_store_version_spec {
+    const char *function;     /* [A-Za-z0-9_.-], 1..GF_STORE_NAME_MAX bytes */
+    int64_t version;          /* > 0, or 0: one more than the highest so far */
+    const char *kind;         /* "mlp", "resnet", ... */
+    const char *manifest;     /* JSON text (checked to be one JSON value) */
+    const char *weights_path; /* absolute, or relative to the state directory */
+    uint64_t bytes;           /* size of the weights file */
+    const char *sha256;       /* 64 lowercase hex digits */
+    bool publish;             /* also make it the current version, atomically */
+} gf_store_version_spec;
+
+/* Record a new version (creating the function, or reviving a deleted one).
+ * All strings are borrowed for the call. *version_out (may be NULL) gets the
+ * version number. GF_ERR_EXISTS when that version exists, GF_ERR_INVALID on a
+ * bad field (the message names it). */
+gf_status gf_store_version_deploy(gf_store *s, const gf_store_version_spec *spec,
+                                  int64_t *version_out, gf_err *err);
+
+/* Make version the one served for function (borrowed). GF_ERR_NOT_FOUND when
+ * absent, GF_ERR_STATE when broken or deleted. */
+gf_status gf_store_version_publish(gf_store *s, const char *function, int64_t version,
+                                   gf_err *err);
+
+/* Delete a function: its versions become 'deleted', nothing is current, its
+ * placements go. History (invocations, swap events) stays. The name may be
+ * deployed again; version numbers continue. GF_ERR_NOT_FOUND when absent or
+ * already deleted. */
+gf_status gf_store_function_delete(gf_store *s, const char *function, gf_err *err);
+
+/* Mark a version broken (never served) with a reason (borrowed, may be NULL).
+ * GF_ERR_NOT_FOUND when absent. The current version pointer is kept, so an
+ * operator sees which version was meant to be served. */
+gf_status gf_store_version_mark_broken(gf_store *s, const char *function, int64_t version,
+                                       const char *reason, gf_err *err);
+
+typedef struct gf_store_worker_spec {
+    int32_t id;               /* the gateway's worker number, >= 0 */
+    const char *device;       /* "cuda:0", "cpu:1" (borrowed) */
+    int64_t pid;
+    uint64_t device_budget;   /* bytes */
+    uint64_t host_budget;     /* bytes */
+} gf_store_worker_spec;
+
+/* Insert or update a worker (state 'starting', started_at now, use 0). */
+gf_status gf_store_worker_register(gf_store *s, const gf_store_worker_spec *w, gf_err *err);
+
+/* Wait until every record handed over before this call is committed, and
+ * apply retention now. */
+gf_status gf_store_flush(gf_store *s, gf_err *err);
+
+/* ---- recovery and reads ---------------------------------------------------- */
+
+typedef struct gf_store_version_info {
+    char *function;       /* owned by the catalog */
+    int64_t version;
+    char *kind;
+    char *manifest;
+    char *weights_path;   /* as recorded */
+    uint64_t bytes;
+    char sha256[GF_SHA256_HEX_LEN];
+    int64_t created_at_us;
+    gf_store_vstate state;
+    char *state_reason;   /* NULL unless broken */
+    bool current;         /* the function's published version */
+} gf_store_version_info;
+
+typedef struct gf_store_catalog {
+    gf_store_version_info *versions; /* ordered by function, version */
+    size_t n;
+    size_t broken_now;               /* versions gf_store_recover marked broken */
+} gf_store_catalog;
+
+/* Every version whose state is not 'deleted', from the read connection.
+ * *out owns the result (gf_store_catalog_free). */
+gf_status gf_store_catalog_load(gf_store *s, gf_store_catalog **out, gf_err *err);
+
+/* Start-up recovery, before any worker runs: clear the placements and workers
+ * of the previous run, then check each 'ready' version's weights file
+ * (relative paths resolved against base_dir, borrowed, may be NULL = cwd):
+ * missing, of the wrong size, or with the wrong sha256 -> marked broken with
+ * the reason, logged as a warning. *out gets the catalog after the checks
+ * (broken_now counts the versions marked now). */
+gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog **out,
+                           gf_err *err);
+
+/* Free a catalog. NULL is a no-op. */
+void gf_store_catalog_free(gf_store_catalog *c);
+
+/* ---- counters -------------------------------------------------------------- */
+
+typedef struct gf_store_stats {
+    uint64_t enqueued;     /* records accepted by gf_store_log_* */
+    uint64_t dropped;      /* records refused because the queue was full */
+    uint64_t committed;    /* records committed */
+    uint64_t rejected;     /* records the database refused (constraint), skipped */
+    uint64_t lost;         /* records in transactions that failed to commit */
+    uint64_t commits;      /* transactions committed (counted by SQLite's commit hook) */
+    uint64_t admin_ops;    /* admin writes executed */
+    uint64_t retention_deleted; /* rows removed by retention */
+    uint32_t queue_len;    /* records waiting now */
+    uint32_t queue_cap;    /* capacity of the queue */
+} gf_store_stats;
+
+/* A consistent-enough snapshot of the counters (each read atomically). */
+void gf_store_stats_get(gf_store *s, gf_store_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_STORE_STORE_H */
