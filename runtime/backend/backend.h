@@ -136,7 +136,8 @@ gf_status gf_dev_page_alloc(gf_backend *be, int64_t *page, gf_err *err);
 void gf_dev_page_free(gf_backend *be, int64_t page);
 
 /* Map page at addr (page-aligned, inside a reservation, currently unmapped),
- * readable and writable by the device. */
+ * readable and writable by the device. A page is mapped at one address at a
+ * time; its bytes follow it from one mapping to the next. */
 gf_status gf_dev_map(gf_backend *be, void *addr, int64_t page, gf_err *err);
 /* Unmap the page at addr; the reservation stays. */
 gf_status gf_dev_unmap(gf_backend *be, void *addr, gf_err *err);

@@ -72,7 +72,16 @@ struct cpu_ctx {
     int64_t pool_pages;
     int64_t *free_pages; /* stack of free page indices */
     int64_t n_free;
-    unsigned char *backed; /* per page: fallocate'd already */
+    unsigned char *backed; /* per page: committed and parked already */
+    /* Every committed page has its page-table entries built once, in its
+     * slot of the parking range. Mapping a page into a model's range moves
+     * those entries there with mremap (cheap: page tables move whole when
+     * 2 MiB-aligned), and unmapping moves them back. Mapping the memfd afresh
+     * instead would rebuild a PTE per 4 KiB page on every swap-in, which
+     * costs as much as the copy itself. */
+    char *park;
+    size_t park_bytes;
+    void **mapped_at; /* per page: where it is mapped, NULL when parked */
     pthread_mutex_t pool_lock;
 };
 
@@ -414,25 +423,41 @@ static void cpu_host_free(gf_backend *be, void *ptr)
     free(ptr);
 }
 
-static gf_status cpu_vreserve(gf_backend *be, size_t size, void **out, gf_err *err)
+/* Reserve size bytes of address space aligned to align; NULL on failure. */
+static void *cpu_reserve_aligned(size_t size, size_t align)
 {
-    size_t ps = be->page_size;
     size_t span;
-    if (!gf_size_add(size, ps, &span))
-        return gf_err_set(err, GF_ERR_OVERFLOW, "reservation of %zu bytes overflows", size);
-    /* over-reserve by one page and trim, so the range is page-size aligned */
+    if (!gf_size_add(size, align, &span))
+        return NULL;
+    /* over-reserve by one alignment unit and trim both ends */
     char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "mmap(reserve %zu): %s", size,
-                          strerror(errno));
-    uintptr_t base = ((uintptr_t)p + ps - 1) / ps * ps;
+        return NULL;
+    uintptr_t base = ((uintptr_t)p + align - 1) / align * align;
     size_t head = base - (uintptr_t)p;
     if (head > 0)
         munmap(p, head);
     size_t tail = span - head - size;
     if (tail > 0)
         munmap((char *)base + size, tail);
-    *out = (void *)base;
+    return (void *)base;
+}
+
+/* Put a PROT_NONE placeholder at [addr, addr + len), keeping the range ours. */
+static int cpu_placeholder(void *addr, size_t len)
+{
+    void *p = mmap(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? -1 : 0;
+}
+
+static gf_status cpu_vreserve(gf_backend *be, size_t size, void **out, gf_err *err)
+{
+    void *p = cpu_reserve_aligned(size, be->page_size);
+    if (p == NULL)
+        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "mmap(reserve %zu): %s", size,
+                          strerror(errno));
+    *out = p;
     return GF_OK;
 }
 
@@ -458,12 +483,18 @@ static gf_status cpu_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
         /* commit the page's memory now rather than on first touch inside a
          * copy, as a GPU allocation would be */
         int rc = fallocate(c->memfd, 0, (off_t)p * (off_t)be->page_size, (off_t)be->page_size);
-        if (rc != 0 && errno != EOPNOTSUPP) {
+        if (rc == 0 || errno == EOPNOTSUPP) {
+            void *slot = mmap(c->park + (size_t)p * be->page_size, be->page_size,
+                              PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
+                              c->memfd, (off_t)p * (off_t)be->page_size);
+            rc = slot == MAP_FAILED ? -1 : 0;
+        }
+        if (rc != 0) {
             int e = errno;
             pthread_mutex_lock(&c->pool_lock);
             c->free_pages[c->n_free++] = p;
             pthread_mutex_unlock(&c->pool_lock);
-            return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "fallocate(page %lld): %s",
+            return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "committing page %lld: %s",
                               (long long)p, strerror(e));
         }
         pthread_mutex_lock(&c->pool_lock);
@@ -486,24 +517,43 @@ static void cpu_page_free(gf_backend *be, int64_t page)
 static gf_status cpu_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
 {
     cpu_ctx *c = be->context;
-    if (page >= c->pool_pages)
-        return gf_err_set(err, GF_ERR_INVALID, "page %lld is not in the pool", (long long)page);
+    if (page >= c->pool_pages || !c->backed[page] || c->mapped_at[page] != NULL)
+        return gf_err_set(err, GF_ERR_INVALID, "page %lld is not an allocated, unmapped page",
+                          (long long)page);
     if ((uintptr_t)addr % c->sys_page != 0)
         return gf_err_set(err, GF_ERR_INVALID, "map address %p is not page-aligned", addr);
-    void *p = mmap(addr, be->page_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                   c->memfd, (off_t)page * (off_t)be->page_size);
+    char *slot = c->park + (size_t)page * be->page_size;
+    void *p = mremap(slot, be->page_size, be->page_size, MREMAP_MAYMOVE | MREMAP_FIXED, addr);
     if (p == MAP_FAILED)
-        return gf_err_set(err, GF_ERR_DEVICE, "mmap(page %lld at %p): %s", (long long)page,
+        return gf_err_set(err, GF_ERR_DEVICE, "mremap(page %lld to %p): %s", (long long)page,
                           addr, strerror(errno));
+    if (cpu_placeholder(slot, be->page_size) != 0)
+        GF_LOG_W("could not hold the parking slot of page %lld: %s", (long long)page,
+                 strerror(errno));
+    c->mapped_at[page] = addr;
     return GF_OK;
 }
 
 static gf_status cpu_unmap(gf_backend *be, void *addr, gf_err *err)
 {
-    void *p = mmap(addr, be->page_size, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    cpu_ctx *c = be->context;
+    int64_t page = -1;
+    for (int64_t i = 0; i < c->pool_pages; i++) {
+        if (c->mapped_at[i] == addr) {
+            page = i;
+            break;
+        }
+    }
+    if (page < 0)
+        return gf_err_set(err, GF_ERR_INVALID, "no page is mapped at %p", addr);
+    char *slot = c->park + (size_t)page * be->page_size;
+    void *p = mremap(addr, be->page_size, be->page_size, MREMAP_MAYMOVE | MREMAP_FIXED, slot);
     if (p == MAP_FAILED)
-        return gf_err_set(err, GF_ERR_DEVICE, "unmap(%p): %s", addr, strerror(errno));
+        return gf_err_set(err, GF_ERR_DEVICE, "mremap(%p back to its slot): %s", addr,
+                          strerror(errno));
+    c->mapped_at[page] = NULL;
+    if (cpu_placeholder(addr, be->page_size) != 0)
+        return gf_err_set(err, GF_ERR_DEVICE, "re-reserving %p: %s", addr, strerror(errno));
     return GF_OK;
 }
 
@@ -525,8 +575,11 @@ static void cpu_free(gf_backend *be)
         gf_cpu_kctx_free(c->kctx);
         if (c->memfd >= 0)
             close(c->memfd);
+        if (c->park != NULL)
+            munmap(c->park, c->park_bytes);
         free(c->free_pages);
         free(c->backed);
+        free(c->mapped_at);
         pthread_mutex_destroy(&c->pool_lock);
         free(c);
     }
@@ -593,7 +646,8 @@ gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf
     c->pool_pages = (int64_t)(budget / page_size);
     c->free_pages = malloc((size_t)(c->pool_pages ? c->pool_pages : 1) * sizeof *c->free_pages);
     c->backed = calloc((size_t)(c->pool_pages ? c->pool_pages : 1), 1);
-    if (c->free_pages == NULL || c->backed == NULL) {
+    c->mapped_at = calloc((size_t)(c->pool_pages ? c->pool_pages : 1), sizeof *c->mapped_at);
+    if (c->free_pages == NULL || c->backed == NULL || c->mapped_at == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for a pool of %lld pages",
                         (long long)c->pool_pages);
         goto fail;
@@ -610,6 +664,13 @@ gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf
     if (ftruncate(c->memfd, (off_t)c->pool_pages * (off_t)page_size) != 0) {
         st = gf_err_set(err, GF_ERR_IO, "ftruncate(page pool, %lld pages): %s",
                         (long long)c->pool_pages, strerror(errno));
+        goto fail;
+    }
+    c->park_bytes = (size_t)(c->pool_pages ? c->pool_pages : 1) * page_size;
+    c->park = cpu_reserve_aligned(c->park_bytes, page_size);
+    if (c->park == NULL) {
+        st = gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "reserving the page pool's address range: %s",
+                        strerror(errno));
         goto fail;
     }
     int threads = cfg->blas_threads > 0 ? cfg->blas_threads : 1;

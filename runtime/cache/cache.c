@@ -1,0 +1,1150 @@
+/* gpufaas — the parameter cache: tiers, page accounting, eviction, pipelined
+ * swap-in. See cache.h for the model. */
+#include "cache/cache.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fault.h"
+#include "core/log.h"
+#include "core/tensor.h"
+
+#define GF_CACHE_ALIGN 256
+#define GF_CACHE_DEFAULT_CHUNK ((size_t)4 << 20)
+
+typedef enum { DEV_ABSENT = 0, DEV_LOADING = 1, DEV_READY = 2, DEV_FAILED = 3 } dev_state;
+typedef enum { JOB_DEVICE = 0, JOB_HOST = 1 } job_kind;
+
+typedef struct {
+    const gf_st_tensor *st;
+    size_t offset; /* in the device range and in the host copy */
+    gf_event *ev;  /* recorded on the copy stream after the tensor's last chunk */
+} ctensor;
+
+struct gf_cache_model {
+    gf_cache *c;
+    char *key;
+    gf_st_file *file;
+    ctensor *t;
+    size_t n;
+    size_t *by_name;     /* indices into t, sorted by name */
+    size_t layout_bytes; /* the tensors with their alignment (host copy size) */
+    size_t range_bytes;  /* layout rounded up to whole pages */
+    size_t n_pages;
+    char *va;            /* the model's device range, reserved for its lifetime */
+    int64_t *pages;      /* physical page behind each page of the range */
+    /* device tier */
+    _Atomic int dev;     /* dev_state; READY is read without the lock by param */
+    size_t n_recorded;   /* tensors whose event the loader has recorded */
+    gf_status load_status;
+    char load_msg[256];
+    int refs;            /* leases */
+    gf_event *last_use;  /* compute-stream work of the last lease */
+    bool last_use_recorded;
+    gf_event *done_ev;   /* recorded after the last tensor of a load */
+    gf_tier src;         /* tier the current or last load reads from */
+    uint64_t t_start_us;
+    uint64_t tick;       /* LRU clock value of the last use */
+    uint64_t last_used_us;
+    double gds_h;        /* GreedyDual-Size priority */
+    uint64_t hits;
+    /* host tier */
+    char *host_buf;      /* pinned copy (layout_bytes), or NULL */
+    bool host_ready;     /* host_buf holds every byte */
+    bool host_filling;   /* a load is filling host_buf */
+    int host_users;      /* loads reading host_buf */
+    uint64_t host_tick;
+    bool fill_host;      /* the current device load fills the host tier */
+};
+
+typedef struct {
+    gf_cache_model *m;
+    job_kind kind;
+} cache_job;
+
+typedef struct {
+    void *buf;
+    gf_event *ev;
+    bool used;
+} staging_slot;
+
+struct gf_cache {
+    gf_backend *be;
+    gf_stream *copy, *compute;
+    gf_cache_config cfg;
+    size_t page_size, chunk;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* loader progress, job queue, completions */
+    gf_cache_model **models;
+    size_t n_models, cap_models;
+    uint64_t clock;      /* LRU ticks */
+    double gds_clock;    /* GreedyDual L */
+    double bw_host, bw_store; /* bytes per microsecond, measured */
+    uint64_t host_used;
+    gf_cache_stats st;
+    /* loader */
+    pthread_t thread;
+    bool thread_started, stop;
+    cache_job *jobs;
+    size_t jobs_head, jobs_count, jobs_cap;
+    int active;               /* jobs the loader has taken and not finished queueing */
+    gf_cache_model **pending; /* queued on the copy stream, not yet complete */
+    size_t n_pending, cap_pending;
+    staging_slot *ring;
+    int n_ring, ring_next;
+};
+
+struct gf_lease {
+    gf_cache_model *m;
+    bool cold;
+    gf_tier src;
+};
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void emit(gf_cache *c, gf_cache_event_kind kind, const gf_cache_model *m, gf_tier from,
+                 gf_tier to, uint64_t bytes, uint64_t micros, const char *msg)
+{
+    if (c->cfg.on_event == NULL)
+        return;
+    gf_cache_event ev = {kind, m->key, from, to, bytes, micros, msg};
+    c->cfg.on_event(c->cfg.event_arg, &ev);
+}
+
+/* ---- policy ---------------------------------------------------------------- */
+
+/* Reload cost per byte of m if evicted now (microseconds per byte). */
+static double gds_cost_per_byte(const gf_cache *c, const gf_cache_model *m)
+{
+    double bw = m->host_ready ? c->bw_host : c->bw_store;
+    double setup = c->cfg.setup_cost_us > 0 ? c->cfg.setup_cost_us : 100.0;
+    return setup / (double)m->range_bytes + 1.0 / bw;
+}
+
+static void touch(gf_cache *c, gf_cache_model *m)
+{
+    m->tick = ++c->clock;
+    m->last_used_us = now_us();
+    m->gds_h = c->gds_clock + gds_cost_per_byte(c, m);
+}
+
+static double priority(const gf_cache *c, const gf_cache_model *m)
+{
+    return c->cfg.policy == GF_EVICT_GDS ? m->gds_h : (double)m->tick;
+}
+
+static bool evictable(const gf_cache_model *m)
+{
+    return atomic_load(&m->dev) == DEV_READY && m->refs == 0;
+}
+
+/* The idle device model to evict next (not `keep`), or NULL. Lock held. */
+static gf_cache_model *pick_victim(gf_cache *c, const gf_cache_model *keep)
+{
+    gf_cache_model *best = NULL;
+    double best_p = 0;
+    for (size_t i = 0; i < c->n_models; i++) {
+        gf_cache_model *m = c->models[i];
+        if (m == keep || !evictable(m))
+            continue;
+        double p = priority(c, m);
+        if (best == NULL || p < best_p) {
+            best = m;
+            best_p = p;
+        }
+    }
+    return best;
+}
+
+/* ---- device tier ----------------------------------------------------------- */
+
+/* Unmap and free the pages the model holds. Lock held. */
+static void release_pages(gf_cache *c, gf_cache_model *m)
+{
+    for (size_t k = 0; k < m->n_pages; k++) {
+        if (m->pages[k] < 0)
+            continue;
+        gf_err err;
+        if (gf_dev_unmap(c->be, m->va + k * c->page_size, &err) != GF_OK)
+            GF_LOG_E("model '%s': %s", m->key, err.msg);
+        gf_dev_page_free(c->be, m->pages[k]);
+        m->pages[k] = -1;
+    }
+}
+
+/* Evict an idle device model. Lock held. */
+static void evict_device(gf_cache *c, gf_cache_model *m)
+{
+    if (m->last_use_recorded) /* compute work reading the pages must finish first */
+        gf_event_sync(c->be, m->last_use, NULL);
+    release_pages(c, m);
+    atomic_store(&m->dev, DEV_ABSENT);
+    if (c->cfg.policy == GF_EVICT_GDS && m->gds_h > c->gds_clock)
+        c->gds_clock = m->gds_h;
+    c->st.evictions_device++;
+    emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_DEVICE, m->host_ready ? GF_TIER_HOST : GF_TIER_STORE,
+         m->range_bytes, 0, NULL);
+}
+
+/* True (after waiting for a load to finish) when some model other than keep
+ * is loading without a lease: its pages become evictable when the load
+ * completes. False at once when there is none. Lock held. */
+static bool wait_for_unleased_load(gf_cache *c, const gf_cache_model *keep)
+{
+    for (size_t i = 0; i < c->n_models; i++) {
+        gf_cache_model *o = c->models[i];
+        if (o != keep && atomic_load(&o->dev) == DEV_LOADING && o->refs == 0) {
+            pthread_cond_wait(&c->cond, &c->lock);
+            return true;
+        }
+    }
+    return false;
+}
+
+static uint64_t budget_free(gf_cache *c)
+{
+    uint64_t used, budget;
+    gf_dev_usage(c->be, &used, &budget);
+    return used < budget ? budget - used : 0;
+}
+
+/* Take and map the pages of m, evicting idle models as needed. Lock held. */
+static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
+{
+    uint64_t budget;
+    gf_dev_usage(c->be, NULL, &budget);
+    if (m->range_bytes > budget)
+        return gf_err_set(err, GF_ERR_TOO_LARGE,
+                          "model '%s' needs %zu bytes of device memory but the whole device "
+                          "budget is %llu bytes",
+                          m->key, m->range_bytes, (unsigned long long)budget);
+    for (;;) {
+        uint64_t idle = 0;
+        for (size_t i = 0; i < c->n_models; i++)
+            if (c->models[i] != m && evictable(c->models[i]))
+                idle += c->models[i]->range_bytes;
+        uint64_t free_now = budget_free(c);
+        if (free_now + idle >= m->range_bytes)
+            break;
+        if (wait_for_unleased_load(c, m)) {
+            if (atomic_load(&m->dev) != DEV_ABSENT)
+                return GF_ERR_STATE; /* another thread began loading m: look again */
+            continue;
+        }
+        return gf_err_set(err, GF_ERR_BUSY,
+                          "model '%s' needs %zu bytes of device memory: %llu are free and %llu "
+                          "more held by idle models; the rest is in use",
+                          m->key, m->range_bytes, (unsigned long long)free_now,
+                          (unsigned long long)idle);
+    }
+    gf_status st = GF_OK;
+    size_t k;
+    for (k = 0; k < m->n_pages; k++) {
+        for (;;) {
+            st = gf_dev_page_alloc(c->be, &m->pages[k], err);
+            if (st != GF_ERR_NO_DEVICE_MEM || budget_free(c) >= c->page_size)
+                break; /* success, or the device failed although the budget has room */
+            gf_cache_model *v = pick_victim(c, m);
+            if (v == NULL) {
+                st = gf_err_set(err, GF_ERR_BUSY,
+                                "model '%s' needs %zu bytes of device memory and nothing idle "
+                                "is left to evict",
+                                m->key, m->range_bytes);
+                break;
+            }
+            evict_device(c, v);
+        }
+        if (st != GF_OK)
+            break;
+        st = gf_dev_map(c->be, m->va + k * c->page_size, m->pages[k], err);
+        if (st != GF_OK) {
+            gf_dev_page_free(c->be, m->pages[k]);
+            m->pages[k] = -1;
+            break;
+        }
+    }
+    if (st != GF_OK) {
+        gf_err_prefix(err, "model '%s'", m->key);
+        release_pages(c, m);
+    }
+    return st;
+}
+
+/* ---- host tier ----------------------------------------------------------- */
+
+static void free_host(gf_cache *c, gf_cache_model *m, bool report)
+{
+    if (m->host_buf == NULL)
+        return;
+    gf_host_free_pinned(c->be, m->host_buf);
+    m->host_buf = NULL;
+    c->host_used -= m->layout_bytes;
+    if (m->host_ready && report) {
+        c->st.evictions_host++;
+        emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_HOST, GF_TIER_STORE, m->layout_bytes, 0, NULL);
+    }
+    m->host_ready = false;
+}
+
+/* Make host_used + need <= budget by evicting LRU host copies that no load
+ * reads. Returns false when impossible. Lock held. */
+static bool host_make_room(gf_cache *c, const gf_cache_model *keep, size_t need)
+{
+    if (need > c->cfg.host_budget)
+        return false;
+    while (c->host_used + need > c->cfg.host_budget) {
+        gf_cache_model *v = NULL;
+        for (size_t i = 0; i < c->n_models; i++) {
+            gf_cache_model *m = c->models[i];
+            if (m == keep || !m->host_ready || m->host_users > 0 || m->host_filling)
+                continue;
+            if (v == NULL || m->host_tick < v->host_tick)
+                v = m;
+        }
+        if (v == NULL)
+            return false;
+        free_host(c, v, true);
+    }
+    return true;
+}
+
+/* Reserve host room for m and allocate its host copy; false if there is no
+ * room or the allocation fails. Called by the loader without the lock. */
+static bool host_reserve(gf_cache *c, gf_cache_model *m)
+{
+    pthread_mutex_lock(&c->lock);
+    bool ok = m->host_buf == NULL && !m->host_filling && host_make_room(c, m, m->layout_bytes);
+    if (ok) {
+        c->host_used += m->layout_bytes;
+        m->host_filling = true;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!ok)
+        return false;
+    void *buf = NULL;
+    gf_err err;
+    if (gf_host_alloc_pinned(c->be, m->layout_bytes, &buf, &err) != GF_OK) {
+        GF_LOG_W("model '%s': host tier allocation failed, streaming instead: %s", m->key,
+                 err.msg);
+        pthread_mutex_lock(&c->lock);
+        c->host_used -= m->layout_bytes;
+        m->host_filling = false;
+        pthread_mutex_unlock(&c->lock);
+        return false;
+    }
+    pthread_mutex_lock(&c->lock);
+    m->host_buf = buf;
+    pthread_mutex_unlock(&c->lock);
+    return true;
+}
+
+/* ---- the loader ----------------------------------------------------------- */
+
+static void set_recorded(gf_cache *c, gf_cache_model *m, size_t n)
+{
+    pthread_mutex_lock(&c->lock);
+    m->n_recorded = n;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void fail_load(gf_cache *c, gf_cache_model *m, const gf_err *err)
+{
+    pthread_mutex_lock(&c->lock);
+    if (m->load_status == GF_OK) {
+        m->load_status = err->code != GF_OK ? err->code : GF_ERR_INTERNAL;
+        snprintf(m->load_msg, sizeof m->load_msg, "%s", gf_err_msg(err));
+    }
+    m->n_recorded = m->n;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Queue the copies of a device load on the copy stream. */
+static void run_device_job(gf_cache *c, gf_cache_model *m)
+{
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st = GF_OK;
+    bool from_host = m->src == GF_TIER_HOST;
+    bool filling = false;
+    if (!from_host) {
+        filling = m->fill_host && host_reserve(c, m);
+    }
+    for (size_t i = 0; i < m->n && st == GF_OK; i++) {
+        const ctensor *t = &m->t[i];
+        const char *src_all = (const char *)t->st->data;
+        for (size_t off = 0; off < t->st->nbytes && st == GF_OK; off += c->chunk) {
+            size_t len = t->st->nbytes - off < c->chunk ? t->st->nbytes - off : c->chunk;
+            char *dst = m->va + t->offset + off;
+            if (from_host) {
+                st = gf_memcpy_async(c->be, c->copy, dst, m->host_buf + t->offset + off, len,
+                                     GF_COPY_H2D, &err);
+            } else if (filling) {
+                memcpy(m->host_buf + t->offset + off, src_all + off, len);
+                st = gf_memcpy_async(c->be, c->copy, dst, m->host_buf + t->offset + off, len,
+                                     GF_COPY_H2D, &err);
+            } else {
+                staging_slot *slot = &c->ring[c->ring_next];
+                c->ring_next = (c->ring_next + 1) % c->n_ring;
+                if (slot->used && (st = gf_event_sync(c->be, slot->ev, &err)) != GF_OK)
+                    break;
+                memcpy(slot->buf, src_all + off, len);
+                st = gf_memcpy_async(c->be, c->copy, dst, slot->buf, len, GF_COPY_H2D, &err);
+                if (st == GF_OK)
+                    st = gf_event_record(c->be, slot->ev, c->copy, &err);
+                slot->used = true;
+            }
+        }
+        if (st == GF_OK)
+            st = gf_event_record(c->be, t->ev, c->copy, &err);
+        if (st == GF_OK)
+            set_recorded(c, m, i + 1);
+    }
+    if (st == GF_OK)
+        st = gf_event_record(c->be, m->done_ev, c->copy, &err);
+    if (st != GF_OK)
+        fail_load(c, m, &err);
+    pthread_mutex_lock(&c->lock);
+    m->fill_host = filling;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* A device load finished (st: its outcome). */
+static void complete_device_job(gf_cache *c, gf_cache_model *m, gf_status st, const gf_err *err)
+{
+    uint64_t t = now_us();
+    pthread_mutex_lock(&c->lock);
+    if (st != GF_OK && m->load_status == GF_OK) {
+        m->load_status = st;
+        snprintf(m->load_msg, sizeof m->load_msg, "%s", gf_err_msg(err));
+    }
+    uint64_t us = t > m->t_start_us ? t - m->t_start_us : 1;
+    if (m->src == GF_TIER_HOST)
+        m->host_users--;
+    if (m->load_status == GF_OK) {
+        atomic_store(&m->dev, DEV_READY);
+        double bw = (double)m->layout_bytes / (double)us;
+        if (m->src == GF_TIER_HOST) {
+            c->st.loads_from_host++;
+            c->bw_host = 0.7 * c->bw_host + 0.3 * bw;
+        } else {
+            c->st.loads_from_store++;
+            c->bw_store = 0.7 * c->bw_store + 0.3 * bw;
+        }
+        c->st.bytes_to_device += m->layout_bytes;
+        c->st.load_us_total += us;
+        if (m->fill_host) {
+            m->host_filling = false;
+            m->host_ready = true;
+            m->host_tick = ++c->clock;
+            c->st.bytes_to_host += m->layout_bytes;
+            emit(c, GF_CACHE_EV_LOAD, m, GF_TIER_STORE, GF_TIER_HOST, m->layout_bytes, us, NULL);
+        }
+        touch(c, m);
+        emit(c, GF_CACHE_EV_LOAD, m, m->src, GF_TIER_DEVICE, m->range_bytes, us, NULL);
+    } else {
+        c->st.load_failures++;
+        GF_LOG_W("model '%s': load failed: %s", m->key, m->load_msg);
+        if (m->fill_host) {
+            m->host_filling = false;
+            free_host(c, m, false);
+        }
+        emit(c, GF_CACHE_EV_FAIL, m, m->src, GF_TIER_DEVICE, m->range_bytes, us, m->load_msg);
+        if (m->refs == 0) {
+            release_pages(c, m);
+            atomic_store(&m->dev, DEV_ABSENT);
+        } else {
+            atomic_store(&m->dev, DEV_FAILED); /* cleaned up by the last release */
+        }
+    }
+    m->fill_host = false;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void run_host_job(gf_cache *c, gf_cache_model *m)
+{
+    uint64_t t0 = now_us();
+    bool ok = host_reserve(c, m);
+    if (ok) {
+        for (size_t i = 0; i < m->n; i++)
+            memcpy(m->host_buf + m->t[i].offset, m->t[i].st->data, m->t[i].st->nbytes);
+    }
+    pthread_mutex_lock(&c->lock);
+    if (ok) {
+        m->host_filling = false;
+        m->host_ready = true;
+        m->host_tick = ++c->clock;
+        c->st.bytes_to_host += m->layout_bytes;
+        emit(c, GF_CACHE_EV_LOAD, m, GF_TIER_STORE, GF_TIER_HOST, m->layout_bytes,
+             now_us() - t0, NULL);
+    }
+    m->host_users--; /* held by gf_cache_prefetch so the job's model stays */
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void *loader_main(void *arg)
+{
+    gf_cache *c = arg;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        if (c->jobs_count > 0) {
+            cache_job job = c->jobs[c->jobs_head];
+            c->jobs_head = (c->jobs_head + 1) % c->jobs_cap;
+            c->jobs_count--;
+            c->active++;
+            pthread_mutex_unlock(&c->lock);
+            if (job.kind == JOB_HOST)
+                run_host_job(c, job.m);
+            else
+                run_device_job(c, job.m);
+            pthread_mutex_lock(&c->lock);
+            if (job.kind == JOB_DEVICE)
+                c->pending[c->n_pending++] = job.m;
+            c->active--;
+            pthread_cond_broadcast(&c->cond);
+            continue;
+        }
+        if (c->n_pending > 0) {
+            gf_cache_model *m = c->pending[0];
+            pthread_mutex_unlock(&c->lock);
+            gf_err err;
+            gf_err_clear(&err);
+            gf_status st = gf_event_sync(c->be, m->done_ev, &err);
+            if (st != GF_OK) /* clear the copy stream's sticky error for later loads */
+                gf_stream_sync(c->be, c->copy, NULL);
+            complete_device_job(c, m, st, &err);
+            pthread_mutex_lock(&c->lock);
+            memmove(c->pending, c->pending + 1, (c->n_pending - 1) * sizeof *c->pending);
+            c->n_pending--;
+            pthread_cond_broadcast(&c->cond);
+            continue;
+        }
+        if (c->stop)
+            break;
+        pthread_cond_wait(&c->cond, &c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* Queue a job. Lock held. */
+static gf_status push_job(gf_cache *c, gf_cache_model *m, job_kind kind, gf_err *err)
+{
+    if (c->jobs_count == c->jobs_cap ||
+        c->n_pending + (size_t)c->active + c->jobs_count + 1 > c->cap_pending) {
+        size_t cap = c->jobs_cap ? c->jobs_cap * 2 : 16;
+        cache_job *jobs = malloc(cap * sizeof *jobs);
+        gf_cache_model **pend = realloc(c->pending, cap * sizeof *pend);
+        if (jobs == NULL || pend == NULL) {
+            free(jobs);
+            if (pend != NULL)
+                c->pending = pend;
+            return gf_err_set(err, GF_ERR_NOMEM, "out of memory queueing a load");
+        }
+        for (size_t i = 0; i < c->jobs_count; i++)
+            jobs[i] = c->jobs[(c->jobs_head + i) % c->jobs_cap];
+        free(c->jobs);
+        c->jobs = jobs;
+        c->jobs_cap = cap;
+        c->jobs_head = 0;
+        c->pending = pend;
+        c->cap_pending = cap;
+    }
+    c->jobs[(c->jobs_head + c->jobs_count) % c->jobs_cap] = (cache_job){m, kind};
+    c->jobs_count++;
+    pthread_cond_broadcast(&c->cond);
+    return GF_OK;
+}
+
+/* Begin a device load of m (pages already mapped). Lock held. */
+static gf_status start_device_load(gf_cache *c, gf_cache_model *m, gf_err *err)
+{
+    m->src = m->host_ready ? GF_TIER_HOST : GF_TIER_STORE;
+    m->fill_host = m->src == GF_TIER_STORE && c->cfg.host_budget > 0 && m->host_buf == NULL &&
+                   !m->host_filling;
+    m->n_recorded = 0;
+    m->load_status = GF_OK;
+    m->load_msg[0] = '\0';
+    m->t_start_us = now_us();
+    gf_status st = push_job(c, m, JOB_DEVICE, err);
+    if (st != GF_OK) {
+        release_pages(c, m);
+        return st;
+    }
+    if (m->src == GF_TIER_HOST)
+        m->host_users++;
+    atomic_store(&m->dev, DEV_LOADING);
+    c->st.misses++;
+    return GF_OK;
+}
+
+/* ---- public: lifetime ------------------------------------------------------ */
+
+gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **out, gf_err *err)
+{
+    *out = NULL;
+    gf_cache *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory creating the cache");
+    c->be = be;
+    c->cfg = *cfg;
+    c->copy = gf_backend_stream(be, GF_STREAM_COPY);
+    c->compute = gf_backend_stream(be, GF_STREAM_COMPUTE);
+    c->page_size = gf_dev_page_size(be);
+    c->chunk = cfg->chunk_bytes ? cfg->chunk_bytes : GF_CACHE_DEFAULT_CHUNK;
+    c->bw_host = 10000.0; /* 10 GB/s until measured */
+    c->bw_store = 2000.0; /* 2 GB/s until measured */
+    c->st.host_budget = cfg->host_budget;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    gf_status st;
+    c->n_ring = cfg->staging_buffers > 0 ? cfg->staging_buffers : 3;
+    c->ring = calloc((size_t)c->n_ring, sizeof *c->ring);
+    if (c->ring == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for the staging ring");
+        goto fail;
+    }
+    for (int i = 0; i < c->n_ring; i++) {
+        if ((st = gf_host_alloc_pinned(be, c->chunk, &c->ring[i].buf, err)) != GF_OK ||
+            (st = gf_event_new(be, &c->ring[i].ev, err)) != GF_OK)
+            goto fail;
+    }
+    int rc = pthread_create(&c->thread, NULL, loader_main, c);
+    if (rc != 0) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "pthread_create(loader): %s", strerror(rc));
+        goto fail;
+    }
+    c->thread_started = true;
+    *out = c;
+    return GF_OK;
+fail:
+    gf_cache_free(c);
+    return st;
+}
+
+static void model_destroy(gf_cache *c, gf_cache_model *m)
+{
+    if (m == NULL)
+        return;
+    if (m->t != NULL)
+        for (size_t i = 0; i < m->n; i++)
+            gf_event_free(c->be, m->t[i].ev);
+    gf_event_free(c->be, m->last_use);
+    gf_event_free(c->be, m->done_ev);
+    if (m->va != NULL)
+        gf_dev_vrelease(c->be, m->va, m->range_bytes);
+    free(m->pages);
+    free(m->t);
+    free(m->by_name);
+    gf_st_close(m->file);
+    free(m->key);
+    free(m);
+}
+
+void gf_cache_drain(gf_cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    while (c->jobs_count > 0 || c->active > 0 || c->n_pending > 0)
+        pthread_cond_wait(&c->cond, &c->lock);
+    for (size_t i = 0; i < c->n_models; i++)
+        while (c->models[i]->host_users > 0 || c->models[i]->host_filling)
+            pthread_cond_wait(&c->cond, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void gf_cache_free(gf_cache *c)
+{
+    if (c == NULL)
+        return;
+    if (c->thread_started) {
+        gf_cache_drain(c);
+        pthread_mutex_lock(&c->lock);
+        c->stop = true;
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->lock);
+        pthread_join(c->thread, NULL);
+    }
+    gf_stream_sync(c->be, c->copy, NULL);
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_models; i++) {
+        gf_cache_model *m = c->models[i];
+        if (m->refs > 0)
+            GF_LOG_E("model '%s' still has %d lease(s) at cache free", m->key, m->refs);
+        if (m->last_use_recorded)
+            gf_event_sync(c->be, m->last_use, NULL);
+        release_pages(c, m);
+        free_host(c, m, false);
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < c->n_models; i++)
+        model_destroy(c, c->models[i]);
+    free(c->models);
+    if (c->ring != NULL) {
+        for (int i = 0; i < c->n_ring; i++) {
+            gf_host_free_pinned(c->be, c->ring[i].buf);
+            gf_event_free(c->be, c->ring[i].ev);
+        }
+        free(c->ring);
+    }
+    free(c->jobs);
+    free(c->pending);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+}
+
+/* ---- public: models ---------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    size_t idx;
+} name_ref;
+
+static int cmp_name_refs(const void *a, const void *b)
+{
+    return strcmp(((const name_ref *)a)->name, ((const name_ref *)b)->name);
+}
+
+gf_status gf_cache_model_add(gf_cache *c, const char *key, const char *path,
+                             const char *const *order, size_t n_order, gf_cache_model **out,
+                             gf_err *err)
+{
+    *out = NULL;
+    if (key == NULL || key[0] == '\0')
+        return gf_err_set(err, GF_ERR_INVALID, "a model needs a non-empty key");
+    if (GF_FAULT("cache_alloc"))
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory registering model '%s' "
+                          "(injected fault)", key);
+    gf_cache_model *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory registering model '%s'", key);
+    m->c = c;
+    gf_status st;
+    m->key = strdup(key);
+    if (m->key == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    st = gf_st_open(path, &m->file, err);
+    if (st != GF_OK) {
+        gf_err_prefix(err, "model '%s'", key);
+        goto fail;
+    }
+    m->n = order != NULL ? n_order : gf_st_count(m->file);
+    size_t nt = m->n ? m->n : 1;
+    m->t = calloc(nt, sizeof *m->t);
+    m->by_name = malloc(nt * sizeof *m->by_name);
+    name_ref *refs = malloc(nt * sizeof *refs);
+    if (m->t == NULL || m->by_name == NULL || refs == NULL) {
+        free(refs);
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        const gf_st_tensor *t;
+        if (order != NULL) {
+            t = gf_st_find(m->file, order[i]);
+            if (t == NULL) {
+                free(refs);
+                st = gf_err_set(err, GF_ERR_NOT_FOUND, "model '%s': no tensor named '%s' in %s",
+                                key, order[i], path);
+                goto fail;
+            }
+        } else {
+            t = gf_st_at(m->file, i);
+        }
+        m->t[i].st = t;
+        m->t[i].offset = off;
+        if (!gf_size_add(off, t->nbytes, &off) ||
+            !gf_size_align_up(off, GF_CACHE_ALIGN, &off)) {
+            free(refs);
+            st = gf_err_set(err, GF_ERR_OVERFLOW, "model '%s' is too large", key);
+            goto fail;
+        }
+        refs[i] = (name_ref){t->name, i};
+    }
+    qsort(refs, m->n, sizeof *refs, cmp_name_refs);
+    for (size_t i = 0; i < m->n; i++) {
+        if (i > 0 && strcmp(refs[i].name, refs[i - 1].name) == 0) {
+            st = gf_err_set(err, GF_ERR_INVALID, "model '%s': tensor '%s' listed twice", key,
+                            refs[i].name);
+            free(refs);
+            goto fail;
+        }
+        m->by_name[i] = refs[i].idx;
+    }
+    free(refs);
+    m->layout_bytes = off;
+    if (!gf_size_align_up(off ? off : 1, c->page_size, &m->range_bytes)) {
+        st = gf_err_set(err, GF_ERR_OVERFLOW, "model '%s' is too large", key);
+        goto fail;
+    }
+    m->n_pages = m->range_bytes / c->page_size;
+    m->pages = malloc(m->n_pages * sizeof *m->pages);
+    if (m->pages == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t k = 0; k < m->n_pages; k++)
+        m->pages[k] = -1;
+    for (size_t i = 0; i < m->n; i++)
+        if ((st = gf_event_new(c->be, &m->t[i].ev, err)) != GF_OK)
+            goto fail;
+    if ((st = gf_event_new(c->be, &m->last_use, err)) != GF_OK ||
+        (st = gf_event_new(c->be, &m->done_ev, err)) != GF_OK)
+        goto fail;
+    if ((st = gf_dev_vreserve(c->be, m->range_bytes, (void **)&m->va, err)) != GF_OK)
+        goto fail;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_models; i++) {
+        if (strcmp(c->models[i]->key, key) == 0) {
+            pthread_mutex_unlock(&c->lock);
+            st = gf_err_set(err, GF_ERR_EXISTS, "model '%s' is already registered", key);
+            goto fail;
+        }
+    }
+    if (c->n_models == c->cap_models) {
+        size_t cap = c->cap_models ? c->cap_models * 2 : 16;
+        gf_cache_model **ms = realloc(c->models, cap * sizeof *ms);
+        if (ms == NULL) {
+            pthread_mutex_unlock(&c->lock);
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        c->models = ms;
+        c->cap_models = cap;
+    }
+    c->models[c->n_models++] = m;
+    touch(c, m);
+    pthread_mutex_unlock(&c->lock);
+    *out = m;
+    return GF_OK;
+fail:
+    model_destroy(c, m);
+    return st;
+}
+
+gf_status gf_cache_model_remove(gf_cache *c, gf_cache_model *m, gf_err *err)
+{
+    pthread_mutex_lock(&c->lock);
+    int dev = atomic_load(&m->dev);
+    if (m->refs > 0 || dev == DEV_LOADING || m->host_filling || m->host_users > 0) {
+        pthread_mutex_unlock(&c->lock);
+        return gf_err_set(err, GF_ERR_BUSY, "model '%s' is in use (%d lease(s)%s)", m->key,
+                          m->refs, dev == DEV_LOADING ? ", loading" : "");
+    }
+    if (dev == DEV_READY)
+        evict_device(c, m);
+    free_host(c, m, true);
+    for (size_t i = 0; i < c->n_models; i++) {
+        if (c->models[i] == m) {
+            c->models[i] = c->models[--c->n_models];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    model_destroy(c, m);
+    return GF_OK;
+}
+
+gf_cache_model *gf_cache_model_find(gf_cache *c, const char *key)
+{
+    gf_cache_model *found = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_models; i++) {
+        if (strcmp(c->models[i]->key, key) == 0) {
+            found = c->models[i];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return found;
+}
+
+const char *gf_cache_model_key(const gf_cache_model *m) { return m->key; }
+size_t gf_cache_model_count(const gf_cache_model *m) { return m->n; }
+const gf_st_tensor *gf_cache_model_tensor(const gf_cache_model *m, size_t i) { return m->t[i].st; }
+uint64_t gf_cache_model_device_bytes(const gf_cache_model *m) { return m->range_bytes; }
+uint64_t gf_cache_model_host_bytes(const gf_cache_model *m) { return m->layout_bytes; }
+
+long gf_cache_model_index(const gf_cache_model *m, const char *name)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int r = strcmp(m->t[m->by_name[mid]].st->name, name);
+        if (r == 0)
+            return (long)m->by_name[mid];
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* ---- public: leases ------------------------------------------------------------ */
+
+gf_status gf_cache_acquire(gf_cache *c, gf_cache_model *m, gf_lease **out, gf_err *err)
+{
+    *out = NULL;
+    gf_lease *l = GF_FAULT("cache_alloc") ? NULL : malloc(sizeof *l);
+    if (l == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory for a lease on '%s'", m->key);
+    l->m = m;
+    gf_status st = GF_OK;
+    pthread_mutex_lock(&c->lock);
+again:
+    switch (atomic_load(&m->dev)) {
+    case DEV_READY:
+        l->cold = false;
+        l->src = GF_TIER_DEVICE;
+        m->hits++;
+        c->st.hits++;
+        emit(c, GF_CACHE_EV_HIT, m, GF_TIER_DEVICE, GF_TIER_DEVICE, m->range_bytes, 0, NULL);
+        break;
+    case DEV_LOADING:
+        l->cold = true;
+        l->src = m->src;
+        break;
+    case DEV_FAILED:
+        st = gf_err_set(err, m->load_status ? m->load_status : GF_ERR_DEVICE,
+                        "model '%s': its last load failed and is still held: %s", m->key,
+                        m->load_msg);
+        break;
+    default:
+        st = make_room_and_map(c, m, err);
+        if (st == GF_ERR_STATE)
+            goto again;
+        if (st == GF_OK)
+            st = start_device_load(c, m, err);
+        l->cold = true;
+        l->src = m->src;
+        break;
+    }
+    if (st == GF_OK) {
+        m->refs++;
+        touch(c, m);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (st != GF_OK) {
+        free(l);
+        return st;
+    }
+    *out = l;
+    return GF_OK;
+}
+
+gf_status gf_lease_param(gf_lease *l, size_t i, void **dev, gf_err *err)
+{
+    gf_cache_model *m = l->m;
+    gf_cache *c = m->c;
+    *dev = NULL;
+    if (i >= m->n)
+        return gf_err_set(err, GF_ERR_INVALID, "model '%s' has %zu tensors, not %zu", m->key,
+                          m->n, i + 1);
+    if (atomic_load(&m->dev) == DEV_READY) {
+        *dev = m->va + m->t[i].offset;
+        return GF_OK;
+    }
+    pthread_mutex_lock(&c->lock);
+    while (m->n_recorded <= i && m->load_status == GF_OK)
+        pthread_cond_wait(&c->cond, &c->lock);
+    gf_status st = m->load_status;
+    if (st != GF_OK)
+        gf_err_set(err, st, "loading model '%s' failed: %s", m->key, m->load_msg);
+    pthread_mutex_unlock(&c->lock);
+    if (st != GF_OK)
+        return st;
+    st = gf_stream_wait_event(c->be, c->compute, m->t[i].ev, err);
+    if (st == GF_OK && gf_event_query(c->be, m->t[i].ev))
+        st = gf_event_sync(c->be, m->t[i].ev, err); /* reports a failed copy */
+    if (st != GF_OK) {
+        gf_err_prefix(err, "loading tensor '%s' of model '%s'", m->t[i].st->name, m->key);
+        return st;
+    }
+    *dev = m->va + m->t[i].offset;
+    return GF_OK;
+}
+
+gf_status gf_lease_wait_all(gf_lease *l, gf_err *err)
+{
+    gf_cache_model *m = l->m;
+    gf_cache *c = m->c;
+    pthread_mutex_lock(&c->lock);
+    while (atomic_load(&m->dev) == DEV_LOADING)
+        pthread_cond_wait(&c->cond, &c->lock);
+    gf_status st = atomic_load(&m->dev) == DEV_READY ? GF_OK : m->load_status;
+    if (st != GF_OK)
+        gf_err_set(err, st, "loading model '%s' failed: %s", m->key, m->load_msg);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+bool gf_lease_cold(const gf_lease *l) { return l->cold; }
+gf_tier gf_lease_source(const gf_lease *l) { return l->src; }
+gf_cache_model *gf_lease_model(const gf_lease *l) { return l->m; }
+
+void gf_lease_release(gf_lease *l)
+{
+    if (l == NULL)
+        return;
+    gf_cache_model *m = l->m;
+    gf_cache *c = m->c;
+    pthread_mutex_lock(&c->lock);
+    if (gf_event_record(c->be, m->last_use, c->compute, NULL) == GF_OK)
+        m->last_use_recorded = true;
+    m->refs--;
+    touch(c, m);
+    if (m->refs == 0 && atomic_load(&m->dev) == DEV_FAILED) {
+        gf_event_sync(c->be, m->last_use, NULL);
+        release_pages(c, m);
+        atomic_store(&m->dev, DEV_ABSENT);
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(l);
+}
+
+/* ---- public: placement ----------------------------------------------------------- */
+
+gf_status gf_cache_prefetch(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err *err)
+{
+    gf_status st = GF_OK;
+    pthread_mutex_lock(&c->lock);
+    if (tier == GF_TIER_HOST) {
+        if (!m->host_ready && !m->host_filling && m->host_users == 0 &&
+            atomic_load(&m->dev) != DEV_LOADING) {
+            if (m->layout_bytes > c->cfg.host_budget)
+                st = gf_err_set(err, GF_ERR_TOO_LARGE,
+                                "model '%s' needs %zu bytes of host memory but the host budget "
+                                "is %llu bytes",
+                                m->key, m->layout_bytes,
+                                (unsigned long long)c->cfg.host_budget);
+            else if ((st = push_job(c, m, JOB_HOST, err)) == GF_OK)
+                m->host_users++;
+        }
+    } else if (tier == GF_TIER_DEVICE) {
+        int dev;
+        do {
+            dev = atomic_load(&m->dev);
+            st = GF_OK;
+            if (dev == DEV_FAILED)
+                st = gf_err_set(err, GF_ERR_BUSY, "model '%s': a failed load is still held",
+                                m->key);
+            else if (dev == DEV_ABSENT && (st = make_room_and_map(c, m, err)) == GF_OK)
+                st = start_device_load(c, m, err);
+        } while (st == GF_ERR_STATE);
+        if (st == GF_OK)
+            touch(c, m);
+    } else {
+        st = gf_err_set(err, GF_ERR_INVALID, "prefetch to tier %d is not possible", (int)tier);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+gf_status gf_cache_evict(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err *err)
+{
+    gf_status st = GF_OK;
+    pthread_mutex_lock(&c->lock);
+    int dev = atomic_load(&m->dev);
+    if (m->refs > 0 || dev == DEV_LOADING || dev == DEV_FAILED) {
+        st = gf_err_set(err, GF_ERR_BUSY, "model '%s' is in use (%d lease(s)%s)", m->key,
+                        m->refs, dev == DEV_LOADING ? ", loading" : "");
+    } else {
+        if (dev == DEV_READY)
+            evict_device(c, m);
+        if (tier == GF_TIER_HOST) {
+            if (m->host_filling || m->host_users > 0)
+                st = gf_err_set(err, GF_ERR_BUSY, "model '%s': its host copy is in use",
+                                m->key);
+            else
+                free_host(c, m, true);
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+uint64_t gf_cache_evict_idle(gf_cache *c, uint64_t bytes)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t free_now = budget_free(c);
+    while (free_now < bytes) {
+        gf_cache_model *v = pick_victim(c, NULL);
+        if (v == NULL) {
+            if (wait_for_unleased_load(c, NULL)) {
+                free_now = budget_free(c);
+                continue;
+            }
+            break;
+        }
+        evict_device(c, v);
+        free_now = budget_free(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return free_now;
+}
+
+/* ---- public: observability ----------------------------------------------------------- */
+
+void gf_cache_get_stats(gf_cache *c, gf_cache_stats *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = c->st;
+    gf_dev_usage(c->be, &out->device_used, &out->device_budget);
+    out->host_used = c->host_used;
+    out->host_budget = c->cfg.host_budget;
+    out->models = (uint32_t)c->n_models;
+    out->models_on_device = 0;
+    out->models_in_host = 0;
+    out->device_model_bytes = 0;
+    for (size_t i = 0; i < c->n_models; i++) {
+        int dev = atomic_load(&c->models[i]->dev);
+        if (dev == DEV_READY || dev == DEV_LOADING) {
+            out->models_on_device++;
+            out->device_model_bytes += c->models[i]->range_bytes;
+        }
+        if (c->models[i]->host_ready)
+            out->models_in_host++;
+    }
+    out->host_bw_gbps = c->bw_host / 1000.0;
+    out->store_bw_gbps = c->bw_store / 1000.0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void gf_cache_snapshot(gf_cache *c, void (*fn)(void *arg, const gf_cache_residency *r),
+                       void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_models; i++) {
+        gf_cache_model *m = c->models[i];
+        int dev = atomic_load(&m->dev);
+        gf_cache_residency r = {
+            .key = m->key,
+            .on_device = dev == DEV_READY,
+            .loading = dev == DEV_LOADING,
+            .in_host = m->host_ready,
+            .leases = m->refs,
+            .device_bytes = (dev == DEV_READY || dev == DEV_LOADING) ? m->range_bytes : 0,
+            .host_bytes = m->host_ready ? m->layout_bytes : 0,
+            .hits = m->hits,
+            .last_used_us = m->last_used_us,
+        };
+        fn(arg, &r);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
