@@ -221,41 +221,6 @@ END_TEST
 
 /* ---- copy stream and events ---- */
 
-typedef struct {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int allowed;  /* copies allowed to start */
-    int started;  /* copies that reached the hook */
-} gate_t;
-
-static void gate_hook(void *arg, size_t n)
-{
-    (void)n;
-    gate_t *g = arg;
-    pthread_mutex_lock(&g->lock);
-    g->started++;
-    pthread_cond_broadcast(&g->cond);
-    while (g->started > g->allowed)
-        pthread_cond_wait(&g->cond, &g->lock);
-    pthread_mutex_unlock(&g->lock);
-}
-
-static void gate_allow(gate_t *g, int n)
-{
-    pthread_mutex_lock(&g->lock);
-    g->allowed += n;
-    pthread_cond_broadcast(&g->cond);
-    pthread_mutex_unlock(&g->lock);
-}
-
-static void gate_wait_started(gate_t *g, int n)
-{
-    pthread_mutex_lock(&g->lock);
-    while (g->started < n)
-        pthread_cond_wait(&g->cond, &g->lock);
-    pthread_mutex_unlock(&g->lock);
-}
-
 START_TEST(test_copy_ordering_and_many_in_flight)
 {
     gf_backend *be = open_be(16 << 20, NULL, NULL);
@@ -304,8 +269,8 @@ START_TEST(test_event_waits_for_its_copy)
 {
     if (!g_is_cpu)
         return; /* the gate hook is a cpu feature */
-    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
-    gf_backend *be = open_be(4 << 20, gate_hook, &g);
+    gf_test_gate g = GF_TEST_GATE_INIT;
+    gf_backend *be = open_be(4 << 20, gf_test_gate_hook, &g);
     gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
     gf_stream *comp = gf_backend_stream(be, GF_STREAM_COMPUTE);
     gf_err err;
@@ -324,18 +289,18 @@ START_TEST(test_event_waits_for_its_copy)
     ck_assert_int_eq(gf_memcpy_async(be, cs, dev + 512, host + 512, 2048, GF_COPY_H2D, &err),
                      GF_OK);
     ck_assert_int_eq(gf_event_record(be, e2, cs, &err), GF_OK);
-    gate_wait_started(&g, 1);
+    gf_test_gate_wait_started(&g, 1);
     /* the first copy is held at the gate: neither event is done */
     ck_assert(!gf_event_query(be, e1));
     ck_assert(!gf_event_query(be, e2));
     ck_assert(dev[0] == -1.0f);
-    gate_allow(&g, 1);
+    gf_test_gate_allow(&g, 1);
     ck_assert_int_eq(gf_event_sync(be, e1, &err), GF_OK);
     ck_assert(dev[511] == 511.0f);
-    gate_wait_started(&g, 2);
+    gf_test_gate_wait_started(&g, 2);
     ck_assert(!gf_event_query(be, e2)); /* second copy still held */
     ck_assert(dev[512] == -1.0f);
-    gate_allow(&g, 1);
+    gf_test_gate_allow(&g, 1);
     ck_assert_int_eq(gf_stream_wait_event(be, comp, e2, &err), GF_OK);
     ck_assert(dev[1023] == 1023.0f); /* compute sees the copied data */
     ck_assert(gf_event_query(be, e2));
@@ -349,10 +314,10 @@ END_TEST
 
 static void *release_later(void *arg)
 {
-    gate_t *g = arg;
+    gf_test_gate *g = arg;
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    gate_allow(g, 1);
+    gf_test_gate_allow(g, 1);
     return NULL;
 }
 
@@ -360,8 +325,8 @@ START_TEST(test_compute_wait_blocks_until_copy_done)
 {
     if (!g_is_cpu)
         return;
-    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
-    gf_backend *be = open_be(4 << 20, gate_hook, &g);
+    gf_test_gate g = GF_TEST_GATE_INIT;
+    gf_backend *be = open_be(4 << 20, gf_test_gate_hook, &g);
     gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
     gf_stream *comp = gf_backend_stream(be, GF_STREAM_COMPUTE);
     gf_err err;
@@ -393,7 +358,7 @@ START_TEST(test_compute_wait_blocks_until_copy_done)
     ck_assert_int_eq(gf_event_record(be, ce, comp, &err), GF_OK);
     ck_assert(gf_event_query(be, ce));
     ck_assert_int_eq(gf_stream_wait_event(be, cs, ce, &err), GF_OK);
-    gate_allow(&g, 1000);
+    gf_test_gate_allow(&g, 1000);
     ck_assert_int_eq(gf_memcpy_async(be, cs, dev, host + 1, 4, GF_COPY_H2D, &err), GF_OK);
     ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
     ck_assert_int_eq(dev[0], 1);
@@ -411,8 +376,8 @@ START_TEST(test_copy_stream_waits_on_event)
         return;
     /* copy stream op order: a WAIT on an event recorded after a held copy
      * holds back a later copy queued behind it */
-    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
-    gf_backend *be = open_be(4 << 20, gate_hook, &g);
+    gf_test_gate g = GF_TEST_GATE_INIT;
+    gf_backend *be = open_be(4 << 20, gf_test_gate_hook, &g);
     gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
     gf_err err;
     int *host, *dev;
@@ -427,9 +392,9 @@ START_TEST(test_copy_stream_waits_on_event)
     ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
     ck_assert_int_eq(gf_stream_wait_event(be, cs, ev, &err), GF_OK);
     ck_assert_int_eq(gf_memcpy_async(be, cs, &dev[1], &host[1], 4, GF_COPY_H2D, &err), GF_OK);
-    gate_wait_started(&g, 1);
+    gf_test_gate_wait_started(&g, 1);
     ck_assert_int_eq(dev[1], 0);
-    gate_allow(&g, 2);
+    gf_test_gate_allow(&g, 2);
     ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
     ck_assert_int_eq(dev[0], 1);
     ck_assert_int_eq(dev[1], 2);

@@ -315,32 +315,6 @@ START_TEST(test_greedy_dual_prefers_large_cheap)
 END_TEST
 
 /* copy-stream gate: holds each copy until allowed */
-typedef struct {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int allowed, started;
-} gate_t;
-
-static void gate_hook(void *arg, size_t n)
-{
-    (void)n;
-    gate_t *g = arg;
-    pthread_mutex_lock(&g->lock);
-    g->started++;
-    pthread_cond_broadcast(&g->cond);
-    while (g->started > g->allowed)
-        pthread_cond_wait(&g->cond, &g->lock);
-    pthread_mutex_unlock(&g->lock);
-}
-
-static void gate_allow(gate_t *g, int n)
-{
-    pthread_mutex_lock(&g->lock);
-    g->allowed += n;
-    pthread_cond_broadcast(&g->cond);
-    pthread_mutex_unlock(&g->lock);
-}
-
 static bool model_loading(gf_cache *c)
 {
     gf_cache_stats st;
@@ -350,8 +324,8 @@ static bool model_loading(gf_cache *c)
 
 START_TEST(test_pipelining_param0_before_the_rest)
 {
-    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
-    gf_backend *be = open_cpu(16, gate_hook, &g);
+    gf_test_gate g = GF_TEST_GATE_INIT;
+    gf_backend *be = open_cpu(16, gf_test_gate_hook, &g);
     gf_cache *c = new_cache(be, 0, GF_EVICT_LRU, NULL); /* staging path */
     size_t numel[4] = {16384, 16384, 16384, 16384};   /* 64 KiB each: one chunk */
     char *p = write_model("pipe.safetensors", 4, numel, 9);
@@ -362,7 +336,7 @@ START_TEST(test_pipelining_param0_before_the_rest)
     /* a second acquire while loading shares the load */
     ck_assert_int_eq(gf_cache_acquire(c, m, &l2, &err), GF_OK);
     ck_assert(gf_lease_cold(l2));
-    gate_allow(&g, 1); /* only tensor 0's copy may run */
+    gf_test_gate_allow(&g, 1); /* only tensor 0's copy may run */
     void *d0;
     ck_assert_int_eq(gf_lease_param(l, 0, &d0, &err), GF_OK);
     ck_assert(memcmp(d0, gf_cache_model_tensor(m, 0)->data, 65536) == 0);
@@ -373,7 +347,7 @@ START_TEST(test_pipelining_param0_before_the_rest)
     gf_cache_stats st;
     gf_cache_get_stats(c, &st);
     ck_assert_uint_eq(st.misses, 1);
-    gate_allow(&g, 100);
+    gf_test_gate_allow(&g, 100);
     void *d3;
     ck_assert_int_eq(gf_lease_param(l2, 3, &d3, &err), GF_OK);
     ck_assert(memcmp(d3, t3->data, 65536) == 0);

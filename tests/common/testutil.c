@@ -216,3 +216,31 @@ const char *gf_test_prog(const char *var)
     ck_assert_msg(p != NULL && p[0] != '\0', "environment variable %s is not set", var);
     return p;
 }
+
+void gf_test_gate_hook(void *gate, size_t nbytes)
+{
+    (void)nbytes;
+    gf_test_gate *g = gate;
+    pthread_mutex_lock(&g->lock);
+    g->started++;
+    pthread_cond_broadcast(&g->cond);
+    while (g->started > g->allowed)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void gf_test_gate_allow(gf_test_gate *g, int n)
+{
+    pthread_mutex_lock(&g->lock);
+    g->allowed += n;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void gf_test_gate_wait_started(gf_test_gate *g, int n)
+{
+    pthread_mutex_lock(&g->lock);
+    while (g->started < n)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}

@@ -3,6 +3,7 @@
 #define GF_TESTUTIL_H
 
 #include <check.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,22 @@ int gf_test_run_cmd(char *const argv[], char **out, char **err, int timeout_s);
 /* Path of a built program from the environment variable `var` (set by meson
  * in tests/meson.build). Fails the test when unset. */
 const char *gf_test_prog(const char *var);
+
+/* A gate for the cpu backend's copy hook (gf_cpu_copy_hook): each copy
+ * waits at the gate until the test allows it, so a test holds the copy
+ * stream at a known point. */
+typedef struct gf_test_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int allowed; /* copies allowed to proceed so far */
+    int started; /* copies that reached the gate */
+} gf_test_gate;
+#define GF_TEST_GATE_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0}
+/* The hook itself: pass it with the gate as its argument. */
+void gf_test_gate_hook(void *gate, size_t nbytes);
+void gf_test_gate_allow(gf_test_gate *g, int n);
+/* Block until at least n copies reached the gate. */
+void gf_test_gate_wait_started(gf_test_gate *g, int n);
 
 /* Run a suite and return the process exit status (0 when every test passed).
  * Uses CK_FORK so a crashing test is reported, not fatal. */
