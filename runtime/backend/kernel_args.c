@@ -117,6 +117,7 @@ int gf_kargs_gemm(const char *fn, int ta, int tb, int64_t m, int64_t n, int64_t 
         return gf_kerr(GF_ERR_UNSUPPORTED, fn,
                        "a size or leading dimension exceeds %d (the BLAS int)", INT_MAX);
     int64_t t;
+    TRY(count3(fn, m, n, batch, &t));
     if (batch > 0 && (!gf_kmul64(batch - 1, stride_a, &t) || !gf_kmul64(batch - 1, stride_b, &t) ||
                       !gf_kmul64(batch - 1, stride_c, &t) || !gf_kmul64(m, ldc, &t) ||
                       !gf_kmul64(ta ? k : m, lda, &t) || !gf_kmul64(tb ? n : k, ldb, &t)))
