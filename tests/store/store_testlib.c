@@ -87,6 +87,20 @@ void st_close(gf_store *s)
     ck_assert_msg(gf_store_close(s, &err) == GF_OK, "gf_store_close: %s", err.msg);
 }
 
+gf_store_invocation st_inv_rec(const char *fn, int64_t seq)
+{
+    gf_store_invocation r = {.function = fn,
+                             .version = 1,
+                             .worker = 0,
+                             .status = GF_OK,
+                             .http_code = 200,
+                             .batch_size = 1,
+                             .queue_us = seq,
+                             .exec_us = 10,
+                             .total_us = 20};
+    return r;
+}
+
 int64_t st_now_us(void)
 {
     struct timespec ts;

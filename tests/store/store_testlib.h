@@ -29,6 +29,10 @@ gf_store *st_open(const char *path, const gf_store_config *cfg);
 /* Close a store or fail the test. */
 void st_close(gf_store *s);
 
+/* A successful invocation of version 1 of fn on worker 0, numbered seq (in
+ * queue_us, so tests can check order and completeness). */
+gf_store_invocation st_inv_rec(const char *fn, int64_t seq);
+
 /* Current time in microseconds since the epoch. */
 int64_t st_now_us(void);
 

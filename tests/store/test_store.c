@@ -46,16 +46,7 @@ static gf_store_config quiet_config(void)
 
 static gf_store_invocation inv(const char *fn, int64_t seq)
 {
-    gf_store_invocation r = {.function = fn,
-                             .version = 1,
-                             .worker = 0,
-                             .status = GF_OK,
-                             .http_code = 200,
-                             .batch_size = 1,
-                             .queue_us = seq,
-                             .exec_us = 10,
-                             .total_us = 20};
-    return r;
+    return st_inv_rec(fn, seq);
 }
 
 /* ---- open, pragmas, paths ------------------------------------------------ */
