@@ -125,6 +125,11 @@ int gf_kargs_gemm(const char *fn, int ta, int tb, int64_t m, int64_t n, int64_t 
     *noop = m == 0 || n == 0 || batch == 0;
     if (*noop)
         return 0;
+    /* Output matrices must not overlap: the batch may run in parallel. */
+    if (batch > 1 && stride_c < (m - 1) * ldc + n)
+        return gf_kerr(GF_ERR_INVALID, fn,
+                       "stride_c = %lld is less than one output matrix (%lld elements)",
+                       (long long)stride_c, (long long)((m - 1) * ldc + n));
     NONNULL(fn, c);
     if (k > 0) {
         NONNULL(fn, a);

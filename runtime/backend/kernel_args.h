@@ -46,7 +46,9 @@ static inline int gf_kw_size(gf_dtype dt)
     return dt == GF_DT_F32 ? 4 : (dt == GF_DT_F16 || dt == GF_DT_BF16) ? 2 : 0;
 }
 
-/* gemm and gemm_batched (batch 1 and strides 0 for gemm). */
+/* gemm and gemm_batched (batch 1 and strides 0 for gemm). Batched output
+ * matrices must not overlap (stride_c >= (m - 1) ldc + n when batch > 1):
+ * cuBLAS runs them in parallel. */
 int gf_kargs_gemm(const char *fn, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *a,
                   gf_dtype adt, int64_t lda, int64_t stride_a, const void *b, gf_dtype bdt,
                   int64_t ldb, int64_t stride_b, const float *c, int64_t ldc, int64_t stride_c,

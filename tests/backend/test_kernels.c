@@ -1103,6 +1103,10 @@ START_TEST(test_bad_arguments)
     KERR(GF_ERR_INVALID, "gemm_batched",
          K->gemm_batched(K->ctx, S, 0, 0, 2, 2, 2, 1, x, GF_DT_F32, 2, 4, x, GF_DT_F32, 2, 4, 0,
                          y, 2, 4, -2));
+    /* batched outputs that overlap */
+    KERR(GF_ERR_INVALID, "gemm_batched",
+         K->gemm_batched(K->ctx, S, 0, 0, 2, 2, 2, 1, x, GF_DT_F32, 2, 4, x, GF_DT_F32, 2, 4, 0,
+                         y, 2, 3, 2));
     /* leading dimensions too small */
     KERR(GF_ERR_INVALID, "gemm",
          K->gemm(K->ctx, S, 0, 0, 4, 4, 8, 1, x, GF_DT_F32, 7, x, GF_DT_F32, 4, 0, y, 4));
