@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/utf8.h"
 
 /* ---- arena ------------------------------------------------------------ */
@@ -567,4 +568,46 @@ const char *gf_json_type_name(gf_json_type t)
     case GF_JSON_OBJECT: return "object";
     }
     return "unknown";
+}
+
+gf_status gf_json_write(const gf_json *v, gf_buf *out)
+{
+    gf_status st = GF_OK;
+    switch (v->type) {
+    case GF_JSON_NULL:
+        return gf_buf_append_str(out, "null");
+    case GF_JSON_BOOL:
+        return gf_buf_append_str(out, v->u.b ? "true" : "false");
+    case GF_JSON_NUMBER:
+        if (v->u.num.is_int)
+            return gf_buf_printf(out, "%lld", (long long)v->u.num.i);
+        if (v->u.num.is_uint)
+            return gf_buf_printf(out, "%llu", (unsigned long long)v->u.num.u);
+        return gf_buf_printf(out, "%.17g", v->u.num.d);
+    case GF_JSON_STRING:
+        return gf_buf_append_json_str(out, v->u.str.s, v->u.str.len);
+    case GF_JSON_ARRAY:
+        st = gf_buf_append_str(out, "[");
+        for (size_t i = 0; st == GF_OK && i < v->u.arr.n; i++) {
+            if (i > 0)
+                st = gf_buf_append_str(out, ",");
+            if (st == GF_OK)
+                st = gf_json_write(v->u.arr.items[i], out);
+        }
+        return st != GF_OK ? st : gf_buf_append_str(out, "]");
+    case GF_JSON_OBJECT:
+        st = gf_buf_append_str(out, "{");
+        for (size_t i = 0; st == GF_OK && i < v->u.obj.n; i++) {
+            if (i > 0)
+                st = gf_buf_append_str(out, ",");
+            if (st == GF_OK)
+                st = gf_buf_append_json_str(out, v->u.obj.m[i].key, v->u.obj.m[i].key_len);
+            if (st == GF_OK)
+                st = gf_buf_append_str(out, ":");
+            if (st == GF_OK)
+                st = gf_json_write(v->u.obj.m[i].value, out);
+        }
+        return st != GF_OK ? st : gf_buf_append_str(out, "}");
+    }
+    return GF_ERR_INTERNAL;
 }

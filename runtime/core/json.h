@@ -34,6 +34,7 @@ typedef enum gf_json_type {
 } gf_json_type;
 
 typedef struct gf_json gf_json;
+struct gf_buf;
 
 typedef struct gf_json_member {
     const char *key; /* NUL-terminated; may contain NUL bytes (see key_len) */
@@ -94,6 +95,10 @@ const gf_json *gf_json_get(const gf_json *obj, const char *key);
 /* Index of the first member whose key also appears earlier in obj, or -1 when
  * all keys are distinct. O(n log n). Returns -2 when out of memory. */
 long gf_json_obj_find_dup(const gf_json *obj);
+
+/* Append v as compact JSON text (numbers that were integer literals are
+ * written exactly; others with 17 significant digits). */
+gf_status gf_json_write(const gf_json *v, struct gf_buf *out);
 
 /* Name of a type ("object", "string", ...), for messages. */
 const char *gf_json_type_name(gf_json_type t);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/json.h"
 #include "testutil.h"
 
@@ -196,6 +197,29 @@ START_TEST(test_random_bytes_never_crash)
 }
 END_TEST
 
+START_TEST(test_write_round_trip)
+{
+    const char *text = "{\"a\":[1,-2,3.5,true,false,null,\"x\\\"y\"],\"b\":{},"
+                       "\"big\":18446744073709551615,\"e\":1e300}";
+    gf_json_doc *doc = parse_ok(text);
+    gf_buf b;
+    gf_buf_init(&b);
+    ck_assert_int_eq(gf_json_write(gf_json_doc_root(doc), &b), GF_OK);
+    ck_assert_str_eq(b.data, "{\"a\":[1,-2,3.5,true,false,null,\"x\\\"y\"],\"b\":{},"
+                             "\"big\":18446744073709551615,\"e\":1.0000000000000001e+300}");
+    /* what was written parses back to the same text again */
+    gf_json_doc *doc2 = parse_ok(b.data);
+    gf_buf b2;
+    gf_buf_init(&b2);
+    ck_assert_int_eq(gf_json_write(gf_json_doc_root(doc2), &b2), GF_OK);
+    ck_assert_str_eq(b.data, b2.data);
+    gf_buf_deinit(&b);
+    gf_buf_deinit(&b2);
+    gf_json_doc_free(doc);
+    gf_json_doc_free(doc2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core_json");
@@ -209,6 +233,7 @@ int main(void)
     tcase_add_test(tc, test_duplicates);
     tcase_add_test(tc, test_large_document);
     tcase_add_test(tc, test_random_bytes_never_crash);
+    tcase_add_test(tc, test_write_round_trip);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }

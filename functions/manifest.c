@@ -1,0 +1,392 @@
+/* gpufaas — function manifests: parse, check, serialise. */
+#include "functions/manifest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/json.h"
+#include "core/tensor.h"
+
+bool gf_function_name_valid(const char *name)
+{
+    if (name == NULL)
+        return false;
+    size_t n = strlen(name);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (i == 0 ? !alnum : !(alnum || c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static void io_free(gf_manifest_io *io, size_t n)
+{
+    if (io == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(io[i].name);
+    free(io);
+}
+
+void gf_manifest_free(gf_manifest *m)
+{
+    if (m == NULL)
+        return;
+    free(m->name);
+    free(m->kind);
+    io_free(m->inputs, m->n_inputs);
+    io_free(m->outputs, m->n_outputs);
+    free(m->config_json);
+    free(m);
+}
+
+static gf_status dup_str(const gf_json *v, char **out, const char *field, gf_err *err)
+{
+    if (v->type != GF_JSON_STRING)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"%s\" must be a string, not a %s",
+                          field, gf_json_type_name(v->type));
+    if (strlen(v->u.str.s) != v->u.str.len)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"%s\" contains a NUL byte", field);
+    *out = strdup(v->u.str.s);
+    return *out ? GF_OK : gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+}
+
+static gf_status get_int(const gf_json *v, int64_t lo, int64_t hi, int64_t *out,
+                         const char *field, gf_err *err)
+{
+    if (v->type != GF_JSON_NUMBER || !v->u.num.is_int)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"%s\" must be an integer", field);
+    if (v->u.num.i < lo || v->u.num.i > hi)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"%s\" is %lld, outside %lld..%lld",
+                          field, (long long)v->u.num.i, (long long)lo, (long long)hi);
+    *out = v->u.num.i;
+    return GF_OK;
+}
+
+static gf_status parse_io_list(const gf_json *v, const char *field, gf_manifest_io **out,
+                               size_t *n_out, gf_err *err)
+{
+    if (v->type != GF_JSON_ARRAY)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"%s\" must be an array", field);
+    size_t n = v->u.arr.n;
+    if (n == 0 || n > GF_MANIFEST_MAX_IO)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"%s\" needs 1 to %d entries, has %zu",
+                          field, GF_MANIFEST_MAX_IO, n);
+    gf_manifest_io *io = calloc(n, sizeof *io);
+    if (io == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    gf_status st = GF_OK;
+    for (size_t i = 0; i < n && st == GF_OK; i++) {
+        const gf_json *e = v->u.arr.items[i];
+        char where[64];
+        snprintf(where, sizeof where, "%s[%zu]", field, i);
+        if (e->type != GF_JSON_OBJECT) {
+            st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s must be an object", where);
+            break;
+        }
+        const gf_json *name = NULL, *dt = NULL, *shape = NULL;
+        for (size_t k = 0; k < e->u.obj.n; k++) {
+            const gf_json_member *mm = &e->u.obj.m[k];
+            if (strcmp(mm->key, "name") == 0)
+                name = mm->value;
+            else if (strcmp(mm->key, "datatype") == 0)
+                dt = mm->value;
+            else if (strcmp(mm->key, "shape") == 0)
+                shape = mm->value;
+            else {
+                st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s: unknown field \"%.64s\"",
+                                where, mm->key);
+                break;
+            }
+        }
+        if (st != GF_OK)
+            break;
+        if (name == NULL || dt == NULL || shape == NULL) {
+            st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s needs \"name\", \"datatype\" and "
+                            "\"shape\"", where);
+            break;
+        }
+        if ((st = dup_str(name, &io[i].name, "name", err)) != GF_OK)
+            break;
+        size_t nl = strlen(io[i].name);
+        bool printable = nl > 0 && nl <= 64;
+        for (size_t k = 0; k < nl && printable; k++)
+            printable = (unsigned char)io[i].name[k] > 0x20 && io[i].name[k] != 0x7f;
+        if (!printable) {
+            st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s.name must be 1 to 64 printable "
+                            "characters without spaces", where);
+            break;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(io[k].name, io[i].name) == 0) {
+                st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s: duplicate name \"%s\"",
+                                field, io[i].name);
+                break;
+            }
+        }
+        if (st != GF_OK)
+            break;
+        if (dt->type != GF_JSON_STRING ||
+            (io[i].dtype = gf_dtype_from_kserve_name(dt->u.str.s, dt->u.str.len)) ==
+                GF_DT_INVALID) {
+            st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s (\"%s\"): unknown datatype%s%.32s%s "
+                            "(expected BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64)",
+                            where, io[i].name, dt->type == GF_JSON_STRING ? " \"" : "",
+                            dt->type == GF_JSON_STRING ? dt->u.str.s : "",
+                            dt->type == GF_JSON_STRING ? "\"" : "");
+            break;
+        }
+        if (shape->type != GF_JSON_ARRAY || shape->u.arr.n == 0 ||
+            shape->u.arr.n > GF_MAX_RANK) {
+            st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s (\"%s\"): shape must be an "
+                            "array of 1 to %d dimensions", where, io[i].name, GF_MAX_RANK);
+            break;
+        }
+        io[i].rank = (int32_t)shape->u.arr.n;
+        for (size_t k = 0; k < shape->u.arr.n; k++) {
+            const gf_json *d = shape->u.arr.items[k];
+            if (d->type != GF_JSON_NUMBER || !d->u.num.is_int ||
+                (d->u.num.i < 1 && d->u.num.i != -1) || d->u.num.i > ((int64_t)1 << 40)) {
+                st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s (\"%s\"): shape[%zu] must "
+                                "be a positive integer or -1", where, io[i].name, k);
+                break;
+            }
+            io[i].shape[k] = d->u.num.i;
+        }
+    }
+    if (st != GF_OK) {
+        io_free(io, n);
+        return st;
+    }
+    *out = io;
+    *n_out = n;
+    return GF_OK;
+}
+
+gf_status gf_manifest_parse(const char *text, size_t len, gf_manifest **out, gf_err *err)
+{
+    *out = NULL;
+    if (len > GF_MANIFEST_MAX_BYTES)
+        return gf_err_set(err, GF_ERR_TOO_LARGE, "manifest is %zu bytes, more than %u", len,
+                          GF_MANIFEST_MAX_BYTES);
+    gf_json_doc *doc;
+    gf_status st = gf_json_parse(text, len, 32, &doc, err);
+    if (st != GF_OK) {
+        gf_err_prefix(err, "manifest");
+        if (err != NULL)
+            err->code = GF_ERR_INVALID;
+        return GF_ERR_INVALID;
+    }
+    const gf_json *root = gf_json_doc_root(doc);
+    gf_manifest *m = calloc(1, sizeof *m);
+    gf_buf cfg;
+    gf_buf_init(&cfg);
+    if (m == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    m->max_batch_size = 1;
+    if (root->type != GF_JSON_OBJECT) {
+        st = gf_err_set(err, GF_ERR_INVALID, "manifest must be a JSON object, not a %s",
+                        gf_json_type_name(root->type));
+        goto fail;
+    }
+    long dup = gf_json_obj_find_dup(root);
+    if (dup >= 0) {
+        st = gf_err_set(err, GF_ERR_INVALID, "manifest: field \"%.64s\" appears twice",
+                        root->u.obj.m[dup].key);
+        goto fail;
+    }
+    const gf_json *config = NULL;
+    for (size_t i = 0; i < root->u.obj.n; i++) {
+        const char *k = root->u.obj.m[i].key;
+        const gf_json *v = root->u.obj.m[i].value;
+        if (strcmp(k, "name") == 0) {
+            if ((st = dup_str(v, &m->name, "name", err)) != GF_OK)
+                goto fail;
+            if (!gf_function_name_valid(m->name)) {
+                st = gf_err_set(err, GF_ERR_INVALID, "manifest: name \"%.80s\" must match "
+                                "^[a-z0-9][a-z0-9_.-]{0,62}$", m->name);
+                goto fail;
+            }
+        } else if (strcmp(k, "kind") == 0) {
+            if ((st = dup_str(v, &m->kind, "kind", err)) != GF_OK)
+                goto fail;
+            if (!gf_function_name_valid(m->kind)) {
+                st = gf_err_set(err, GF_ERR_INVALID, "manifest: kind \"%.80s\" is not a valid "
+                                "kind name", m->kind);
+                goto fail;
+            }
+        } else if (strcmp(k, "version") == 0) {
+            if ((st = get_int(v, 1, INT32_MAX, &m->version, "version", err)) != GF_OK)
+                goto fail;
+        } else if (strcmp(k, "inputs") == 0) {
+            if ((st = parse_io_list(v, "inputs", &m->inputs, &m->n_inputs, err)) != GF_OK)
+                goto fail;
+        } else if (strcmp(k, "outputs") == 0) {
+            if ((st = parse_io_list(v, "outputs", &m->outputs, &m->n_outputs, err)) != GF_OK)
+                goto fail;
+        } else if (strcmp(k, "max_batch_size") == 0) {
+            if ((st = get_int(v, 1, 65536, &m->max_batch_size, "max_batch_size", err)) != GF_OK)
+                goto fail;
+        } else if (strcmp(k, "max_queue_delay_us") == 0) {
+            if ((st = get_int(v, 0, 10000000, &m->max_queue_delay_us, "max_queue_delay_us",
+                              err)) != GF_OK)
+                goto fail;
+        } else if (strcmp(k, "slo_ms") == 0) {
+            if (v->type != GF_JSON_NUMBER || !(v->u.num.d > 0) || v->u.num.d > 3600000.0 ||
+                !isfinite(v->u.num.d)) {
+                st = gf_err_set(err, GF_ERR_INVALID, "manifest: \"slo_ms\" must be a number "
+                                "between 0 and 3600000");
+                goto fail;
+            }
+            m->slo_ms = v->u.num.d;
+        } else if (strcmp(k, "config") == 0) {
+            if (v->type != GF_JSON_OBJECT) {
+                st = gf_err_set(err, GF_ERR_INVALID, "manifest: \"config\" must be an object");
+                goto fail;
+            }
+            config = v;
+        } else {
+            st = gf_err_set(err, GF_ERR_INVALID, "manifest: unknown field \"%.64s\"", k);
+            goto fail;
+        }
+    }
+    static const char *const required[] = {"name", "kind", "inputs", "outputs"};
+    const void *have[] = {m->name, m->kind, m->inputs, m->outputs};
+    for (int i = 0; i < 4; i++) {
+        if (have[i] == NULL) {
+            st = gf_err_set(err, GF_ERR_INVALID, "manifest: missing field \"%s\"", required[i]);
+            goto fail;
+        }
+    }
+    st = config != NULL ? gf_json_write(config, &cfg) : gf_buf_append_str(&cfg, "{}");
+    if (st != GF_OK) {
+        st = gf_err_set(err, st, "manifest: out of memory");
+        goto fail;
+    }
+    m->config_json = gf_buf_steal(&cfg, NULL);
+    if (m->config_json == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    gf_json_doc_free(doc);
+    *out = m;
+    return GF_OK;
+fail:
+    gf_buf_deinit(&cfg);
+    gf_manifest_free(m);
+    gf_json_doc_free(doc);
+    return st;
+}
+
+static gf_status append_io(gf_buf *b, const char *field, const gf_manifest_io *io, size_t n)
+{
+    gf_status st = gf_buf_printf(b, ",\"%s\":[", field);
+    for (size_t i = 0; st == GF_OK && i < n; i++) {
+        st = gf_buf_append_str(b, i ? ",{\"name\":" : "{\"name\":");
+        if (st == GF_OK)
+            st = gf_buf_append_json_str(b, io[i].name, strlen(io[i].name));
+        if (st == GF_OK)
+            st = gf_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[",
+                               gf_dtype_kserve_name(io[i].dtype));
+        for (int32_t k = 0; st == GF_OK && k < io[i].rank; k++)
+            st = gf_buf_printf(b, k ? ",%lld" : "%lld", (long long)io[i].shape[k]);
+        if (st == GF_OK)
+            st = gf_buf_append_str(b, "]}");
+    }
+    return st != GF_OK ? st : gf_buf_append_str(b, "]");
+}
+
+gf_status gf_manifest_to_json(const gf_manifest *m, gf_buf *b)
+{
+    size_t start = b->len;
+    gf_status st = gf_buf_append_str(b, "{\"name\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(b, m->name, strlen(m->name));
+    if (st == GF_OK)
+        st = gf_buf_append_str(b, ",\"kind\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(b, m->kind, strlen(m->kind));
+    if (st == GF_OK && m->version > 0)
+        st = gf_buf_printf(b, ",\"version\":%lld", (long long)m->version);
+    if (st == GF_OK)
+        st = append_io(b, "inputs", m->inputs, m->n_inputs);
+    if (st == GF_OK)
+        st = append_io(b, "outputs", m->outputs, m->n_outputs);
+    if (st == GF_OK)
+        st = gf_buf_printf(b, ",\"max_batch_size\":%lld,\"max_queue_delay_us\":%lld",
+                           (long long)m->max_batch_size, (long long)m->max_queue_delay_us);
+    if (st == GF_OK && m->slo_ms > 0)
+        st = gf_buf_printf(b, ",\"slo_ms\":%.17g", m->slo_ms);
+    if (st == GF_OK)
+        st = gf_buf_printf(b, ",\"config\":%s}", m->config_json);
+    if (st != GF_OK) {
+        b->len = start;
+        if (b->data != NULL)
+            b->data[start] = '\0';
+    }
+    return st;
+}
+
+gf_status gf_manifest_clone(const gf_manifest *m, gf_manifest **out, gf_err *err)
+{
+    gf_buf b;
+    gf_buf_init(&b);
+    gf_status st = gf_manifest_to_json(m, &b);
+    if (st != GF_OK) {
+        gf_buf_deinit(&b);
+        return gf_err_set(err, st, "out of memory copying a manifest");
+    }
+    st = gf_manifest_parse(b.data, b.len, out, err);
+    gf_buf_deinit(&b);
+    return st;
+}
+
+static long io_index(const gf_manifest_io *io, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(io[i].name, name) == 0)
+            return (long)i;
+    return -1;
+}
+
+long gf_manifest_input_index(const gf_manifest *m, const char *name)
+{
+    return io_index(m->inputs, m->n_inputs, name);
+}
+
+long gf_manifest_output_index(const gf_manifest *m, const char *name)
+{
+    return io_index(m->outputs, m->n_outputs, name);
+}
+
+gf_status gf_manifest_check_tensor(const gf_manifest *m, const gf_manifest_io *spec,
+                                   const gf_tensor *t, gf_err *err)
+{
+    char want[128], got[128];
+    if (t->dtype != spec->dtype)
+        return gf_err_set(err, GF_ERR_INVALID, "input '%s': datatype %s, expected %s", spec->name,
+                          gf_dtype_kserve_name(t->dtype), gf_dtype_kserve_name(spec->dtype));
+    bool ok = t->rank == spec->rank;
+    for (int32_t k = 0; ok && k < t->rank; k++)
+        ok = spec->shape[k] == -1 ? t->shape[k] >= 0 : t->shape[k] == spec->shape[k];
+    if (!ok) {
+        gf_shape_str(want, sizeof want, spec->rank, spec->shape);
+        gf_shape_str(got, sizeof got, t->rank, t->shape);
+        return gf_err_set(err, GF_ERR_INVALID, "input '%s': shape %s does not match %s",
+                          spec->name, got, want);
+    }
+    if (spec->shape[0] == -1 && t->shape[0] > m->max_batch_size)
+        return gf_err_set(err, GF_ERR_INVALID, "input '%s': batch of %lld exceeds "
+                          "max_batch_size %lld", spec->name, (long long)t->shape[0],
+                          (long long)m->max_batch_size);
+    return GF_OK;
+}

@@ -1,0 +1,88 @@
+/* gpufaas — function manifests (functions/).
+ *
+ * A manifest is JSON:
+ *   {"name": "digits", "kind": "mlp", "version": 3,
+ *    "inputs":  [{"name": "x", "datatype": "FP32", "shape": [-1, 64]}],
+ *    "outputs": [{"name": "probs", "datatype": "FP32", "shape": [-1, 10]}],
+ *    "max_batch_size": 32, "max_queue_delay_us": 500, "slo_ms": 50,
+ *    "config": {"activations": ["relu", "identity"], "softmax": true}}
+ * name matches ^[a-z0-9][a-z0-9_.-]{0,62}$; kind names a built-in kind or a
+ * plugin; version (optional) is a positive integer; inputs and outputs are
+ * non-empty lists with KServe datatypes and shapes whose dims are positive
+ * or -1 (any size; the first dim is the batch dimension when -1);
+ * max_batch_size >= 1 (default 1); max_queue_delay_us >= 0 (default 0);
+ * slo_ms > 0 (optional); config is an object handed to the kind. Unknown
+ * fields are rejected with their name.
+ */
+#ifndef GF_FUNCTIONS_MANIFEST_H
+#define GF_FUNCTIONS_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpufaas/types.h>
+
+#include "core/buf.h"
+#include "core/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GF_MANIFEST_MAX_IO 64
+#define GF_MANIFEST_MAX_BYTES (1u << 20)
+
+typedef struct gf_manifest_io {
+    char *name;
+    gf_dtype dtype;
+    int32_t rank;
+    int64_t shape[GF_MAX_RANK]; /* -1 = any size */
+} gf_manifest_io;
+
+typedef struct gf_manifest {
+    char *name;
+    char *kind;
+    int64_t version;            /* 0 when not given */
+    gf_manifest_io *inputs;
+    size_t n_inputs;
+    gf_manifest_io *outputs;
+    size_t n_outputs;
+    int64_t max_batch_size;
+    int64_t max_queue_delay_us;
+    double slo_ms;              /* 0 when not given */
+    char *config_json;          /* the config object re-serialised, "{}" when absent */
+} gf_manifest;
+
+/* True when name matches ^[a-z0-9][a-z0-9_.-]{0,62}$ (safe as a path part). */
+bool gf_function_name_valid(const char *name);
+
+/* Parse and check a manifest (len bytes of JSON, at most
+ * GF_MANIFEST_MAX_BYTES). The message names the offending field. *out is
+ * owned by the caller (gf_manifest_free). */
+gf_status gf_manifest_parse(const char *text, size_t len, gf_manifest **out, gf_err *err);
+
+/* Deep copy. */
+gf_status gf_manifest_clone(const gf_manifest *m, gf_manifest **out, gf_err *err);
+
+void gf_manifest_free(gf_manifest *m);
+
+/* Append the manifest as canonical JSON (the form stored and sent to
+ * workers; gf_manifest_parse reads it back to an equal manifest). */
+gf_status gf_manifest_to_json(const gf_manifest *m, gf_buf *out);
+
+/* Index of the input / output named name, or -1. */
+long gf_manifest_input_index(const gf_manifest *m, const char *name);
+long gf_manifest_output_index(const gf_manifest *m, const char *name);
+
+/* Check a request tensor against a manifest entry: dtype, rank and every
+ * fixed dim; a -1 batch dim (dim 0) must be <= max_batch_size. The message
+ * names the tensor and both shapes. */
+gf_status gf_manifest_check_tensor(const gf_manifest *m, const gf_manifest_io *spec,
+                                   const gf_tensor *t, gf_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_FUNCTIONS_MANIFEST_H */

@@ -1,0 +1,887 @@
+/* gpufaas — running functions: the kind registry, plugins, and the runtime
+ * side of the function ABI. */
+#include "functions/runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/safetensors.h"
+#include "core/tensor.h"
+#include "functions/kinds/kinds.h"
+
+/* ---- kinds ------------------------------------------------------------------- */
+
+struct gf_fn_kind {
+    const gf_fn_desc *desc;
+    char *path; /* plugin path, NULL for a built-in */
+    void *handle;
+};
+
+/* The built-in kinds: one line each. */
+static const struct {
+    const char *name;
+    const gf_fn_desc *(*entry)(void);
+} gf_builtin_table[] = {
+    {"mlp", gf_fn_kind_mlp},
+};
+#define GF_N_BUILTIN (sizeof gf_builtin_table / sizeof gf_builtin_table[0])
+
+static pthread_mutex_t gf_kinds_lock = PTHREAD_MUTEX_INITIALIZER;
+static gf_fn_kind gf_builtins[GF_N_BUILTIN];
+static bool gf_builtins_ready;
+static gf_fn_kind **gf_plugins;
+static size_t gf_n_plugins;
+
+static void builtins_init(void)
+{
+    /* lock held */
+    if (gf_builtins_ready)
+        return;
+    for (size_t i = 0; i < GF_N_BUILTIN; i++)
+        gf_builtins[i].desc = gf_builtin_table[i].entry();
+    gf_builtins_ready = true;
+}
+
+const char *const *gf_fn_builtin_kinds(void)
+{
+    static const char *names[GF_N_BUILTIN + 1];
+    for (size_t i = 0; i < GF_N_BUILTIN; i++)
+        names[i] = gf_builtin_table[i].name;
+    names[GF_N_BUILTIN] = NULL;
+    return names;
+}
+
+const gf_fn_kind *gf_fn_kind_find(const char *name)
+{
+    const gf_fn_kind *found = NULL;
+    pthread_mutex_lock(&gf_kinds_lock);
+    builtins_init();
+    for (size_t i = 0; i < GF_N_BUILTIN && found == NULL; i++)
+        if (strcmp(gf_builtins[i].desc->name, name) == 0)
+            found = &gf_builtins[i];
+    for (size_t i = 0; i < gf_n_plugins && found == NULL; i++)
+        if (strcmp(gf_plugins[i]->desc->name, name) == 0)
+            found = gf_plugins[i];
+    pthread_mutex_unlock(&gf_kinds_lock);
+    return found;
+}
+
+const char *gf_fn_kind_name(const gf_fn_kind *k) { return k->desc->name; }
+bool gf_fn_kind_is_plugin(const gf_fn_kind *k) { return k->path != NULL; }
+
+gf_status gf_fn_plugin_load(const char *path, bool allow_native, const gf_fn_kind **out,
+                            gf_err *err)
+{
+    *out = NULL;
+    if (!allow_native)
+        return gf_err_set(err, GF_ERR_PERMISSION,
+                          "native function plugins are disabled (start the server with "
+                          "--allow-native-functions to load %s)", path);
+    pthread_mutex_lock(&gf_kinds_lock);
+    builtins_init();
+    for (size_t i = 0; i < gf_n_plugins; i++) {
+        if (strcmp(gf_plugins[i]->path, path) == 0) {
+            *out = gf_plugins[i];
+            pthread_mutex_unlock(&gf_kinds_lock);
+            return GF_OK;
+        }
+    }
+    gf_status st;
+    gf_fn_kind *k = NULL;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        st = gf_err_set(err, GF_ERR_NOT_FOUND, "cannot load plugin: %s", dlerror());
+        goto fail;
+    }
+    gf_fn_entry_fn entry = (gf_fn_entry_fn)(uintptr_t)dlsym(h, GF_FN_ENTRY_SYMBOL);
+    if (entry == NULL) {
+        st = gf_err_set(err, GF_ERR_INVALID, "plugin %s does not export %s", path,
+                        GF_FN_ENTRY_SYMBOL);
+        goto fail;
+    }
+    const gf_fn_desc *d = entry();
+    if (d == NULL || d->size < offsetof(gf_fn_desc, unload) + sizeof d->unload) {
+        st = gf_err_set(err, GF_ERR_INVALID, "plugin %s: %s returned no valid descriptor", path,
+                        GF_FN_ENTRY_SYMBOL);
+        goto fail;
+    }
+    uint32_t major = d->abi_version >> 16, minor = d->abi_version & 0xffffu;
+    if (major != GF_FN_ABI_MAJOR || minor > GF_FN_ABI_MINOR) {
+        st = gf_err_set(err, GF_ERR_UNSUPPORTED,
+                        "plugin %s was built for function ABI %u.%u; this runtime provides "
+                        "%d.%d (the major must match and the minor must not be newer)",
+                        path, major, minor, GF_FN_ABI_MAJOR, GF_FN_ABI_MINOR);
+        goto fail;
+    }
+    if (d->name == NULL || !gf_function_name_valid(d->name) || d->load == NULL ||
+        d->infer == NULL) {
+        st = gf_err_set(err, GF_ERR_INVALID, "plugin %s: descriptor lacks a valid name, load "
+                        "or infer", path);
+        goto fail;
+    }
+    for (size_t i = 0; i < GF_N_BUILTIN; i++) {
+        if (strcmp(gf_builtins[i].desc->name, d->name) == 0) {
+            st = gf_err_set(err, GF_ERR_EXISTS, "plugin %s: kind '%s' is a built-in kind", path,
+                            d->name);
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < gf_n_plugins; i++) {
+        if (strcmp(gf_plugins[i]->desc->name, d->name) == 0) {
+            st = gf_err_set(err, GF_ERR_EXISTS, "plugin %s: kind '%s' already comes from %s",
+                            path, d->name, gf_plugins[i]->path);
+            goto fail;
+        }
+    }
+    k = calloc(1, sizeof *k);
+    gf_fn_kind **list = realloc(gf_plugins, (gf_n_plugins + 1) * sizeof *list);
+    if (k == NULL || list == NULL || (k->path = strdup(path)) == NULL) {
+        if (list != NULL)
+            gf_plugins = list;
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    gf_plugins = list;
+    k->desc = d;
+    k->handle = h; /* plugins stay loaded for the life of the process */
+    gf_plugins[gf_n_plugins++] = k;
+    pthread_mutex_unlock(&gf_kinds_lock);
+    GF_LOG_I("loaded plugin kind '%s' from %s", d->name, path);
+    *out = k;
+    return GF_OK;
+fail:
+    if (k != NULL) {
+        free(k->path);
+        free(k);
+    }
+    if (h != NULL)
+        dlclose(h);
+    pthread_mutex_unlock(&gf_kinds_lock);
+    return st;
+}
+
+/* ---- plans and the call context ------------------------------------------------ */
+
+typedef struct {
+    char *name;
+    gf_dtype dtype;
+    int32_t rank;
+    int64_t shape[GF_MAX_RANK];
+    size_t nbytes;
+    void *derived; /* host data of a derived parameter, NULL for a required one */
+    bool is_derived;
+} plan_param;
+
+struct gf_fn_plan {
+    const gf_fn_kind *kind;
+    const gf_manifest *mf;
+    void *state;
+    bool loaded; /* load succeeded: unload is owed */
+    plan_param *params;
+    size_t n, cap;
+    char **names;
+    char *cache_path;
+};
+
+typedef enum { CTX_LOAD, CTX_INFER } ctx_mode;
+
+struct gf_fn_ctx {
+    ctx_mode mode;
+    const gf_manifest *mf;
+    gf_err *err;
+    bool error_set;
+    /* load */
+    gf_fn_plan *plan;
+    gf_st_file *weights;
+    bool validating;
+    void **copies; /* aligned copies handed out by weight_data */
+    size_t n_copies;
+    /* infer */
+    gf_backend *be;
+    gf_cache *cache;
+    gf_lease *lease;
+    gf_stream *stream;
+    gf_tensor *in;   /* device copies of the inputs */
+    gf_tensor *out;  /* device outputs, data NULL until output() */
+    void **allocs;   /* device blocks to free after the call */
+    size_t n_allocs, cap_allocs;
+};
+
+static int api_set_error(gf_fn_ctx *ctx, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gf_err_setv(ctx->err, (gf_status)(code ? code : GF_ERR_INTERNAL), fmt, ap);
+    va_end(ap);
+    ctx->error_set = true;
+    return code;
+}
+
+/* An error raised by the runtime on the function's behalf. */
+static int ctx_fail(gf_fn_ctx *ctx, gf_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int ctx_fail(gf_fn_ctx *ctx, gf_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gf_err_setv(ctx->err, code, fmt, ap);
+    va_end(ap);
+    ctx->error_set = true;
+    return (int)code;
+}
+
+static void api_log(gf_fn_ctx *ctx, int level, const char *fmt, ...)
+{
+    if (level > gf_log_threshold)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    gf_log_write((gf_log_level)(level < 0 ? 0 : level > 4 ? 4 : level), ctx->mf->kind, "%s: %s",
+                 ctx->mf->name, msg);
+}
+
+static const char *api_config_json(gf_fn_ctx *ctx) { return ctx->mf->config_json; }
+static int64_t api_max_batch_size(gf_fn_ctx *ctx) { return ctx->mf->max_batch_size; }
+static size_t api_input_count(gf_fn_ctx *ctx) { return ctx->mf->n_inputs; }
+static size_t api_output_count(gf_fn_ctx *ctx) { return ctx->mf->n_outputs; }
+
+static void io_spec(const gf_manifest_io *io, gf_fn_io *out)
+{
+    out->name = io->name;
+    out->dtype = io->dtype;
+    out->rank = io->rank;
+    out->shape = io->shape;
+}
+
+static void api_input_spec(gf_fn_ctx *ctx, size_t i, gf_fn_io *out)
+{
+    io_spec(&ctx->mf->inputs[i < ctx->mf->n_inputs ? i : 0], out);
+}
+
+static void api_output_spec(gf_fn_ctx *ctx, size_t i, gf_fn_io *out)
+{
+    io_spec(&ctx->mf->outputs[i < ctx->mf->n_outputs ? i : 0], out);
+}
+
+static int need_mode(gf_fn_ctx *ctx, ctx_mode mode, const char *what)
+{
+    if (ctx->mode == mode)
+        return 0;
+    return ctx_fail(ctx, GF_ERR_STATE, "%s may only be called from %s", what,
+                    mode == CTX_LOAD ? "load" : "infer");
+}
+
+static void st_to_tensor(const gf_st_tensor *t, gf_tensor *out)
+{
+    gf_tensor_init(out, t->dtype, t->rank, t->shape, NULL, GF_MEM_HOST, -1, NULL);
+}
+
+static int api_weight_info(gf_fn_ctx *ctx, const char *name, gf_tensor *out)
+{
+    if (need_mode(ctx, CTX_LOAD, "weight_info"))
+        return GF_ERR_STATE;
+    const gf_st_tensor *t = gf_st_find(ctx->weights, name);
+    if (t == NULL)
+        return GF_ERR_NOT_FOUND;
+    st_to_tensor(t, out);
+    return 0;
+}
+
+static size_t api_weight_count(gf_fn_ctx *ctx)
+{
+    return ctx->mode == CTX_LOAD ? gf_st_count(ctx->weights) : 0;
+}
+
+static const char *api_weight_name(gf_fn_ctx *ctx, size_t i)
+{
+    if (ctx->mode != CTX_LOAD || i >= gf_st_count(ctx->weights))
+        return NULL;
+    return gf_st_at(ctx->weights, i)->name;
+}
+
+static int api_weight_data(gf_fn_ctx *ctx, const char *name, gf_tensor *out)
+{
+    if (need_mode(ctx, CTX_LOAD, "weight_data"))
+        return GF_ERR_STATE;
+    const gf_st_tensor *t = gf_st_find(ctx->weights, name);
+    if (t == NULL)
+        return ctx_fail(ctx, GF_ERR_NOT_FOUND, "weights have no tensor '%s'", name);
+    st_to_tensor(t, out);
+    const void *data = t->data;
+    if ((uintptr_t)data % 16 != 0 && t->nbytes > 0) {
+        /* the file does not align it: hand out an aligned copy */
+        void **list = realloc(ctx->copies, (ctx->n_copies + 1) * sizeof *list);
+        void *copy = NULL;
+        if (list != NULL) {
+            ctx->copies = list;
+            if (posix_memalign(&copy, 64, t->nbytes) != 0)
+                copy = NULL;
+        }
+        if (copy == NULL)
+            return ctx_fail(ctx, GF_ERR_NOMEM, "out of memory copying tensor '%s'", name);
+        memcpy(copy, data, t->nbytes);
+        ctx->copies[ctx->n_copies++] = copy;
+        data = copy;
+    }
+    out->data = (void *)data;
+    return 0;
+}
+
+static const char *dtype_list(uint32_t mask, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 1; d < GF_DT_COUNT_; d++) {
+        if (!(mask & (1u << d)))
+            continue;
+        int n = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
+                         gf_dtype_st_name((gf_dtype)d));
+        if (n < 0 || (size_t)n >= cap - used)
+            break;
+        used += (size_t)n;
+    }
+    return buf;
+}
+
+static int plan_add(gf_fn_ctx *ctx, const char *name, gf_dtype dtype, int32_t rank,
+                    const int64_t *shape, size_t *index, plan_param **out)
+{
+    gf_fn_plan *p = ctx->plan;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 32;
+        plan_param *np = realloc(p->params, cap * sizeof *np);
+        if (np == NULL)
+            return ctx_fail(ctx, GF_ERR_NOMEM, "out of memory declaring parameter '%s'", name);
+        p->params = np;
+        p->cap = cap;
+    }
+    plan_param *pp = &p->params[p->n];
+    memset(pp, 0, sizeof *pp);
+    gf_tensor d;
+    gf_err e;
+    if (gf_tensor_init(&d, dtype, rank, shape, NULL, GF_MEM_HOST, -1, &e) != GF_OK)
+        return ctx_fail(ctx, e.code, "parameter '%s': %s", name, e.msg);
+    pp->name = strdup(name);
+    if (pp->name == NULL)
+        return ctx_fail(ctx, GF_ERR_NOMEM, "out of memory");
+    pp->dtype = dtype;
+    pp->rank = rank;
+    memcpy(pp->shape, shape, (size_t)rank * sizeof *shape);
+    pp->nbytes = d.nbytes;
+    *index = p->n++;
+    *out = pp;
+    return 0;
+}
+
+static long plan_find(const gf_fn_plan *p, const char *name)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (strcmp(p->params[i].name, name) == 0)
+            return (long)i;
+    return -1;
+}
+
+static int api_require(gf_fn_ctx *ctx, const char *name, uint32_t dtype_mask, int32_t rank,
+                       const int64_t *shape, size_t *index)
+{
+    if (need_mode(ctx, CTX_LOAD, "require"))
+        return GF_ERR_STATE;
+    const gf_st_tensor *t = gf_st_find(ctx->weights, name);
+    char want[128], got[128], dts[128];
+    if (t == NULL)
+        return ctx_fail(ctx, GF_ERR_INVALID, "weights have no tensor '%s' (kind %s needs it)",
+                        name, ctx->mf->kind);
+    if (dtype_mask != 0 && !(dtype_mask & (1u << t->dtype)))
+        return ctx_fail(ctx, GF_ERR_INVALID, "tensor '%s' is %s, expected %s", name,
+                        gf_dtype_st_name(t->dtype), dtype_list(dtype_mask, dts, sizeof dts));
+    if (shape != NULL) {
+        bool ok = t->rank == rank;
+        for (int32_t k = 0; ok && k < rank; k++)
+            ok = shape[k] < 0 || shape[k] == t->shape[k];
+        if (!ok) {
+            gf_shape_str(want, sizeof want, rank, shape);
+            gf_shape_str(got, sizeof got, t->rank, t->shape);
+            return ctx_fail(ctx, GF_ERR_INVALID, "tensor '%s' has shape %s, expected %s", name,
+                            got, want);
+        }
+    }
+    long have = plan_find(ctx->plan, name);
+    if (have >= 0) {
+        *index = (size_t)have;
+        return 0;
+    }
+    plan_param *pp;
+    return plan_add(ctx, name, t->dtype, t->rank, t->shape, index, &pp);
+}
+
+static int api_derive(gf_fn_ctx *ctx, const char *name, gf_dtype dtype, int32_t rank,
+                      const int64_t *shape, void **data, size_t *index)
+{
+    *data = NULL;
+    if (need_mode(ctx, CTX_LOAD, "derive"))
+        return GF_ERR_STATE;
+    if (name == NULL || name[0] == '\0' || gf_st_find(ctx->weights, name) != NULL ||
+        plan_find(ctx->plan, name) >= 0)
+        return ctx_fail(ctx, GF_ERR_INVALID, "derived parameter '%s': the name is empty or "
+                        "already taken", name ? name : "");
+    if (!gf_dtype_valid(dtype))
+        return ctx_fail(ctx, GF_ERR_INVALID, "derived parameter '%s': invalid dtype", name);
+    plan_param *pp;
+    int rc = plan_add(ctx, name, dtype, rank, shape, index, &pp);
+    if (rc != 0)
+        return rc;
+    pp->is_derived = true;
+    if (!ctx->validating) {
+        pp->derived = calloc(1, pp->nbytes ? pp->nbytes : 1);
+        if (pp->derived == NULL)
+            return ctx_fail(ctx, GF_ERR_NOMEM, "out of memory for derived parameter '%s' "
+                            "(%zu bytes)", name, pp->nbytes);
+        *data = pp->derived;
+    }
+    return 0;
+}
+
+static int api_validating(gf_fn_ctx *ctx) { return ctx->validating ? 1 : 0; }
+
+static const gf_kernels *api_kernels(gf_fn_ctx *ctx)
+{
+    return ctx->mode == CTX_INFER ? gf_backend_kernels(ctx->be) : NULL;
+}
+
+static gf_stream *api_stream(gf_fn_ctx *ctx)
+{
+    return ctx->mode == CTX_INFER ? ctx->stream : NULL;
+}
+
+static int api_param(gf_fn_ctx *ctx, size_t index, gf_tensor *out)
+{
+    if (need_mode(ctx, CTX_INFER, "param"))
+        return GF_ERR_STATE;
+    gf_fn_plan *p = ctx->plan;
+    if (index >= p->n)
+        return ctx_fail(ctx, GF_ERR_INVALID, "parameter index %zu out of range (%zu declared)",
+                        index, p->n);
+    void *dev;
+    gf_status st = gf_lease_param(ctx->lease, index, &dev, ctx->err);
+    if (st != GF_OK) {
+        ctx->error_set = true;
+        return (int)st;
+    }
+    gf_device_info info;
+    gf_backend_info(ctx->be, &info);
+    const plan_param *pp = &p->params[index];
+    gf_tensor_init(out, pp->dtype, pp->rank, pp->shape, dev, GF_MEM_DEVICE, info.index, NULL);
+    return 0;
+}
+
+/* Device memory for this call, evicting idle models once when the budget is
+ * exhausted. Freed after the call. */
+static int ctx_alloc(gf_fn_ctx *ctx, size_t bytes, void **out, const char *what)
+{
+    if (ctx->n_allocs == ctx->cap_allocs) {
+        size_t cap = ctx->cap_allocs ? ctx->cap_allocs * 2 : 16;
+        void **na = realloc(ctx->allocs, cap * sizeof *na);
+        if (na == NULL)
+            return ctx_fail(ctx, GF_ERR_NOMEM, "out of memory");
+        ctx->allocs = na;
+        ctx->cap_allocs = cap;
+    }
+    gf_err e;
+    gf_status st = gf_dev_alloc(ctx->be, bytes, out, &e);
+    if (st == GF_ERR_NO_DEVICE_MEM && ctx->cache != NULL) {
+        uint64_t free_now = gf_cache_evict_idle(ctx->cache, bytes);
+        st = gf_dev_alloc(ctx->be, bytes, out, &e);
+        if (st != GF_OK) {
+            uint64_t used, budget;
+            gf_dev_usage(ctx->be, &used, &budget);
+            return ctx_fail(ctx, GF_ERR_NO_DEVICE_MEM,
+                            "%s needs %zu bytes of device memory; after evicting idle models "
+                            "%llu bytes are free (%llu of %llu in use)",
+                            what, bytes, (unsigned long long)free_now,
+                            (unsigned long long)used, (unsigned long long)budget);
+        }
+    }
+    if (st != GF_OK)
+        return ctx_fail(ctx, st, "%s: %s", what, e.msg);
+    ctx->allocs[ctx->n_allocs++] = *out;
+    return 0;
+}
+
+static int api_workspace(gf_fn_ctx *ctx, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (need_mode(ctx, CTX_INFER, "workspace"))
+        return GF_ERR_STATE;
+    return ctx_alloc(ctx, bytes, out, "workspace");
+}
+
+static int api_input(gf_fn_ctx *ctx, size_t i, gf_tensor *out)
+{
+    if (need_mode(ctx, CTX_INFER, "input"))
+        return GF_ERR_STATE;
+    if (i >= ctx->mf->n_inputs)
+        return ctx_fail(ctx, GF_ERR_INVALID, "input %zu out of range (%zu inputs)", i,
+                        ctx->mf->n_inputs);
+    *out = ctx->in[i];
+    return 0;
+}
+
+static int api_output(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
+                      gf_tensor *out)
+{
+    if (need_mode(ctx, CTX_INFER, "output"))
+        return GF_ERR_STATE;
+    if (i >= ctx->mf->n_outputs)
+        return ctx_fail(ctx, GF_ERR_INVALID, "output %zu out of range (%zu outputs)", i,
+                        ctx->mf->n_outputs);
+    const gf_manifest_io *spec = &ctx->mf->outputs[i];
+    if (ctx->out[i].data != NULL)
+        return ctx_fail(ctx, GF_ERR_STATE, "output '%s' was already allocated", spec->name);
+    gf_device_info info;
+    gf_backend_info(ctx->be, &info);
+    gf_err e;
+    gf_tensor t;
+    if (gf_tensor_init(&t, spec->dtype, rank, shape, NULL, GF_MEM_DEVICE, info.index, &e) !=
+        GF_OK)
+        return ctx_fail(ctx, e.code, "output '%s': %s", spec->name, e.msg);
+    bool ok = rank == spec->rank;
+    for (int32_t k = 0; ok && k < rank; k++)
+        ok = spec->shape[k] < 0 || spec->shape[k] == shape[k];
+    if (!ok) {
+        char want[128], got[128];
+        gf_shape_str(want, sizeof want, spec->rank, spec->shape);
+        gf_shape_str(got, sizeof got, rank, shape);
+        return ctx_fail(ctx, GF_ERR_INVALID, "output '%s': the function produced shape %s but "
+                        "the manifest says %s", spec->name, got, want);
+    }
+    int rc = ctx_alloc(ctx, t.nbytes, &t.data, "an output");
+    if (rc != 0)
+        return rc;
+    ctx->out[i] = t;
+    *out = t;
+    return 0;
+}
+
+static const gf_fn_api gf_runtime_api = {
+    /* .size = */ sizeof(gf_fn_api),
+    /* .abi_version = */ GF_FN_ABI_VERSION,
+    /* .set_error = */ api_set_error,
+    /* .log = */ api_log,
+    /* .config_json = */ api_config_json,
+    /* .max_batch_size = */ api_max_batch_size,
+    /* .input_count = */ api_input_count,
+    /* .output_count = */ api_output_count,
+    /* .input_spec = */ api_input_spec,
+    /* .output_spec = */ api_output_spec,
+    /* .weight_info = */ api_weight_info,
+    /* .weight_count = */ api_weight_count,
+    /* .weight_name = */ api_weight_name,
+    /* .weight_data = */ api_weight_data,
+    /* .require = */ api_require,
+    /* .derive = */ api_derive,
+    /* .validating = */ api_validating,
+    /* .kernels = */ api_kernels,
+    /* .stream = */ api_stream,
+    /* .param = */ api_param,
+    /* .workspace = */ api_workspace,
+    /* .input = */ api_input,
+    /* .output = */ api_output,
+};
+
+/* ---- load ---------------------------------------------------------------------- */
+
+void gf_fn_plan_free(gf_fn_plan *p)
+{
+    if (p == NULL)
+        return;
+    if (p->loaded && p->kind->desc->unload != NULL)
+        p->kind->desc->unload(p->state);
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->params[i].name);
+        free(p->params[i].derived);
+    }
+    free(p->params);
+    free(p->names);
+    free(p->cache_path);
+    free(p);
+}
+
+const char *gf_fn_plan_cache_path(const gf_fn_plan *p) { return p->cache_path; }
+size_t gf_fn_plan_param_count(const gf_fn_plan *p) { return p->n; }
+const char *const *gf_fn_plan_param_names(const gf_fn_plan *p) { return (const char *const *)p->names; }
+const gf_manifest *gf_fn_plan_manifest(const gf_fn_plan *p) { return p->mf; }
+
+/* Run the kind's load. On success the plan holds the declared parameters. */
+static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_file *weights,
+                          bool validating, gf_fn_plan **out, gf_err *err)
+{
+    *out = NULL;
+    if (strcmp(mf->kind, kind->desc->name) != 0)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest kind '%s' does not match kind '%s'",
+                          mf->kind, kind->desc->name);
+    gf_fn_plan *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    p->kind = kind;
+    p->mf = mf;
+    gf_fn_ctx ctx = {.mode = CTX_LOAD, .mf = mf, .err = err, .plan = p, .weights = weights,
+                     .validating = validating};
+    int rc = kind->desc->load(&gf_runtime_api, &ctx, &p->state);
+    for (size_t i = 0; i < ctx.n_copies; i++)
+        free(ctx.copies[i]);
+    free(ctx.copies);
+    if (rc != 0) {
+        if (!ctx.error_set)
+            gf_err_set(err, (gf_status)rc, "kind '%s' failed to load (code %d)",
+                       kind->desc->name, rc);
+        gf_err_prefix(err, "function '%s'", mf->name);
+        gf_fn_plan_free(p);
+        return err != NULL ? (err->code ? err->code : GF_ERR_INVALID) : (gf_status)rc;
+    }
+    p->loaded = true;
+    if (p->n == 0) {
+        gf_fn_plan_free(p);
+        return gf_err_set(err, GF_ERR_INVALID, "function '%s': kind '%s' declared no "
+                          "parameters", mf->name, kind->desc->name);
+    }
+    p->names = malloc(p->n * sizeof *p->names);
+    if (p->names == NULL) {
+        gf_fn_plan_free(p);
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < p->n; i++)
+        p->names[i] = p->params[i].name;
+    *out = p;
+    return GF_OK;
+}
+
+gf_status gf_fn_validate(const gf_fn_kind *kind, const gf_manifest *mf, const char *weights_path,
+                         gf_err *err)
+{
+    gf_st_file *w;
+    gf_status st = gf_st_open(weights_path, &w, err);
+    if (st != GF_OK)
+        return st;
+    gf_fn_plan *p;
+    st = run_load(kind, mf, w, true, &p, err);
+    gf_fn_plan_free(p);
+    gf_st_close(w);
+    return st;
+}
+
+/* The identity of a weights file, recorded in the derived file's metadata. */
+static void source_id(const char *path, char *buf, size_t cap)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        memset(&sb, 0, sizeof sb);
+    snprintf(buf, cap, "%s|%lld|%lld.%09ld", path, (long long)sb.st_size,
+             (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
+}
+
+/* True when the file at path already holds exactly the plan's parameters,
+ * derived from the same source file by the same kind. */
+static bool derived_reusable(const gf_fn_plan *p, const char *path, const char *src_id)
+{
+    gf_st_file *f;
+    if (gf_st_open(path, &f, NULL) != GF_OK)
+        return false;
+    bool ok = gf_st_count(f) == p->n;
+    const char *sid = gf_st_meta_get(f, "gpufaas.source");
+    const char *kind = gf_st_meta_get(f, "gpufaas.kind");
+    ok = ok && sid != NULL && strcmp(sid, src_id) == 0 && kind != NULL &&
+         strcmp(kind, p->kind->desc->name) == 0;
+    for (size_t i = 0; ok && i < p->n; i++) {
+        const gf_st_tensor *t = gf_st_at(f, i);
+        ok = strcmp(t->name, p->params[i].name) == 0 && t->dtype == p->params[i].dtype &&
+             gf_shape_equal(t->rank, t->shape, p->params[i].rank, p->params[i].shape);
+    }
+    gf_st_close(f);
+    return ok;
+}
+
+gf_status gf_fn_prepare(const gf_fn_kind *kind, const gf_manifest *mf, const char *weights_path,
+                        const char *derived_path, gf_fn_plan **out, gf_err *err)
+{
+    *out = NULL;
+    gf_st_file *w;
+    gf_status st = gf_st_open(weights_path, &w, err);
+    if (st != GF_OK)
+        return st;
+    gf_fn_plan *p;
+    st = run_load(kind, mf, w, false, &p, err);
+    if (st != GF_OK) {
+        gf_st_close(w);
+        return st;
+    }
+    bool any_derived = false;
+    for (size_t i = 0; i < p->n; i++)
+        any_derived = any_derived || p->params[i].is_derived;
+    if (!any_derived) {
+        p->cache_path = strdup(weights_path);
+    } else if (derived_path == NULL) {
+        gf_st_close(w);
+        gf_fn_plan_free(p);
+        return gf_err_set(err, GF_ERR_INVALID, "function '%s': kind '%s' derives parameters "
+                          "but no path was given for them", mf->name, kind->desc->name);
+    } else {
+        char sid[1200];
+        source_id(weights_path, sid, sizeof sid);
+        if (!derived_reusable(p, derived_path, sid)) {
+            gf_st_wtensor *wt = calloc(p->n, sizeof *wt);
+            if (wt == NULL) {
+                st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            } else {
+                for (size_t i = 0; i < p->n; i++) {
+                    const plan_param *pp = &p->params[i];
+                    wt[i] = (gf_st_wtensor){pp->name, pp->dtype, pp->rank, pp->shape,
+                                            pp->is_derived ? pp->derived
+                                                           : gf_st_find(w, pp->name)->data};
+                }
+                const char *meta[] = {"gpufaas.source", sid, "gpufaas.kind", kind->desc->name};
+                st = gf_st_write(derived_path, wt, p->n, meta, 2, err);
+                if (st != GF_OK)
+                    gf_err_prefix(err, "writing derived parameters of '%s'", mf->name);
+                free(wt);
+            }
+        }
+        p->cache_path = st == GF_OK ? strdup(derived_path) : NULL;
+    }
+    gf_st_close(w);
+    for (size_t i = 0; i < p->n; i++) { /* the file holds them now */
+        free(p->params[i].derived);
+        p->params[i].derived = NULL;
+    }
+    if (st == GF_OK && p->cache_path == NULL)
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    if (st != GF_OK) {
+        gf_fn_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return GF_OK;
+}
+
+/* ---- infer ------------------------------------------------------------------------ */
+
+void gf_fn_outputs_free(gf_fn_outputs *o)
+{
+    if (o == NULL || o->t == NULL)
+        return;
+    for (size_t i = 0; i < o->n; i++)
+        free(o->t[i].data);
+    free(o->t);
+    o->t = NULL;
+    o->n = 0;
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
+                      const gf_tensor *inputs, size_t n_inputs, gf_fn_outputs *out,
+                      gf_fn_timing *timing, gf_err *err)
+{
+    const gf_manifest *mf = p->mf;
+    out->n = 0;
+    out->t = NULL;
+    uint64_t t0 = mono_us();
+    if (n_inputs != mf->n_inputs)
+        return gf_err_set(err, GF_ERR_INVALID, "function '%s' takes %zu input(s), got %zu",
+                          mf->name, mf->n_inputs, n_inputs);
+    for (size_t i = 0; i < n_inputs; i++) {
+        gf_status st = gf_manifest_check_tensor(mf, &mf->inputs[i], &inputs[i], err);
+        if (st != GF_OK)
+            return st;
+    }
+    gf_device_info info;
+    gf_backend_info(be, &info);
+    gf_fn_ctx ctx = {.mode = CTX_INFER, .mf = mf, .err = err, .plan = p, .be = be,
+                     .cache = cache, .lease = lease,
+                     .stream = gf_backend_stream(be, GF_STREAM_COMPUTE)};
+    gf_status st = GF_OK;
+    ctx.in = calloc(mf->n_inputs, sizeof *ctx.in);
+    ctx.out = calloc(mf->n_outputs, sizeof *ctx.out);
+    gf_tensor *host_out = calloc(mf->n_outputs, sizeof *host_out);
+    if (ctx.in == NULL || ctx.out == NULL || host_out == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n_inputs && st == GF_OK; i++) {
+        ctx.in[i] = inputs[i];
+        ctx.in[i].mem = GF_MEM_DEVICE;
+        ctx.in[i].device_id = info.index;
+        if (ctx_alloc(&ctx, inputs[i].nbytes, &ctx.in[i].data, "an input") != 0) {
+            st = err ? err->code : GF_ERR_NO_DEVICE_MEM;
+            break;
+        }
+        st = gf_memcpy_async(be, ctx.stream, ctx.in[i].data, inputs[i].data, inputs[i].nbytes,
+                             GF_COPY_H2D, err);
+    }
+    if (st != GF_OK)
+        goto done;
+    int rc = p->kind->desc->infer(&gf_runtime_api, &ctx, p->state);
+    if (rc != 0) {
+        if (!ctx.error_set)
+            gf_err_set(err, (gf_status)rc, "kind '%s' failed (code %d)", p->kind->desc->name,
+                       rc);
+        st = err != NULL && err->code != GF_OK ? err->code : (gf_status)rc;
+        gf_err_prefix(err, "function '%s'", mf->name);
+        gf_stream_sync(be, ctx.stream, NULL);
+        goto done;
+    }
+    for (size_t i = 0; i < mf->n_outputs && st == GF_OK; i++) {
+        if (ctx.out[i].data == NULL && ctx.out[i].nbytes == 0 && ctx.out[i].dtype == 0) {
+            st = gf_err_set(err, GF_ERR_INTERNAL, "function '%s': kind '%s' did not produce "
+                            "output '%s'", mf->name, p->kind->desc->name, mf->outputs[i].name);
+            break;
+        }
+        host_out[i] = ctx.out[i];
+        host_out[i].mem = GF_MEM_HOST;
+        host_out[i].device_id = -1;
+        host_out[i].data = malloc(ctx.out[i].nbytes ? ctx.out[i].nbytes : 1);
+        if (host_out[i].data == NULL) {
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for output '%s'",
+                            mf->outputs[i].name);
+            break;
+        }
+        st = gf_memcpy_async(be, ctx.stream, host_out[i].data, ctx.out[i].data,
+                             ctx.out[i].nbytes, GF_COPY_D2H, err);
+    }
+    gf_status sync = gf_stream_sync(be, ctx.stream, st == GF_OK ? err : NULL);
+    if (st == GF_OK && sync != GF_OK) {
+        st = sync;
+        gf_err_prefix(err, "function '%s'", mf->name);
+    }
+done:
+    for (size_t i = 0; i < ctx.n_allocs; i++)
+        gf_dev_free(be, ctx.allocs[i]);
+    free(ctx.allocs);
+    free(ctx.in);
+    free(ctx.out);
+    if (st == GF_OK) {
+        out->n = mf->n_outputs;
+        out->t = host_out;
+    } else if (host_out != NULL) {
+        for (size_t i = 0; i < mf->n_outputs; i++)
+            free(host_out[i].data);
+        free(host_out);
+    }
+    if (timing != NULL)
+        timing->exec_us = mono_us() - t0;
+    return st;
+}

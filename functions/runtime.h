@@ -1,0 +1,106 @@
+/* gpufaas — running functions (functions/): the kind registry, plugins, and
+ * the runtime side of the function ABI (gpufaas/function.h).
+ *
+ * Used by the worker (load a version, run batches) and by the gateway
+ * (validate a manifest against its weights at deploy time, without a
+ * device).
+ */
+#ifndef GF_FUNCTIONS_RUNTIME_H
+#define GF_FUNCTIONS_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <gpufaas/function.h>
+
+#include "backend/backend.h"
+#include "cache/cache.h"
+#include "core/error.h"
+#include "functions/manifest.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- kinds ---- */
+
+typedef struct gf_fn_kind gf_fn_kind;
+
+/* The kind named name: a built-in, or a plugin loaded earlier. NULL when
+ * unknown. Thread-safe; kinds live until process exit. */
+const gf_fn_kind *gf_fn_kind_find(const char *name);
+
+/* Load a plugin (a shared object exporting gf_function_entry) and register
+ * its kind. Refused (GF_ERR_PERMISSION) unless allow_native is true. The
+ * ABI major must equal ours and its minor be <= ours; the message says both
+ * versions otherwise. A name clash with another kind is GF_ERR_EXISTS
+ * (loading the same path twice returns the kind already loaded). */
+gf_status gf_fn_plugin_load(const char *path, bool allow_native, const gf_fn_kind **out,
+                            gf_err *err);
+
+const char *gf_fn_kind_name(const gf_fn_kind *k);
+bool gf_fn_kind_is_plugin(const gf_fn_kind *k);
+
+/* Names of the built-in kinds, NULL-terminated. */
+const char *const *gf_fn_builtin_kinds(void);
+
+/* ---- load ---- */
+
+/* A loaded function version: the kind's state and the parameters it
+ * declared, in execution order. */
+typedef struct gf_fn_plan gf_fn_plan;
+
+/* Validate mf against the weights at weights_path by running the kind's load
+ * in validation mode (no device, derived data not computed). The message
+ * names the offending tensor or field. */
+gf_status gf_fn_validate(const gf_fn_kind *kind, const gf_manifest *mf, const char *weights_path,
+                         gf_err *err);
+
+/* Run the kind's load for real. When the kind derives parameters they are
+ * written, with the parameters it requires, in execution order, to
+ * derived_path (reused when it already holds exactly those tensors for the
+ * same source file). mf is borrowed and must outlive the plan. */
+gf_status gf_fn_prepare(const gf_fn_kind *kind, const gf_manifest *mf, const char *weights_path,
+                        const char *derived_path, gf_fn_plan **out, gf_err *err);
+
+/* Calls the kind's unload. NULL is a no-op. */
+void gf_fn_plan_free(gf_fn_plan *p);
+
+/* The file the parameter cache should map for this plan (the weights, or the
+ * derived file), and the parameter names in execution order (what to pass to
+ * gf_cache_model_add). Valid as long as the plan. */
+const char *gf_fn_plan_cache_path(const gf_fn_plan *p);
+size_t gf_fn_plan_param_count(const gf_fn_plan *p);
+const char *const *gf_fn_plan_param_names(const gf_fn_plan *p);
+const gf_manifest *gf_fn_plan_manifest(const gf_fn_plan *p);
+
+/* ---- infer ---- */
+
+/* Host tensors produced by gf_fn_infer; free with gf_fn_outputs_free. */
+typedef struct gf_fn_outputs {
+    size_t n;
+    gf_tensor *t; /* data in host memory owned by this struct */
+} gf_fn_outputs;
+
+void gf_fn_outputs_free(gf_fn_outputs *o);
+
+/* Timings of one call, for the worker's RESULT. */
+typedef struct gf_fn_timing {
+    uint64_t exec_us; /* from the first input copy to the last output copy */
+} gf_fn_timing;
+
+/* Run one batch: inputs (host memory, in manifest order, already checked by
+ * the caller or not — they are checked here again) are copied to the device,
+ * the kind's infer runs with the lease's parameters, and the outputs come
+ * back to host memory in *out (manifest order). When device memory for
+ * workspace runs out, idle models are evicted from cache and the
+ * allocation is retried once; then GF_ERR_NO_DEVICE_MEM with the sizes. */
+gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
+                      const gf_tensor *inputs, size_t n_inputs, gf_fn_outputs *out,
+                      gf_fn_timing *timing, gf_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_FUNCTIONS_RUNTIME_H */

@@ -1,0 +1,191 @@
+/* gpufaas — the function ABI: what a function kind (built in or a plugin)
+ * implements and what the runtime offers it.
+ *
+ * A function = a kind (this code) + a manifest (JSON) + weights (safetensors).
+ * A plugin is a shared object built against this header alone that exports
+ *
+ *     GF_FN_EXPORT const gf_fn_desc *gf_function_entry(void);
+ *
+ * The built-in kinds (mlp, resnet, bert) are written against exactly the same
+ * interface.
+ *
+ * VERSIONING. GF_FN_ABI_MAJOR changes when a change breaks existing plugins;
+ * GF_FN_ABI_MINOR when something is added (a member at the end of gf_fn_api or
+ * gf_fn_desc). The loader accepts a plugin when its major equals the
+ * runtime's and its minor is <= the runtime's. Structs start with their
+ * size and are append-only: "members above are valid for version 1.0". Use
+ * GF_FN_HAS(api, member) before calling a member added after 1.0.
+ *
+ * LIFECYCLE. For each function version on each worker:
+ *   load(ctx, &state)    once, on the host, before any parameter is on the
+ *                        device: read the config, inspect the weights'
+ *                        descriptors (and, for derived parameters, their
+ *                        bytes), and declare the parameters infer will use,
+ *                        in execution order (require / derive). Also run at
+ *                        deploy time to validate a manifest against its
+ *                        weights, with no device at all.
+ *   infer(ctx, state)    per batch: compute outputs from inputs on the
+ *                        compute stream with the kernel table.
+ *   unload(state)        once, when the version is dropped.
+ *
+ * OWNERSHIP AND LIFETIMES. Everything the runtime hands over is borrowed and
+ * valid until the call it was handed to returns: the ctx, strings, tensor
+ * descriptors, parameter and workspace addresses. A function NEVER keeps a
+ * parameter address between calls: the runtime may evict and reload (and
+ * so move) parameters at any time between calls. `state` belongs to the
+ * function (allocated in load, freed in unload) and must not hold device
+ * pointers.
+ *
+ * ERRORS. Every entry point returns 0 on success or a nonzero code (the
+ * runtime's status codes: 2 invalid input, 4 malformed, 5 not found, 10
+ * unsupported, 16 device memory exhausted...). Before returning an error a
+ * function sets a message with api->set_error. Runtime calls that fail set
+ * the message themselves: just return their code.
+ *
+ * THREADING. A version's load, infer and unload are never called
+ * concurrently for the same state; different versions may run on different
+ * threads. infer must only use the stream it is given.
+ *
+ * WHERE BUFFERS LIVE. Every gf_tensor says where its data is (mem,
+ * device_id). In infer, inputs, outputs, parameters and workspace are on the
+ * device of the kernel table (GF_MEM_DEVICE; on the cpu backend that is
+ * host-addressable memory, but do not rely on it). In load, weight data
+ * read with weight_data() is host memory (GF_MEM_HOST).
+ */
+#ifndef GPUFAAS_FUNCTION_H
+#define GPUFAAS_FUNCTION_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpufaas/kernels.h>
+#include <gpufaas/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GF_FN_ABI_MAJOR 1
+#define GF_FN_ABI_MINOR 0
+#define GF_FN_ABI_VERSION ((uint32_t)((GF_FN_ABI_MAJOR << 16) | GF_FN_ABI_MINOR))
+
+#if defined(__GNUC__)
+#define GF_FN_EXPORT __attribute__((visibility("default")))
+#else
+#define GF_FN_EXPORT
+#endif
+
+/* Name of the symbol a plugin exports. */
+#define GF_FN_ENTRY_SYMBOL "gf_function_entry"
+
+/* Per-call context, owned by the runtime (opaque). */
+typedef struct gf_fn_ctx gf_fn_ctx;
+
+/* True when the api the runtime passed has `member` (added after 1.0). */
+#define GF_FN_HAS(api, member) \
+    ((api)->size >= offsetof(gf_fn_api, member) + sizeof((api)->member))
+
+/* Log levels for gf_fn_api.log. */
+enum { GF_FN_LOG_ERROR = 0, GF_FN_LOG_WARN = 1, GF_FN_LOG_INFO = 2, GF_FN_LOG_DEBUG = 3 };
+
+/* A tensor's description from the manifest: shape dims may be -1 (any). */
+typedef struct gf_fn_io {
+    const char *name;
+    gf_dtype dtype;
+    int32_t rank;
+    const int64_t *shape;
+} gf_fn_io;
+
+/* What the runtime offers. One static table per runtime; ctx selects the
+ * call. Members above the version comment are valid for version 1.0. */
+typedef struct gf_fn_api {
+    uint32_t size;        /* sizeof(gf_fn_api) of the runtime */
+    uint32_t abi_version; /* GF_FN_ABI_VERSION of the runtime */
+
+    /* -- any call -- */
+
+    /* Set the message for the error about to be returned. Returns code, so
+     * `return api->set_error(ctx, 2, "bad %s", x);` works. */
+    int (*set_error)(gf_fn_ctx *ctx, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+    void (*log)(gf_fn_ctx *ctx, int level, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+    /* The manifest's "config" object as JSON text ("{}" when absent). */
+    const char *(*config_json)(gf_fn_ctx *ctx);
+    /* The manifest's max_batch_size. */
+    int64_t (*max_batch_size)(gf_fn_ctx *ctx);
+    /* The manifest's inputs and outputs. i < count. */
+    size_t (*input_count)(gf_fn_ctx *ctx);
+    size_t (*output_count)(gf_fn_ctx *ctx);
+    void (*input_spec)(gf_fn_ctx *ctx, size_t i, gf_fn_io *out);
+    void (*output_spec)(gf_fn_ctx *ctx, size_t i, gf_fn_io *out);
+
+    /* -- load only -- */
+
+    /* Descriptor (dtype, rank, shape; data NULL) of the weights tensor
+     * `name`. Returns 5 (not found) without setting an error when absent. */
+    int (*weight_info)(gf_fn_ctx *ctx, const char *name, gf_tensor *out);
+    /* Number of tensors in the weights file and the name of the i-th (file
+     * order); for kinds that discover their layers. */
+    size_t (*weight_count)(gf_fn_ctx *ctx);
+    const char *(*weight_name)(gf_fn_ctx *ctx, size_t i);
+    /* Host bytes of a weights tensor (for derived parameters). May fail with
+     * 10 when validating without the data. */
+    int (*weight_data)(gf_fn_ctx *ctx, const char *name, gf_tensor *out);
+    /* Declare that infer uses weights tensor `name` as its next parameter.
+     * dtype_mask: bit (1 << dtype) for each accepted dtype (0 = any). shape:
+     * rank dims, -1 where any size is fine (NULL = any shape). Fails with a
+     * message naming the tensor and both shapes when it is missing or
+     * mis-shaped. *index is the parameter's index for param(). */
+    int (*require)(gf_fn_ctx *ctx, const char *name, uint32_t dtype_mask, int32_t rank,
+                   const int64_t *shape, size_t *index);
+    /* Declare a derived parameter: a new tensor the function computes now,
+     * on the host, into *data (runtime-owned, nbytes long, zeroed). It is
+     * stored and swapped like any other parameter. *index as for require. */
+    int (*derive)(gf_fn_ctx *ctx, const char *name, gf_dtype dtype, int32_t rank,
+                  const int64_t *shape, void **data, size_t *index);
+    /* True (1) when load runs only to validate (deploy time): derived data
+     * need not be computed and weight_data may be unavailable. */
+    int (*validating)(gf_fn_ctx *ctx);
+
+    /* -- infer only -- */
+
+    /* The kernel table and the compute stream. */
+    const gf_kernels *(*kernels)(gf_fn_ctx *ctx);
+    gf_stream *(*stream)(gf_fn_ctx *ctx);
+    /* Parameter `index` (from require/derive) on the device, waiting (on
+     * the stream) until it has arrived: call it just before its first use,
+     * so that compute overlaps the copy of later parameters. */
+    int (*param)(gf_fn_ctx *ctx, size_t index, gf_tensor *out);
+    /* Device scratch of at least bytes (256-byte aligned), valid until infer
+     * returns. Several calls give disjoint blocks. */
+    int (*workspace)(gf_fn_ctx *ctx, size_t bytes, void **out);
+    /* Input i, validated against the manifest (dtype, rank, fixed dims). */
+    int (*input)(gf_fn_ctx *ctx, size_t i, gf_tensor *out);
+    /* Allocate output i with the given shape (dtype from the manifest). */
+    int (*output)(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
+                  gf_tensor *out);
+    /* members above are valid for version 1.0 */
+} gf_fn_api;
+
+/* What a kind implements. */
+typedef struct gf_fn_desc {
+    uint32_t size;        /* sizeof(gf_fn_desc) of the plugin */
+    uint32_t abi_version; /* GF_FN_ABI_VERSION the plugin was built with */
+    const char *name;     /* the kind's name, [a-z0-9_]+ */
+    /* See LIFECYCLE above. *state may be left NULL. */
+    int (*load)(const gf_fn_api *api, gf_fn_ctx *ctx, void **state);
+    int (*infer)(const gf_fn_api *api, gf_fn_ctx *ctx, void *state);
+    void (*unload)(void *state);
+    /* members above are valid for version 1.0 */
+} gf_fn_desc;
+
+typedef const gf_fn_desc *(*gf_fn_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUFAAS_FUNCTION_H */

@@ -1,0 +1,641 @@
+/* Tests for functions/: manifests, the runtime side of the function ABI
+ * (validation, derived parameters, inference, workspace eviction), the mlp
+ * kind against a naive reference, and plugins (the example, a refused ABI,
+ * a non-plugin, a disallowed load). Real files, the real cpu backend and
+ * cache. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "functions/runtime.h"
+#include "testutil.h"
+
+#define PAGE ((size_t)64 << 10)
+
+static char *tmpdir;
+static void setup(void) { tmpdir = gf_test_tmpdir(); }
+static void teardown(void)
+{
+    gf_test_rmtree(tmpdir);
+    tmpdir = NULL;
+}
+
+static gf_manifest *parse(const char *json)
+{
+    gf_manifest *m;
+    gf_err err;
+    ck_assert_msg(gf_manifest_parse(json, strlen(json), &m, &err) == GF_OK, "%s: %s", json,
+                  err.msg);
+    return m;
+}
+
+static void parse_bad(const char *json, const char *expect)
+{
+    gf_manifest *m = (gf_manifest *)0x1;
+    gf_err err;
+    gf_err_clear(&err);
+    ck_assert_msg(gf_manifest_parse(json, strlen(json), &m, &err) != GF_OK, "accepted: %s", json);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.msg, expect) != NULL, "'%s': message '%s' lacks '%s'", json,
+                  err.msg, expect);
+}
+
+#define IO_OK "\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[-1,4]}]," \
+              "\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[-1,3]}]"
+
+START_TEST(test_manifest_parse_and_round_trip)
+{
+    gf_manifest *m = parse("{\"name\":\"digits.v2\",\"kind\":\"mlp\",\"version\":3," IO_OK
+                           ",\"max_batch_size\":32,\"max_queue_delay_us\":500,\"slo_ms\":12.5,"
+                           "\"config\":{\"activations\":[\"relu\",\"identity\"],\"softmax\":true}}");
+    ck_assert_str_eq(m->name, "digits.v2");
+    ck_assert_str_eq(m->kind, "mlp");
+    ck_assert_int_eq(m->version, 3);
+    ck_assert_uint_eq(m->n_inputs, 1);
+    ck_assert_int_eq(m->inputs[0].dtype, GF_DT_F32);
+    ck_assert_int_eq(m->inputs[0].shape[0], -1);
+    ck_assert_int_eq(m->max_batch_size, 32);
+    ck_assert(m->slo_ms == 12.5);
+    ck_assert_str_eq(m->config_json, "{\"activations\":[\"relu\",\"identity\"],\"softmax\":true}");
+    gf_buf b;
+    gf_buf_init(&b);
+    ck_assert_int_eq(gf_manifest_to_json(m, &b), GF_OK);
+    gf_manifest *m2 = parse(b.data);
+    gf_buf b2;
+    gf_buf_init(&b2);
+    ck_assert_int_eq(gf_manifest_to_json(m2, &b2), GF_OK);
+    ck_assert_str_eq(b.data, b2.data);
+    gf_manifest *m3;
+    ck_assert_int_eq(gf_manifest_clone(m, &m3, NULL), GF_OK);
+    ck_assert_str_eq(m3->config_json, m->config_json);
+    ck_assert_int_eq(gf_manifest_input_index(m, "x"), 0);
+    ck_assert_int_eq(gf_manifest_output_index(m, "x"), -1);
+    gf_buf_deinit(&b);
+    gf_buf_deinit(&b2);
+    gf_manifest_free(m);
+    gf_manifest_free(m2);
+    gf_manifest_free(m3);
+    /* defaults */
+    m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK "}");
+    ck_assert_int_eq(m->max_batch_size, 1);
+    ck_assert_int_eq(m->max_queue_delay_us, 0);
+    ck_assert_int_eq(m->version, 0);
+    ck_assert_str_eq(m->config_json, "{}");
+    gf_manifest_free(m);
+}
+END_TEST
+
+START_TEST(test_manifest_rejects)
+{
+    parse_bad("[]", "must be a JSON object");
+    parse_bad("{", "manifest: JSON");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"colour\":1}", "unknown field \"colour\"");
+    parse_bad("{\"kind\":\"mlp\"," IO_OK "}", "missing field \"name\"");
+    parse_bad("{\"name\":\"a\"," IO_OK "}", "missing field \"kind\"");
+    parse_bad("{\"name\":\"../etc\",\"kind\":\"mlp\"," IO_OK "}", "must match");
+    parse_bad("{\"name\":\"Upper\",\"kind\":\"mlp\"," IO_OK "}", "must match");
+    parse_bad("{\"name\":\"a\",\"name\":\"b\",\"kind\":\"mlp\"," IO_OK "}",
+              "field \"name\" appears twice");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[],\"outputs\":[]}",
+              "\"inputs\" needs 1 to");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP33\","
+              "\"shape\":[1]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1]}]}",
+              "unknown datatype \"FP33\"");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+              "\"shape\":[0]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1]}]}",
+              "shape[0] must be a positive integer or -1");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+              "\"shape\":[1]},{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1]}],"
+              "\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1]}]}",
+              "duplicate name \"x\"");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+              "\"shape\":[1],\"extra\":1}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\","
+              "\"shape\":[1]}]}", "inputs[0]: unknown field \"extra\"");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"max_batch_size\":0}",
+              "\"max_batch_size\" is 0");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"slo_ms\":-1}", "\"slo_ms\" must be");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"config\":[]}",
+              "\"config\" must be an object");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"version\":1.5}",
+              "\"version\" must be an integer");
+    ck_assert(gf_function_name_valid("a"));
+    ck_assert(gf_function_name_valid("resnet-50_v1.2"));
+    ck_assert(!gf_function_name_valid(""));
+    ck_assert(!gf_function_name_valid(".hidden"));
+    ck_assert(!gf_function_name_valid("a/b"));
+    char long_name[70];
+    memset(long_name, 'a', 64);
+    long_name[64] = '\0';
+    ck_assert(!gf_function_name_valid(long_name));
+    long_name[63] = '\0';
+    ck_assert(gf_function_name_valid(long_name));
+}
+END_TEST
+
+START_TEST(test_check_tensor)
+{
+    gf_manifest *m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"max_batch_size\":4}");
+    gf_tensor t;
+    gf_err err;
+    gf_tensor_init(&t, GF_DT_F32, 2, (int64_t[]){3, 4}, NULL, GF_MEM_HOST, -1, NULL);
+    ck_assert_int_eq(gf_manifest_check_tensor(m, &m->inputs[0], &t, &err), GF_OK);
+    gf_tensor_init(&t, GF_DT_F32, 2, (int64_t[]){3, 5}, NULL, GF_MEM_HOST, -1, NULL);
+    ck_assert_int_eq(gf_manifest_check_tensor(m, &m->inputs[0], &t, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "shape [3, 5] does not match [-1, 4]") != NULL, "%s", err.msg);
+    gf_tensor_init(&t, GF_DT_I64, 2, (int64_t[]){3, 4}, NULL, GF_MEM_HOST, -1, NULL);
+    ck_assert_int_eq(gf_manifest_check_tensor(m, &m->inputs[0], &t, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "datatype INT64, expected FP32") != NULL, "%s", err.msg);
+    gf_tensor_init(&t, GF_DT_F32, 2, (int64_t[]){5, 4}, NULL, GF_MEM_HOST, -1, NULL);
+    ck_assert_int_eq(gf_manifest_check_tensor(m, &m->inputs[0], &t, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "exceeds max_batch_size 4") != NULL, "%s", err.msg);
+    gf_manifest_free(m);
+}
+END_TEST
+
+/* ---- mlp ---- */
+
+typedef struct {
+    int layers;
+    int64_t dims[4]; /* dims[0] = in, dims[i+1] = out of layer i */
+    float *w[3], *b[3];
+} mlp_ref;
+
+static void mlp_make(mlp_ref *r, gf_test_rng *rng, int layers, const int64_t *dims)
+{
+    r->layers = layers;
+    for (int i = 0; i <= layers; i++)
+        r->dims[i] = dims[i];
+    for (int i = 0; i < layers; i++) {
+        int64_t n = dims[i] * dims[i + 1];
+        r->w[i] = malloc((size_t)n * sizeof(float));
+        r->b[i] = malloc((size_t)dims[i + 1] * sizeof(float));
+        for (int64_t k = 0; k < n; k++)
+            r->w[i][k] = gf_test_rng_float(rng, -0.5f, 0.5f);
+        for (int64_t k = 0; k < dims[i + 1]; k++)
+            r->b[i][k] = gf_test_rng_float(rng, -0.2f, 0.2f);
+    }
+}
+
+static void mlp_release(mlp_ref *r)
+{
+    for (int i = 0; i < r->layers; i++) {
+        free(r->w[i]);
+        free(r->b[i]);
+    }
+}
+
+/* Write r with weights in dtype (Linear layers at Sequential indices 0,2,4). */
+static char *mlp_write(const mlp_ref *r, gf_dtype dt, const char *file)
+{
+    gf_st_wtensor ts[6];
+    char names[6][16];
+    int64_t shapes[6][2];
+    void *bufs[6];
+    int n = 0;
+    for (int i = 0; i < r->layers; i++) {
+        for (int part = 0; part < 2; part++) {
+            int64_t numel = part == 0 ? r->dims[i] * r->dims[i + 1] : r->dims[i + 1];
+            const float *src = part == 0 ? r->w[i] : r->b[i];
+            bufs[n] = malloc((size_t)numel * 4);
+            if (dt == GF_DT_F32)
+                memcpy(bufs[n], src, (size_t)numel * 4);
+            else if (dt == GF_DT_F16)
+                gf_f32_to_f16_n(bufs[n], src, (size_t)numel);
+            else
+                gf_f32_to_bf16_n(bufs[n], src, (size_t)numel);
+            snprintf(names[n], sizeof names[n], "%d.%s", 2 * i, part == 0 ? "weight" : "bias");
+            shapes[n][0] = part == 0 ? r->dims[i + 1] : r->dims[i + 1];
+            shapes[n][1] = r->dims[i];
+            ts[n] = (gf_st_wtensor){names[n], dt, part == 0 ? 2 : 1, shapes[n], bufs[n]};
+            n++;
+        }
+    }
+    char *path = gf_test_path(tmpdir, file);
+    gf_err err;
+    ck_assert_msg(gf_st_write(path, ts, (size_t)n, NULL, 0, &err) == GF_OK, "%s", err.msg);
+    for (int i = 0; i < n; i++)
+        free(bufs[i]);
+    return path;
+}
+
+static float round_dt(float v, gf_dtype dt)
+{
+    return dt == GF_DT_F16 ? gf_f16_to_f32(gf_f32_to_f16(v))
+         : dt == GF_DT_BF16 ? gf_bf16_to_f32(gf_f32_to_bf16(v)) : v;
+}
+
+/* relu hidden layers, identity last, optional softmax; in double, with the
+ * weights rounded to dt as stored */
+static void mlp_reference(const mlp_ref *r, gf_dtype dt, const float *x, int64_t n, bool softmax,
+                          double *y)
+{
+    double *cur = malloc((size_t)(n * 64) * sizeof *cur), *nxt = malloc((size_t)(n * 64) * sizeof *nxt);
+    for (int64_t i = 0; i < n * r->dims[0]; i++)
+        cur[i] = x[i];
+    for (int l = 0; l < r->layers; l++) {
+        int64_t in = r->dims[l], out = r->dims[l + 1];
+        for (int64_t s = 0; s < n; s++) {
+            for (int64_t o = 0; o < out; o++) {
+                double acc = round_dt(r->b[l][o], dt);
+                for (int64_t i = 0; i < in; i++)
+                    acc += cur[s * in + i] * round_dt(r->w[l][o * in + i], dt);
+                nxt[s * out + o] = l + 1 < r->layers && acc < 0 ? 0 : acc;
+            }
+        }
+        double *t = cur;
+        cur = nxt;
+        nxt = t;
+    }
+    int64_t out = r->dims[r->layers];
+    for (int64_t s = 0; s < n; s++) {
+        if (softmax) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t o = 0; o < out; o++)
+                mx = fmax(mx, cur[s * out + o]);
+            for (int64_t o = 0; o < out; o++)
+                sum += exp(cur[s * out + o] - mx);
+            for (int64_t o = 0; o < out; o++)
+                cur[s * out + o] = exp(cur[s * out + o] - mx) / sum;
+        }
+        for (int64_t o = 0; o < out; o++)
+            y[s * out + o] = cur[s * out + o];
+    }
+    free(cur);
+    free(nxt);
+}
+
+typedef struct {
+    gf_backend *be;
+    gf_cache *cache;
+} rt;
+
+static rt rt_open(size_t pages)
+{
+    rt r;
+    gf_backend_config cfg = {.device = "cpu", .device_budget = pages * PAGE, .page_size = PAGE};
+    gf_err err;
+    ck_assert_msg(gf_backend_open(&cfg, &r.be, &err) == GF_OK, "%s", err.msg);
+    gf_cache_config cc = {.host_budget = 4 << 20};
+    ck_assert_msg(gf_cache_new(r.be, &cc, &r.cache, &err) == GF_OK, "%s", err.msg);
+    return r;
+}
+
+static void rt_close(rt *r)
+{
+    gf_cache_free(r->cache);
+    gf_backend_free(r->be);
+}
+
+/* prepare + register + acquire + infer one batch; returns the status */
+static gf_status run_once(rt *r, const gf_fn_kind *kind, gf_manifest *mf, const char *weights,
+                          const char *key, const gf_tensor *in, size_t n_in, gf_fn_outputs *out,
+                          gf_err *err)
+{
+    gf_fn_plan *plan;
+    char *derived = gf_test_path(tmpdir, "derived.safetensors");
+    gf_status st = gf_fn_prepare(kind, mf, weights, derived, &plan, err);
+    free(derived);
+    if (st != GF_OK)
+        return st;
+    gf_cache_model *m = gf_cache_model_find(r->cache, key);
+    if (m == NULL)
+        ck_assert_msg(gf_cache_model_add(r->cache, key, gf_fn_plan_cache_path(plan),
+                                         gf_fn_plan_param_names(plan),
+                                         gf_fn_plan_param_count(plan), &m, err) == GF_OK,
+                      "%s", err->msg);
+    gf_lease *l;
+    st = gf_cache_acquire(r->cache, m, &l, err);
+    if (st == GF_OK) {
+        gf_fn_timing tm;
+        st = gf_fn_infer(plan, r->be, r->cache, l, in, n_in, out, &tm, err);
+        gf_lease_release(l);
+    }
+    gf_fn_plan_free(plan);
+    return st;
+}
+
+static void check_mlp(gf_dtype dt, int64_t batch, bool softmax, double tol)
+{
+    gf_test_rng rng;
+    gf_test_rng_seed(&rng, 77 + (uint64_t)dt);
+    mlp_ref ref;
+    int64_t dims[4] = {13, 32, 17, 5};
+    mlp_make(&ref, &rng, 3, dims);
+    char *w = mlp_write(&ref, dt, "mlp.safetensors");
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"name\":\"m\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+             "\"shape\":[-1,13]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\","
+             "\"shape\":[-1,5]}],\"max_batch_size\":8,\"config\":{\"softmax\":%s}}",
+             softmax ? "true" : "false");
+    gf_manifest *mf = parse(json);
+    const gf_fn_kind *kind = gf_fn_kind_find("mlp");
+    ck_assert_ptr_nonnull(kind);
+    gf_err err;
+    ck_assert_msg(gf_fn_validate(kind, mf, w, &err) == GF_OK, "%s", err.msg);
+    float *x = malloc((size_t)(batch * 13) * sizeof(float));
+    for (int64_t i = 0; i < batch * 13; i++)
+        x[i] = gf_test_rng_float(&rng, -1, 1);
+    gf_tensor in;
+    gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){batch, 13}, x, GF_MEM_HOST, -1, NULL);
+    rt r = rt_open(16);
+    gf_fn_outputs out;
+    ck_assert_msg(run_once(&r, kind, mf, w, "m@1", &in, 1, &out, &err) == GF_OK, "%s", err.msg);
+    ck_assert_uint_eq(out.n, 1);
+    ck_assert_int_eq(out.t[0].shape[0], batch);
+    ck_assert_int_eq(out.t[0].shape[1], 5);
+    double *want = malloc((size_t)(batch * 5) * sizeof *want);
+    mlp_reference(&ref, dt, x, batch, softmax, want);
+    for (int64_t i = 0; i < batch * 5; i++) {
+        float got = ((float *)out.t[0].data)[i];
+        ck_assert_msg(fabs(got - want[i]) <= tol * (1 + fabs(want[i])),
+                      "dtype %d elem %lld: got %g want %g", dt, (long long)i, got, want[i]);
+    }
+    gf_fn_outputs_free(&out);
+    rt_close(&r);
+    gf_manifest_free(mf);
+    mlp_release(&ref);
+    free(want);
+    free(x);
+    free(w);
+}
+
+/* The reference uses the same rounded weights in double, so the only error
+ * is FP32 accumulation over <= 32 terms of magnitude ~1: 1e-5 relative is
+ * ~80x float epsilon, generous for that and far below any real bug. Half
+ * weights change nothing in that argument (the reference rounds them too). */
+START_TEST(test_mlp_matches_reference)
+{
+    check_mlp(GF_DT_F32, 1, false, 1e-5);
+    check_mlp(GF_DT_F32, 7, true, 1e-5);
+    check_mlp(GF_DT_F16, 3, false, 1e-5);
+    check_mlp(GF_DT_BF16, 8, true, 1e-5);
+}
+END_TEST
+
+START_TEST(test_mlp_validation_errors)
+{
+    gf_test_rng rng;
+    gf_test_rng_seed(&rng, 5);
+    mlp_ref ref;
+    int64_t dims[3] = {4, 6, 3};
+    mlp_make(&ref, &rng, 2, dims);
+    char *w = mlp_write(&ref, GF_DT_F32, "v.safetensors");
+    const gf_fn_kind *kind = gf_fn_kind_find("mlp");
+    gf_err err;
+    /* input width disagrees with 0.weight */
+    gf_manifest *mf = parse("{\"name\":\"v\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\","
+                            "\"datatype\":\"FP32\",\"shape\":[-1,5]}],\"outputs\":[{\"name\":"
+                            "\"y\",\"datatype\":\"FP32\",\"shape\":[-1,3]}]}");
+    ck_assert_int_eq(gf_fn_validate(kind, mf, w, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "tensor '0.weight' has shape [6, 4], expected [-1, 5]"),
+                  "%s", err.msg);
+    gf_manifest_free(mf);
+    /* output width disagrees with the last layer */
+    mf = parse("{\"name\":\"v\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+               "\"shape\":[-1,4]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\","
+               "\"shape\":[-1,9]}]}");
+    ck_assert_int_eq(gf_fn_validate(kind, mf, w, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "has 9 features but the last layer produces 3"), "%s", err.msg);
+    gf_manifest_free(mf);
+    /* activations count */
+    mf = parse("{\"name\":\"v\",\"kind\":\"mlp\"," IO_OK ",\"config\":{\"activations\":[\"relu\"]}}");
+    ck_assert_int_eq(gf_fn_validate(kind, mf, w, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "has 1 entries but the weights have 2 Linear layers"), "%s",
+                  err.msg);
+    gf_manifest_free(mf);
+    mf = parse("{\"name\":\"v\",\"kind\":\"mlp\"," IO_OK ",\"config\":{\"activations\":"
+               "[\"relu\",\"swish9\"]}}");
+    ck_assert_int_eq(gf_fn_validate(kind, mf, w, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "config.activations[1]: unknown activation"), "%s", err.msg);
+    gf_manifest_free(mf);
+    /* a kind mismatch and missing file */
+    mf = parse("{\"name\":\"v\",\"kind\":\"resnet\"," IO_OK "}");
+    ck_assert_int_eq(gf_fn_validate(kind, mf, w, &err), GF_ERR_INVALID);
+    gf_manifest_free(mf);
+    mf = parse("{\"name\":\"v\",\"kind\":\"mlp\"," IO_OK "}");
+    ck_assert_int_eq(gf_fn_validate(kind, mf, "/nonexistent/w.safetensors", &err),
+                     GF_ERR_NOT_FOUND);
+    /* weights without any Linear layer */
+    float one = 1;
+    gf_st_wtensor t = {"scale", GF_DT_F32, 1, (int64_t[]){1}, &one};
+    char *w2 = gf_test_path(tmpdir, "nolayers.safetensors");
+    ck_assert_int_eq(gf_st_write(w2, &t, 1, NULL, 0, NULL), GF_OK);
+    ck_assert_int_eq(gf_fn_validate(kind, mf, w2, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "no Linear layer"), "%s", err.msg);
+    gf_manifest_free(mf);
+    mlp_release(&ref);
+    free(w);
+    free(w2);
+}
+END_TEST
+
+START_TEST(test_infer_input_errors_and_workspace_eviction)
+{
+    gf_test_rng rng;
+    gf_test_rng_seed(&rng, 9);
+    mlp_ref ref;
+    int64_t dims[3] = {64, 64, 8};
+    mlp_make(&ref, &rng, 2, dims);
+    char *w = mlp_write(&ref, GF_DT_F32, "ws.safetensors");
+    gf_manifest *mf = parse("{\"name\":\"ws\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\","
+                            "\"datatype\":\"FP32\",\"shape\":[-1,64]}],\"outputs\":[{\"name\":"
+                            "\"y\",\"datatype\":\"FP32\",\"shape\":[-1,8]}],"
+                            "\"max_batch_size\":4096}");
+    const gf_fn_kind *kind = gf_fn_kind_find("mlp");
+    rt r = rt_open(10);
+    gf_err err;
+    /* a big idle model fills most of the device */
+    size_t big_numel = 7 * PAGE / 4;
+    float *bigdata = calloc(big_numel, sizeof(float));
+    gf_st_wtensor bt = {"w", GF_DT_F32, 1, (int64_t[]){(int64_t)big_numel}, bigdata};
+    char *bigpath = gf_test_path(tmpdir, "big.safetensors");
+    ck_assert_int_eq(gf_st_write(bigpath, &bt, 1, NULL, 0, NULL), GF_OK);
+    free(bigdata);
+    gf_cache_model *big;
+    ck_assert_int_eq(gf_cache_model_add(r.cache, "big", bigpath, NULL, 0, &big, &err), GF_OK);
+    gf_lease *l;
+    ck_assert_int_eq(gf_cache_acquire(r.cache, big, &l, &err), GF_OK);
+    ck_assert_int_eq(gf_lease_wait_all(l, &err), GF_OK);
+    gf_lease_release(l);
+    /* a batch whose input and activations (3 x 500 x 64 floats + output)
+     * need 400,000 bytes: only fits once the idle model is evicted */
+    int64_t batch = 500;
+    float *x = calloc((size_t)(batch * 64), sizeof(float));
+    gf_tensor in;
+    gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){batch, 64}, x, GF_MEM_HOST, -1, NULL);
+    gf_fn_outputs out;
+    ck_assert_msg(run_once(&r, kind, mf, w, "ws@1", &in, 1, &out, &err) == GF_OK, "%s", err.msg);
+    gf_fn_outputs_free(&out);
+    gf_cache_stats st;
+    gf_cache_get_stats(r.cache, &st);
+    ck_assert_uint_eq(st.evictions_device, 1);
+    /* far too big even with everything evicted: a clear error with sizes */
+    free(x);
+    batch = 4096;
+    x = calloc((size_t)(batch * 64), sizeof(float));
+    gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){batch, 64}, x, GF_MEM_HOST, -1, NULL);
+    ck_assert_int_eq(run_once(&r, kind, mf, w, "ws@1", &in, 1, &out, &err), GF_ERR_NO_DEVICE_MEM);
+    ck_assert_msg(strstr(err.msg, "bytes of device memory; after evicting idle models"), "%s",
+                  err.msg);
+    /* wrong input shape and count */
+    gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){2, 63}, x, GF_MEM_HOST, -1, NULL);
+    ck_assert_int_eq(run_once(&r, kind, mf, w, "ws@1", &in, 1, &out, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "input 'x': shape [2, 63] does not match [-1, 64]"), "%s",
+                  err.msg);
+    ck_assert_int_eq(run_once(&r, kind, mf, w, "ws@1", &in, 0, &out, &err), GF_ERR_INVALID);
+    uint64_t used;
+    gf_dev_usage(r.be, &used, NULL);
+    gf_cache_get_stats(r.cache, &st);
+    ck_assert_uint_eq(used, st.device_model_bytes); /* nothing leaked on the device */
+    rt_close(&r);
+    gf_manifest_free(mf);
+    mlp_release(&ref);
+    free(x);
+    free(w);
+    free(bigpath);
+}
+END_TEST
+
+/* ---- plugins ---- */
+
+static char *plugin_path(const char *var)
+{
+    return strdup(gf_test_prog(var));
+}
+
+START_TEST(test_plugins)
+{
+    gf_err err;
+    const gf_fn_kind *k;
+    char *example = plugin_path("GF_PLUGIN_EXAMPLE");
+    ck_assert_int_eq(gf_fn_plugin_load(example, false, &k, &err), GF_ERR_PERMISSION);
+    ck_assert_msg(strstr(err.msg, "--allow-native-functions"), "%s", err.msg);
+    ck_assert_ptr_null(gf_fn_kind_find("linear"));
+    ck_assert_msg(gf_fn_plugin_load(example, true, &k, &err) == GF_OK, "%s", err.msg);
+    ck_assert_str_eq(gf_fn_kind_name(k), "linear");
+    ck_assert(gf_fn_kind_is_plugin(k));
+    ck_assert_ptr_eq(gf_fn_kind_find("linear"), k);
+    const gf_fn_kind *again;
+    ck_assert_int_eq(gf_fn_plugin_load(example, true, &again, &err), GF_OK);
+    ck_assert_ptr_eq(again, k);
+    /* run it: y = x W^T + b, against a naive loop */
+    float W[6] = {1, 2, 3, -1, 0.5f, 2}, B[2] = {0.25f, -1}, X[6] = {1, 0, 2, -1, 1, 1};
+    gf_st_wtensor ts[2] = {{"weight", GF_DT_F32, 2, (int64_t[]){2, 3}, W},
+                           {"bias", GF_DT_F32, 1, (int64_t[]){2}, B}};
+    char *w = gf_test_path(tmpdir, "linear.safetensors");
+    ck_assert_int_eq(gf_st_write(w, ts, 2, NULL, 0, NULL), GF_OK);
+    gf_manifest *mf = parse("{\"name\":\"lin\",\"kind\":\"linear\",\"inputs\":[{\"name\":\"x\","
+                            "\"datatype\":\"FP32\",\"shape\":[-1,3]}],\"outputs\":[{\"name\":"
+                            "\"y\",\"datatype\":\"FP32\",\"shape\":[-1,2]}],\"max_batch_size\":2}");
+    ck_assert_msg(gf_fn_validate(k, mf, w, &err) == GF_OK, "%s", err.msg);
+    rt r = rt_open(8);
+    gf_tensor in;
+    gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){2, 3}, X, GF_MEM_HOST, -1, NULL);
+    gf_fn_outputs out;
+    ck_assert_msg(run_once(&r, k, mf, w, "lin@1", &in, 1, &out, &err) == GF_OK, "%s", err.msg);
+    for (int s = 0; s < 2; s++)
+        for (int o = 0; o < 2; o++) {
+            double want = B[o];
+            for (int i = 0; i < 3; i++)
+                want += X[s * 3 + i] * W[o * 3 + i];
+            ck_assert(fabs(((float *)out.t[0].data)[s * 2 + o] - want) < 1e-6);
+        }
+    gf_fn_outputs_free(&out);
+    rt_close(&r);
+    gf_manifest_free(mf);
+    /* an incompatible ABI, and a shared object that is not a plugin */
+    char *bad = plugin_path("GF_PLUGIN_BAD_ABI");
+    ck_assert_int_eq(gf_fn_plugin_load(bad, true, &k, &err), GF_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "built for function ABI 2.0; this runtime provides 1.0"), "%s",
+                  err.msg);
+    char *none = plugin_path("GF_PLUGIN_NO_ENTRY");
+    ck_assert_int_eq(gf_fn_plugin_load(none, true, &k, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "does not export gf_function_entry"), "%s", err.msg);
+    ck_assert_int_eq(gf_fn_plugin_load("/nonexistent/p.so", true, &k, &err), GF_ERR_NOT_FOUND);
+    free(example);
+    free(bad);
+    free(none);
+    free(w);
+}
+END_TEST
+
+START_TEST(test_derived_parameters)
+{
+    gf_err err;
+    const gf_fn_kind *k;
+    char *path = plugin_path("GF_PLUGIN_DERIVE");
+    ck_assert_msg(gf_fn_plugin_load(path, true, &k, &err) == GF_OK, "%s", err.msg);
+    float W[4] = {1, 2, 3, 4}, B[2] = {0.5f, 0.25f}, X[2] = {1, -1};
+    gf_st_wtensor ts[2] = {{"weight", GF_DT_F32, 2, (int64_t[]){2, 2}, W},
+                           {"bias", GF_DT_F32, 1, (int64_t[]){2}, B}};
+    char *w = gf_test_path(tmpdir, "dl.safetensors");
+    ck_assert_int_eq(gf_st_write(w, ts, 2, NULL, 0, NULL), GF_OK);
+    gf_manifest *mf = parse("{\"name\":\"dl\",\"kind\":\"double_linear\",\"inputs\":[{\"name\":"
+                            "\"x\",\"datatype\":\"FP32\",\"shape\":[-1,2]}],\"outputs\":[{"
+                            "\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[-1,2]}]}");
+    ck_assert_msg(gf_fn_validate(k, mf, w, &err) == GF_OK, "%s", err.msg);
+    char *derived = gf_test_path(tmpdir, "derived.safetensors");
+    ck_assert_int_ne(access(derived, F_OK), 0); /* validation writes nothing */
+    gf_fn_plan *plan;
+    ck_assert_msg(gf_fn_prepare(k, mf, w, derived, &plan, &err) == GF_OK, "%s", err.msg);
+    ck_assert_str_eq(gf_fn_plan_cache_path(plan), derived);
+    ck_assert_uint_eq(gf_fn_plan_param_count(plan), 2);
+    ck_assert_str_eq(gf_fn_plan_param_names(plan)[0], "weight_x2");
+    ck_assert_str_eq(gf_fn_plan_param_names(plan)[1], "bias");
+    struct stat s1, s2;
+    ck_assert_int_eq(stat(derived, &s1), 0);
+    gf_st_file *f;
+    ck_assert_int_eq(gf_st_open(derived, &f, &err), GF_OK);
+    ck_assert_uint_eq(gf_st_count(f), 2);
+    ck_assert(((const float *)gf_st_find(f, "weight_x2")->data)[3] == 8.0f);
+    ck_assert_str_eq(gf_st_meta_get(f, "gpufaas.kind"), "double_linear");
+    gf_st_close(f);
+    gf_fn_plan_free(plan);
+    /* a second prepare reuses the file */
+    ck_assert_int_eq(gf_fn_prepare(k, mf, w, derived, &plan, &err), GF_OK);
+    ck_assert_int_eq(stat(derived, &s2), 0);
+    ck_assert(s1.st_mtim.tv_sec == s2.st_mtim.tv_sec && s1.st_mtim.tv_nsec == s2.st_mtim.tv_nsec);
+    gf_fn_plan_free(plan);
+    rt r = rt_open(8);
+    gf_tensor in;
+    gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){1, 2}, X, GF_MEM_HOST, -1, NULL);
+    gf_fn_outputs out;
+    ck_assert_msg(run_once(&r, k, mf, w, "dl@1", &in, 1, &out, &err) == GF_OK, "%s", err.msg);
+    /* y = x (2W)^T + b = [2*(1-2)+0.5, 2*(3-4)+0.25] */
+    ck_assert(((float *)out.t[0].data)[0] == -1.5f);
+    ck_assert(((float *)out.t[0].data)[1] == -1.75f);
+    gf_fn_outputs_free(&out);
+    rt_close(&r);
+    /* without a derived path a deriving kind cannot be prepared */
+    ck_assert_int_eq(gf_fn_prepare(k, mf, w, NULL, &plan, &err), GF_ERR_INVALID);
+    gf_manifest_free(mf);
+    free(path);
+    free(w);
+    free(derived);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("functions_runtime");
+    TCase *tc = tcase_create("runtime");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_manifest_parse_and_round_trip);
+    tcase_add_test(tc, test_manifest_rejects);
+    tcase_add_test(tc, test_check_tensor);
+    tcase_add_test(tc, test_mlp_matches_reference);
+    tcase_add_test(tc, test_mlp_validation_errors);
+    tcase_add_test(tc, test_infer_input_errors_and_workspace_eviction);
+    tcase_add_test(tc, test_plugins);
+    tcase_add_test(tc, test_derived_parameters);
+    suite_add_tcase(s, tc);
+    return gf_test_run_suite(s);
+}
