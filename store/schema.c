@@ -24,6 +24,8 @@
 /* Order of the tiers, slowest first: a swap to a higher rank is a load. */
 #define GF_TIER_RANK(col) "(CASE " col " WHEN 'device' THEN 2 WHEN 'host' THEN 1 ELSE 0 END)"
 
+/* One SQL line per source line reads best: */
+/* clang-format off */
 static const char gf_store_schema_v1[] =
     /* A function is a name; what it runs is its current version. */
     "CREATE TABLE functions (\n"
@@ -182,10 +184,12 @@ static const char gf_store_schema_v1[] =
     "FROM swap_events s\n"
     "WHERE s.at >= " GF_NOW_US " - 3600000000\n"
     "ORDER BY s.at DESC, s.id DESC;\n";
+/* clang-format on */
 
 const gf_store_migration gf_store_migrations[] = {
-    {1, "initial schema: functions, versions, workers, placements, invocations, swap events "
-        "and the operator views",
+    {1,
+     "initial schema: functions, versions, workers, placements, invocations, swap events "
+     "and the operator views",
      gf_store_schema_v1},
 };
 const size_t gf_store_migrations_n = sizeof gf_store_migrations / sizeof gf_store_migrations[0];
@@ -250,8 +254,8 @@ static gf_status gf_store_migrate_step(sqlite3 *db, const gf_store_migration *m,
 {
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        return gf_err_set(err, gf_store_sqlite_status(rc), "migration %d: BEGIN: %s",
-                          m->version, sqlite3_errmsg(db));
+        return gf_err_set(err, gf_store_sqlite_status(rc), "migration %d: BEGIN: %s", m->version,
+                          sqlite3_errmsg(db));
     int have = 0;
     gf_status st = gf_store_schema_get_version(db, &have, err);
     if (st != GF_OK)
@@ -291,16 +295,15 @@ fail:
 gf_status gf_store_schema_migrate(sqlite3 *db, int target, gf_err *err)
 {
     if (target < 1 || (size_t)target > gf_store_migrations_n)
-        return gf_err_set(err, GF_ERR_INVALID, "schema version %d does not exist (1..%zu)",
-                          target, gf_store_migrations_n);
+        return gf_err_set(err, GF_ERR_INVALID, "schema version %d does not exist (1..%zu)", target,
+                          gf_store_migrations_n);
     int have = 0;
     gf_status st = gf_store_schema_get_version(db, &have, err);
     if (st != GF_OK)
         return st;
     if (have > target)
         return gf_err_set(err, GF_ERR_UNSUPPORTED,
-                          "database schema version %d is newer than this build's %d", have,
-                          target);
+                          "database schema version %d is newer than this build's %d", have, target);
     for (size_t i = 0; i < gf_store_migrations_n; i++) {
         const gf_store_migration *m = &gf_store_migrations[i];
         if (m->version <= have || m->version > target)

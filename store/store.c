@@ -294,8 +294,9 @@ const char *gf_store_tier_name(gf_store_tier t)
 
 const char *gf_store_pstate_name(gf_store_pstate st)
 {
-    return st == GF_STORE_PLACEMENT_READY ? "ready" : st == GF_STORE_PLACEMENT_LOADING ? "loading"
-                                                                                      : "?";
+    return st == GF_STORE_PLACEMENT_READY     ? "ready"
+           : st == GF_STORE_PLACEMENT_LOADING ? "loading"
+                                              : "?";
 }
 
 const char *gf_store_wstate_name(gf_store_wstate st)
@@ -310,6 +311,7 @@ const char *gf_store_vstate_name(gf_store_vstate st)
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
+/* The version state named by s (a column's text, may be NULL = ready). */
 static gf_store_vstate gf_store_vstate_parse(const char *s)
 {
     if (s != NULL && strcmp(s, "broken") == 0)
@@ -336,6 +338,7 @@ void gf_store_config_default(gf_store_config *c)
     c->retention_every_ms = 1000;
 }
 
+/* Ranges of a configuration (c borrowed). */
 static gf_status gf_store_config_check(const gf_store_config *c, gf_err *err)
 {
     if (c->batch_max < 1 || c->batch_max > (1u << 20))
@@ -387,8 +390,8 @@ static gf_status gf_store_check_name(const char *what, const char *name, gf_err 
                           GF_STORE_NAME_MAX);
     for (size_t i = 0; i < n; i++) {
         char ch = name[i];
-        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                     (ch >= '0' && ch <= '9');
+        bool alnum =
+            (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
         if (!alnum && (i == 0 || (ch != '_' && ch != '.' && ch != '-')))
             return gf_err_set(err, GF_ERR_INVALID,
                               "%s has a character not allowed at byte %zu (allowed: letters, "
@@ -408,8 +411,8 @@ static gf_status gf_store_check_text(const char *what, const char *s, size_t max
         return gf_err_set(err, GF_ERR_INVALID, "%s is longer than %zu bytes", what, max);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return gf_err_set(err, GF_ERR_INVALID, "%s has a control character at byte %zu",
-                              what, i);
+            return gf_err_set(err, GF_ERR_INVALID, "%s has a control character at byte %zu", what,
+                              i);
     return GF_OK;
 }
 
@@ -424,8 +427,7 @@ static gf_store_slot *gf_store_claim(gf_store *s, uint64_t *pos_out)
         uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
         int64_t diff = (int64_t)(seq - pos);
         if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(&s->head, &pos, pos + 1,
-                                                      memory_order_relaxed,
+            if (atomic_compare_exchange_weak_explicit(&s->head, &pos, pos + 1, memory_order_relaxed,
                                                       memory_order_relaxed)) {
                 *pos_out = pos;
                 return slot;
@@ -439,6 +441,8 @@ static gf_store_slot *gf_store_claim(gf_store *s, uint64_t *pos_out)
     }
 }
 
+/* Wake the store thread now (a batch is full). Takes s->lock briefly; the
+ * store thread never holds it across disk I/O. */
 static void gf_store_kick(gf_store *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -527,6 +531,8 @@ gf_status gf_store_log_swap(gf_store *s, const gf_store_swap *rec)
     return GF_OK;
 }
 
+/* The three placement records: checks, then a copy of *rec (its name
+ * included) into a slot. */
 static gf_status gf_store_log_pl(gf_store *s, gf_store_rec_kind kind, const gf_store_placement *rec,
                                  uint32_t hits)
 {
@@ -562,6 +568,7 @@ gf_status gf_store_log_placement_remove(gf_store *s, const gf_store_placement *r
     return gf_store_log_pl(s, GF_REC_PLACEMENT_REMOVE, rec, 0);
 }
 
+/* Worker state and restart records (no pointers kept). */
 static gf_status gf_store_log_ws(gf_store *s, gf_store_rec_kind kind, int32_t worker,
                                  gf_store_wstate state, int64_t pid, int64_t at_us)
 {
@@ -580,8 +587,7 @@ static gf_status gf_store_log_ws(gf_store *s, gf_store_rec_kind kind, int32_t wo
     return GF_OK;
 }
 
-gf_status gf_store_log_worker_state(gf_store *s, int32_t worker, gf_store_wstate state,
-                                    int64_t pid)
+gf_status gf_store_log_worker_state(gf_store *s, int32_t worker, gf_store_wstate state, int64_t pid)
 {
     return gf_store_log_ws(s, GF_REC_WORKER_STATE, worker, state, pid, 0);
 }
@@ -622,6 +628,7 @@ static int gf_store_exec(sqlite3_stmt *st)
     return rc;
 }
 
+/* Bind a placement's key (?1..?4) from r; r's name must outlive the step. */
 static void gf_store_bind_pl_key(sqlite3_stmt *st, const gf_store_rec *r)
 {
     sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
@@ -756,8 +763,8 @@ static void gf_store_note_reject(gf_store *s, const gf_store_rec *r, const char 
 {
     atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
     s->rejects_unreported++;
-    snprintf(s->last_reject, sizeof s->last_reject, "record kind %u (function '%s'): %s",
-             r->kind, r->function, why != NULL ? why : "refused");
+    snprintf(s->last_reject, sizeof s->last_reject, "record kind %u (function '%s'): %s", r->kind,
+             r->function, why != NULL ? why : "refused");
 }
 
 /* Log drops and rejections since the last report, at most once a second
@@ -783,6 +790,8 @@ static void gf_store_report(gf_store *s, bool force)
 
 /* ---- the store thread: admin writes ------------------------------------------------ */
 
+/* Record in err the failure rc of the statement just run on s->db, as
+ * "what: <SQLite message>". Returns the mapped code. */
 static gf_status gf_store_sql_fail(gf_store *s, gf_err *err, int rc, const char *what)
 {
     gf_status code = gf_store_sqlite_status(rc);
@@ -791,6 +800,9 @@ static gf_status gf_store_sql_fail(gf_store *s, gf_err *err, int rc, const char 
     return gf_err_set(err, code, "%s: %s", what, sqlite3_errmsg(s->db));
 }
 
+/* The admin operations, on the store thread inside a savepoint: each reads
+ * its arguments from r (borrowed from the waiting caller), writes its error
+ * into r->err and returns the status. */
 static gf_status gf_store_do_deploy(gf_store *s, gf_store_req *r)
 {
     const gf_store_version_spec *v = r->spec;
@@ -823,8 +835,8 @@ static gf_status gf_store_do_deploy(gf_store *s, gf_store_req *r)
     sqlite3_bind_int64(st, 8, now);
     rc = gf_store_exec(st);
     if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-        return gf_err_set(&r->err, GF_ERR_EXISTS, "function '%s' version %lld exists",
-                          v->function, (long long)version);
+        return gf_err_set(&r->err, GF_ERR_EXISTS, "function '%s' version %lld exists", v->function,
+                          (long long)version);
     if (rc != SQLITE_DONE)
         return gf_store_sql_fail(s, &r->err, rc, "recording the version");
     if (v->publish) {
@@ -857,8 +869,8 @@ static gf_status gf_store_do_publish(gf_store *s, gf_store_req *r)
     if (rc != SQLITE_ROW)
         return gf_store_sql_fail(s, &r->err, rc, "reading the version");
     if (strcmp(state, "ready") != 0)
-        return gf_err_set(&r->err, GF_ERR_STATE, "function '%s' version %lld is %s",
-                          r->function, (long long)r->version, state);
+        return gf_err_set(&r->err, GF_ERR_STATE, "function '%s' version %lld is %s", r->function,
+                          (long long)r->version, state);
     st = s->stmt[GF_SQL_FN_PUBLISH];
     sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, r->version);
@@ -939,6 +951,7 @@ static gf_status gf_store_do_clear_run(gf_store *s, gf_store_req *r)
     return GF_OK;
 }
 
+/* Run the admin operation r asks for. */
 static gf_status gf_store_do_req(gf_store *s, gf_store_req *r)
 {
     switch (r->op) {
@@ -1004,6 +1017,7 @@ static gf_store_slot *gf_store_next_slot(gf_store *s)
     return slot;
 }
 
+/* Hand the consumed slot back to the producers (store thread only). */
 static void gf_store_release_slot(gf_store *s, gf_store_slot *slot)
 {
     atomic_store_explicit(&slot->seq, s->local_tail + s->mask + 1, memory_order_release);
@@ -1035,6 +1049,8 @@ static void gf_store_complete(gf_store *s, gf_store_req *reqs)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Give every still-successful request of the list the error code/msg
+ * (msg borrowed, copied). */
 static void gf_store_fail_reqs(gf_store_req *reqs, gf_status code, const char *msg)
 {
     for (gf_store_req *r = reqs; r != NULL; r = r->next)
@@ -1057,9 +1073,9 @@ static bool gf_store_txn(gf_store *s, gf_store_req *reqs, bool stopping)
     for (gf_store_req *r = reqs; r != NULL; r = r->next)
         flush = flush || r->op == GF_REQ_FLUSH;
     int64_t mono = gf_store_mono_us();
-    bool retention = (s->cfg.retain_rows >= 0 || s->cfg.retain_age_s >= 0) &&
-                     (flush || mono - s->last_retention_us >=
-                                   (int64_t)s->cfg.retention_every_ms * 1000);
+    bool retention =
+        (s->cfg.retain_rows >= 0 || s->cfg.retain_age_s >= 0) &&
+        (flush || mono - s->last_retention_us >= (int64_t)s->cfg.retention_every_ms * 1000);
     if (want == 0 && reqs == NULL && !retention)
         return true;
 
@@ -1154,12 +1170,15 @@ static bool gf_store_txn(gf_store *s, gf_store_req *reqs, bool stopping)
     return true;
 }
 
+/* *ts = the CLOCK_MONOTONIC time mono_us, for pthread_cond_timedwait. */
 static void gf_store_timespec_at(struct timespec *ts, int64_t mono_us)
 {
     ts->tv_sec = (time_t)(mono_us / 1000000);
     ts->tv_nsec = (long)(mono_us % 1000000) * 1000;
 }
 
+/* The store thread (arg is the store): wait for a full batch, an admin
+ * request, a stop or the commit interval, then run one transaction. */
 static void *gf_store_thread_main(void *arg)
 {
     gf_store *s = arg;
@@ -1263,6 +1282,7 @@ gf_status gf_store_version_deploy(gf_store *s, const gf_store_version_spec *spec
     return st;
 }
 
+/* A function name (borrowed) and a positive version. */
 static gf_status gf_store_check_fv(const char *function, int64_t version, gf_err *err)
 {
     gf_status st = gf_store_check_name("function name", function, err);
@@ -1271,8 +1291,7 @@ static gf_status gf_store_check_fv(const char *function, int64_t version, gf_err
     return st;
 }
 
-gf_status gf_store_version_publish(gf_store *s, const char *function, int64_t version,
-                                   gf_err *err)
+gf_status gf_store_version_publish(gf_store *s, const char *function, int64_t version, gf_err *err)
 {
     gf_status st = gf_store_check_fv(function, version, err);
     if (st != GF_OK)
@@ -1309,8 +1328,7 @@ gf_status gf_store_worker_register(gf_store *s, const gf_store_worker_spec *w, g
     if (st != GF_OK)
         return st;
     if (w->device_budget > INT64_MAX || w->host_budget > INT64_MAX || w->pid < 0)
-        return gf_err_set(err, GF_ERR_INVALID, "worker %d: budget or pid out of range",
-                          (int)w->id);
+        return gf_err_set(err, GF_ERR_INVALID, "worker %d: budget or pid out of range", (int)w->id);
     gf_store_req r = {.op = GF_REQ_WORKER, .worker = w};
     return gf_store_submit(s, &r, err);
 }
@@ -1323,6 +1341,8 @@ gf_status gf_store_flush(gf_store *s, gf_err *err)
 
 /* ---- open / close ---------------------------------------------------------------------- */
 
+/* SQLite's commit hook on the write connection (arg is the store): counts
+ * transactions independently of the store's own bookkeeping. */
 static int gf_store_commit_hook(void *arg)
 {
     gf_store *s = arg;
@@ -1383,6 +1403,8 @@ static gf_status gf_store_pragma(sqlite3 *db, const char *path, const char *sql,
     return GF_OK;
 }
 
+/* Prepare sql (static text) on db as a long-lived statement into *out.
+ * Fault site "store_prepare". */
 static gf_status gf_store_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out, gf_err *err)
 {
     int rc = GF_FAULT("store_prepare")
@@ -1417,8 +1439,7 @@ static gf_status gf_store_connect(const char *path, int flags, uint32_t busy_ms,
     return GF_OK;
 }
 
-gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store **out,
-                        gf_err *err)
+gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store **out, gf_err *err)
 {
     *out = NULL;
     gf_store_config c;
@@ -1501,8 +1522,7 @@ gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store *
     s->thread_started = true;
     pthread_setname_np(s->thread, "gf-store");
     GF_LOG_D("store %s open (schema %d, batch %u, interval %u ms, queue %llu)", path,
-             gf_store_schema_version(), c.batch_max, c.commit_interval_ms,
-             (unsigned long long)cap);
+             gf_store_schema_version(), c.batch_max, c.commit_interval_ms, (unsigned long long)cap);
     *out = s;
     return GF_OK;
 fail:
@@ -1546,6 +1566,7 @@ void gf_store_catalog_free(gf_store_catalog *c)
     free(c);
 }
 
+/* A malloc'd copy of a text column, or NULL for SQL NULL (or no memory). */
 static char *gf_store_col_dup(sqlite3_stmt *st, int col)
 {
     const unsigned char *t = sqlite3_column_text(st, col);
@@ -1647,8 +1668,7 @@ static void gf_store_check_weights(const gf_store_version_info *v, const char *b
     free(full);
 }
 
-gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog **out,
-                           gf_err *err)
+gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog **out, gf_err *err)
 {
     *out = NULL;
     gf_store_req clear = {.op = GF_REQ_CLEAR_RUN};
@@ -1667,8 +1687,8 @@ gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog *
         gf_store_check_weights(v, base_dir, why, sizeof why);
         if (why[0] == '\0')
             continue;
-        GF_LOG_W("function '%s' version %lld marked broken: %s", v->function,
-                 (long long)v->version, why);
+        GF_LOG_W("function '%s' version %lld marked broken: %s", v->function, (long long)v->version,
+                 why);
         char *reason = strdup(why);
         if (reason == NULL) {
             st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_recover: out of memory");

@@ -31,6 +31,11 @@
  *
  * Times are integer microseconds since the Unix epoch in the tables; the views
  * turn them into readable UTC times.
+ *
+ * Fault sites (core/fault.h) for tests: "store_open" (a connection),
+ * "store_prepare" (a statement), "store_thread" (pthread_create),
+ * "store_migrate" (a migration's commit), "store_begin" (BEGIN, seen as a
+ * locked database), "store_commit" (COMMIT).
  */
 #ifndef GF_STORE_STORE_H
 #define GF_STORE_STORE_H
@@ -63,13 +68,13 @@ typedef struct gf_store gf_store;
 typedef void (*gf_store_commit_fn)(void *arg, uint64_t records, uint64_t total);
 
 typedef struct gf_store_config {
-    int64_t retain_rows;         /* newest invocations (and swap events) kept; < 0 = no limit */
-    int64_t retain_age_s;        /* rows older than this are deleted; < 0 = no limit */
-    uint32_t batch_max;          /* commit as soon as this many records wait (1 .. 1<<20) */
-    uint32_t commit_interval_ms; /* longest a queued record waits for its commit (1 .. 50) */
-    uint32_t busy_timeout_ms;    /* SQLite busy timeout for both connections */
-    uint32_t queue_cap;          /* records the queue holds (2 .. 1<<24); rounded up to 2^k */
-    uint32_t retention_every_ms; /* how often retention runs (it also runs on flush) */
+    int64_t retain_rows;          /* newest invocations (and swap events) kept; < 0 = no limit */
+    int64_t retain_age_s;         /* rows older than this are deleted; < 0 = no limit */
+    uint32_t batch_max;           /* commit as soon as this many records wait (1 .. 1<<20) */
+    uint32_t commit_interval_ms;  /* longest a queued record waits for its commit (1 .. 50) */
+    uint32_t busy_timeout_ms;     /* SQLite busy timeout for both connections */
+    uint32_t queue_cap;           /* records the queue holds (2 .. 1<<24); rounded up to 2^k */
+    uint32_t retention_every_ms;  /* how often retention runs (it also runs on flush) */
     gf_store_commit_fn on_commit; /* optional (NULL); see gf_store_commit_fn */
     void *on_commit_arg;          /* passed to on_commit */
 } gf_store_config;
@@ -93,8 +98,7 @@ gf_status gf_store_default_path(const char *state_dir, char **out, gf_err *err);
  * (gf_store_close). Errors: GF_ERR_INVALID (bad config), GF_ERR_FORMAT (not a
  * database), GF_ERR_UNSUPPORTED (schema newer than this build), GF_ERR_BUSY
  * (locked by another writer), GF_ERR_IO, GF_ERR_NOMEM. */
-gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store **out,
-                        gf_err *err);
+gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store **out, gf_err *err);
 
 /* Commit everything queued, stop and join the store thread, close the
  * database and free s (freed whatever the result). NULL is a no-op (GF_OK).
@@ -149,21 +153,21 @@ const char *gf_store_vstate_name(gf_store_vstate s);
  * (taken at the handover). */
 
 typedef struct gf_store_invocation {
-    const char *function;   /* borrowed for the call */
+    const char *function; /* borrowed for the call */
     int64_t version;
-    int32_t worker;         /* -1 when no worker ran it (stored as NULL) */
-    gf_status status;       /* stored as gf_status_name(): 'GF_OK', 'GF_ERR_TIMEOUT', ... */
+    int32_t worker;   /* -1 when no worker ran it (stored as NULL) */
+    gf_status status; /* stored as gf_status_name(): 'GF_OK', 'GF_ERR_TIMEOUT', ... */
     int32_t http_code;
     int32_t batch_size;
-    bool cold;              /* had to load the model before running */
+    bool cold; /* had to load the model before running */
     int64_t queue_us, load_us, exec_us, total_us;
-    int64_t at_us;          /* when it completed */
+    int64_t at_us; /* when it completed */
 } gf_store_invocation;
 gf_status gf_store_log_invocation(gf_store *s, const gf_store_invocation *rec);
 
 typedef struct gf_store_swap {
     int32_t worker;
-    const char *function;   /* borrowed for the call */
+    const char *function; /* borrowed for the call */
     int64_t version;
     gf_store_tier from, to; /* must differ; to < from is an eviction */
     uint64_t bytes;
@@ -178,13 +182,13 @@ gf_status gf_store_log_swap(gf_store *s, const gf_store_swap *rec);
  * "loading" clears it. tier must be HOST or DEVICE (the store tier is every
  * version's weights file and is not a placement). */
 typedef struct gf_store_placement {
-    const char *function;   /* borrowed for the call */
+    const char *function; /* borrowed for the call */
     int64_t version;
     int32_t worker;
     gf_store_tier tier;
     uint64_t bytes;
     gf_store_pstate state;
-    int64_t at_us;          /* when it became loading/ready */
+    int64_t at_us; /* when it became loading/ready */
 } gf_store_placement;
 gf_status gf_store_log_placement(gf_store *s, const gf_store_placement *rec);
 
@@ -237,8 +241,7 @@ gf_status gf_store_version_deploy(gf_store *s, const gf_store_version_spec *spec
 
 /* Make version the one served for function (borrowed). GF_ERR_NOT_FOUND when
  * absent, GF_ERR_STATE when broken or deleted. */
-gf_status gf_store_version_publish(gf_store *s, const char *function, int64_t version,
-                                   gf_err *err);
+gf_status gf_store_version_publish(gf_store *s, const char *function, int64_t version, gf_err *err);
 
 /* Delete a function: its versions become 'deleted', nothing is current, its
  * placements go. History (invocations, swap events) stays. The name may be
@@ -253,11 +256,11 @@ gf_status gf_store_version_mark_broken(gf_store *s, const char *function, int64_
                                        const char *reason, gf_err *err);
 
 typedef struct gf_store_worker_spec {
-    int32_t id;               /* the gateway's worker number, >= 0 */
-    const char *device;       /* "cuda:0", "cpu:1" (borrowed) */
+    int32_t id;         /* the gateway's worker number, >= 0 */
+    const char *device; /* "cuda:0", "cpu:1" (borrowed) */
     int64_t pid;
-    uint64_t device_budget;   /* bytes */
-    uint64_t host_budget;     /* bytes */
+    uint64_t device_budget; /* bytes */
+    uint64_t host_budget;   /* bytes */
 } gf_store_worker_spec;
 
 /* Insert or update a worker (state 'starting', started_at now, use 0). */
@@ -270,23 +273,23 @@ gf_status gf_store_flush(gf_store *s, gf_err *err);
 /* ---- recovery and reads ---------------------------------------------------- */
 
 typedef struct gf_store_version_info {
-    char *function;       /* owned by the catalog */
+    char *function; /* owned by the catalog */
     int64_t version;
     char *kind;
     char *manifest;
-    char *weights_path;   /* as recorded */
+    char *weights_path; /* as recorded */
     uint64_t bytes;
     char sha256[GF_SHA256_HEX_LEN];
     int64_t created_at_us;
     gf_store_vstate state;
-    char *state_reason;   /* NULL unless broken */
-    bool current;         /* the function's published version */
+    char *state_reason; /* NULL unless broken */
+    bool current;       /* the function's published version */
 } gf_store_version_info;
 
 typedef struct gf_store_catalog {
     gf_store_version_info *versions; /* ordered by function, version */
     size_t n;
-    size_t broken_now;               /* versions gf_store_recover marked broken */
+    size_t broken_now; /* versions gf_store_recover marked broken */
 } gf_store_catalog;
 
 /* Every version whose state is not 'deleted', from the read connection.
@@ -299,8 +302,7 @@ gf_status gf_store_catalog_load(gf_store *s, gf_store_catalog **out, gf_err *err
  * missing, of the wrong size, or with the wrong sha256 -> marked broken with
  * the reason, logged as a warning. *out gets the catalog after the checks
  * (broken_now counts the versions marked now). */
-gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog **out,
-                           gf_err *err);
+gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog **out, gf_err *err);
 
 /* Free a catalog. NULL is a no-op. */
 void gf_store_catalog_free(gf_store_catalog *c);
@@ -308,16 +310,16 @@ void gf_store_catalog_free(gf_store_catalog *c);
 /* ---- counters -------------------------------------------------------------- */
 
 typedef struct gf_store_stats {
-    uint64_t enqueued;     /* records accepted by gf_store_log_* */
-    uint64_t dropped;      /* records refused because the queue was full */
-    uint64_t committed;    /* records committed */
-    uint64_t rejected;     /* records the database refused (constraint), skipped */
-    uint64_t lost;         /* records in transactions that failed to commit */
-    uint64_t commits;      /* transactions committed (counted by SQLite's commit hook) */
-    uint64_t admin_ops;    /* admin writes executed */
+    uint64_t enqueued;          /* records accepted by gf_store_log_* */
+    uint64_t dropped;           /* records refused because the queue was full */
+    uint64_t committed;         /* records committed */
+    uint64_t rejected;          /* records the database refused (constraint), skipped */
+    uint64_t lost;              /* records in transactions that failed to commit */
+    uint64_t commits;           /* transactions committed (counted by SQLite's commit hook) */
+    uint64_t admin_ops;         /* admin writes executed */
     uint64_t retention_deleted; /* rows removed by retention */
-    uint32_t queue_len;    /* records waiting now */
-    uint32_t queue_cap;    /* capacity of the queue */
+    uint32_t queue_len;         /* records waiting now */
+    uint32_t queue_cap;         /* capacity of the queue */
 } gf_store_stats;
 
 /* A consistent-enough snapshot of the counters (each read atomically). */

@@ -31,10 +31,10 @@ extern "C" {
 #define GF_SHA256_HEX_LEN 65 /* 64 hex digits + NUL */
 
 typedef struct gf_sha256 {
-    uint32_t h[8];             /* chaining state */
-    uint64_t total;            /* message bytes consumed so far */
-    unsigned char block[64];   /* a partial block waiting for more input */
-    size_t fill;               /* bytes used in block, < 64 */
+    uint32_t h[8];           /* chaining state */
+    uint64_t total;          /* message bytes consumed so far */
+    unsigned char block[64]; /* a partial block waiting for more input */
+    size_t fill;             /* bytes used in block, < 64 */
 } gf_sha256;
 
 /* Start a new hash in the caller-owned context c. */

@@ -27,7 +27,8 @@ START_TEST(test_nist_vectors)
         {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
         {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
-        {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlm"
+        {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrl"
+         "m"
          "nopqrsmnopqrstnopqrstu",
          "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
     };
@@ -86,18 +87,18 @@ END_TEST
 
 START_TEST(test_hex_valid)
 {
-    ck_assert(gf_sha256_hex_valid(
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+    ck_assert(
+        gf_sha256_hex_valid("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
     ck_assert(!gf_sha256_hex_valid(NULL));
     ck_assert(!gf_sha256_hex_valid(""));
-    ck_assert(!gf_sha256_hex_valid(
-        "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"));
-    ck_assert(!gf_sha256_hex_valid(
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b85"));
-    ck_assert(!gf_sha256_hex_valid(
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b8555"));
-    ck_assert(!gf_sha256_hex_valid(
-        "g3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+    ck_assert(
+        !gf_sha256_hex_valid("E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"));
+    ck_assert(
+        !gf_sha256_hex_valid("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b85"));
+    ck_assert(
+        !gf_sha256_hex_valid("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b8555"));
+    ck_assert(
+        !gf_sha256_hex_valid("g3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
 }
 END_TEST
 

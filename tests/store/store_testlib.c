@@ -153,8 +153,8 @@ int64_t st_deploy(gf_store *s, const char *dir, const char *function, size_t n, 
     };
     int64_t got = 0;
     gf_err_clear(&err);
-    ck_assert_msg(gf_store_version_deploy(s, &spec, &got, &err) == GF_OK, "deploy %s: %s",
-                  function, err.msg);
+    ck_assert_msg(gf_store_version_deploy(s, &spec, &got, &err) == GF_OK, "deploy %s: %s", function,
+                  err.msg);
     ck_assert_int_ge(got, next);
     return got;
 }
@@ -211,8 +211,11 @@ void st_populate(gf_store *s, const char *dir)
                                .pid = 4242,
                                .device_budget = 8ull << 30,
                                .host_budget = 32ull << 30};
-    gf_store_worker_spec w1 = {
-        .id = 1, .device = "cpu:0", .pid = 4243, .device_budget = 2ull << 30, .host_budget = 4ull << 30};
+    gf_store_worker_spec w1 = {.id = 1,
+                               .device = "cpu:0",
+                               .pid = 4243,
+                               .device_budget = 2ull << 30,
+                               .host_budget = 4ull << 30};
     ck_assert_int_eq(gf_store_worker_register(s, &w0, &err), GF_OK);
     ck_assert_int_eq(gf_store_worker_register(s, &w1, &err), GF_OK);
     ck_assert_int_eq(gf_store_log_worker_state(s, 0, GF_STORE_WORKER_READY, -1), GF_OK);
@@ -251,8 +254,8 @@ void st_populate(gf_store *s, const char *dir)
     ck_assert_int_eq(gf_store_log_placement(s, &q), GF_OK);
 
     for (int i = 0; i < 100; i++)
-        st_inv(s, "resnet50", 2, 0, (i + 1) * 1000, i % 10 == 0, i % 20 == 7 ? GF_ERR_TIMEOUT : GF_OK,
-               now - 1000000 - (int64_t)i * 10000000);
+        st_inv(s, "resnet50", 2, 0, (i + 1) * 1000, i % 10 == 0,
+               i % 20 == 7 ? GF_ERR_TIMEOUT : GF_OK, now - 1000000 - (int64_t)i * 10000000);
     for (int i = 0; i < 20; i++)
         st_inv(s, "bert-base", 1, 1, 5000, i < 2, GF_OK, now - 2000000 - (int64_t)i * 1000000);
     /* older than the views' one-hour window */

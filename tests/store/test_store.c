@@ -164,8 +164,8 @@ START_TEST(test_migrate_from_every_version)
         gf_store *s = st_open(path, NULL);
         st_close(s);
         char *got = schema_dump(path);
-        ck_assert_msg(strcmp(got, fresh) == 0, "schema after migrating from %d differs:\n%s\n--\n%s",
-                      from, got, fresh);
+        ck_assert_msg(strcmp(got, fresh) == 0,
+                      "schema after migrating from %d differs:\n%s\n--\n%s", from, got, fresh);
         db = st_raw_open(path, SQLITE_OPEN_READONLY);
         ck_assert_int_eq(st_q_int(db, "PRAGMA user_version"), gf_store_schema_version());
         char *ok = st_q_text(db, "PRAGMA integrity_check");
@@ -268,13 +268,14 @@ START_TEST(test_admin_writes_visible_on_return)
                      1);
 
     /* explicit version numbers; a duplicate is refused and changes nothing */
-    gf_store_version_spec spec = {.function = "resnet50",
-                                  .version = 2,
-                                  .kind = "resnet",
-                                  .manifest = "{}",
-                                  .weights_path = "/w.safetensors",
-                                  .bytes = 1,
-                                  .sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"};
+    gf_store_version_spec spec = {
+        .function = "resnet50",
+        .version = 2,
+        .kind = "resnet",
+        .manifest = "{}",
+        .weights_path = "/w.safetensors",
+        .bytes = 1,
+        .sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"};
     ck_assert_int_eq(gf_store_version_deploy(s, &spec, NULL, &err), GF_ERR_EXISTS);
     ck_assert_ptr_nonnull(strstr(err.msg, "version 2 exists"));
     spec.version = 7;
@@ -321,8 +322,7 @@ START_TEST(test_admin_writes_visible_on_return)
                                  " WHERE function='resnet50' AND version=7");
     ck_assert_str_eq(reason, "broken:bad weights");
     free(reason);
-    ck_assert_int_eq(gf_store_version_mark_broken(s, "resnet50", 70, NULL, &err),
-                     GF_ERR_NOT_FOUND);
+    ck_assert_int_eq(gf_store_version_mark_broken(s, "resnet50", 70, NULL, &err), GF_ERR_NOT_FOUND);
 
     /* workers; re-registering resets use and placements */
     gf_store_worker_spec w = {.id = 3, .device = "cuda:0", .pid = 100, .device_budget = 1000};
@@ -426,9 +426,12 @@ START_TEST(test_records_applied)
                         .at_us = 6000};
     ck_assert_int_eq(gf_store_log_swap(s, &sw), GF_OK);
     ck_assert_int_eq(gf_store_log_placement_remove(s, &p), GF_OK);
-    gf_store_heartbeat hb = {
-        .worker = 0, .device_budget = 100, .device_used = 40, .host_budget = 200, .host_used = 50,
-        .at_us = 7000};
+    gf_store_heartbeat hb = {.worker = 0,
+                             .device_budget = 100,
+                             .device_used = 40,
+                             .host_budget = 200,
+                             .host_used = 50,
+                             .at_us = 7000};
     ck_assert_int_eq(gf_store_log_heartbeat(s, &hb), GF_OK);
     ck_assert_int_eq(gf_store_log_worker_state(s, 0, GF_STORE_WORKER_READY, -1), GF_OK);
     gf_store_invocation r = inv("mlp", 0);

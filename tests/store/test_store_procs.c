@@ -197,14 +197,13 @@ static void *load_main(void *arg)
                                 .bytes = 1 << 20,
                                 .elapsed_us = 80};
             gf_store_log_swap(g->s, &sw);
-            gf_store_placement p = {.function = "resnet50",
-                                    .version = 2,
-                                    .worker = 0,
-                                    .tier = GF_STORE_TIER_DEVICE};
+            gf_store_placement p = {
+                .function = "resnet50", .version = 2, .worker = 0, .tier = GF_STORE_TIER_DEVICE};
             gf_store_log_placement_hit(g->s, &p, 1);
-            gf_store_heartbeat hb = {
-                .worker = 0, .device_budget = 8ull << 30, .device_used = (uint64_t)i,
-                .host_budget = 1ull << 30};
+            gf_store_heartbeat hb = {.worker = 0,
+                                     .device_budget = 8ull << 30,
+                                     .device_used = (uint64_t)i,
+                                     .host_budget = 1ull << 30};
             gf_store_log_heartbeat(g->s, &hb);
         }
         if (i % 2000 == 1999) {
@@ -249,10 +248,8 @@ static void load_stop(load_gen *g, pthread_t t)
 static void reader_child(const char *path, double seconds)
 {
     static const char *const queries[] = {
-        "SELECT count(*) FROM invocations",
-        "SELECT * FROM v_placement",
-        "SELECT * FROM v_function_stats",
-        "SELECT * FROM v_worker_memory",
+        "SELECT count(*) FROM invocations", "SELECT * FROM v_placement",
+        "SELECT * FROM v_function_stats",   "SELECT * FROM v_worker_memory",
         "SELECT * FROM v_recent_swaps",
     };
     sqlite3 *db = NULL;
