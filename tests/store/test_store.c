@@ -606,6 +606,29 @@ START_TEST(test_close_commits_queue)
 }
 END_TEST
 
+/* Records a thread handed over before an admin call are committed no later
+ * than the admin change: visible as soon as the admin call returns. */
+START_TEST(test_admin_after_records_keeps_order)
+{
+    gf_store_config c = quiet_config();
+    c.batch_max = 1u << 20; /* no batch fills: only the admin call commits them */
+    gf_store *s = st_open(dbpath, &c);
+    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
+    gf_err err;
+    for (int round = 1; round <= 3; round++) {
+        for (int i = 0; i < 3000; i++) {
+            gf_store_invocation r = inv("mlp", i);
+            ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
+        }
+        gf_store_worker_spec w = {.id = round, .device = "cpu:0"};
+        ck_assert_int_eq(gf_store_worker_register(s, &w, &err), GF_OK);
+        ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations"), round * 3000);
+    }
+    sqlite3_close(db);
+    st_close(s);
+}
+END_TEST
+
 /* ---- retention ------------------------------------------------------------------- */
 
 START_TEST(test_retention_by_rows)
@@ -955,6 +978,7 @@ int main(void)
     tcase_add_test(tc, test_batching);
     tcase_add_test(tc, test_commit_interval);
     tcase_add_test(tc, test_close_commits_queue);
+    tcase_add_test(tc, test_admin_after_records_keeps_order);
     tcase_add_test(tc, test_retention_by_rows);
     tcase_add_test(tc, test_retention_by_age);
     tcase_add_test(tc, test_queue_full_drops_and_counts);
