@@ -487,7 +487,8 @@ int main(int argc, char **argv)
     if (argc > 1)
         g_device = argv[1];
     g_is_cpu = strcmp(g_device, "cpu") == 0;
-    if (!g_is_cpu && gf_backend_cuda_device_count() == 0) {
+    /* asked in a child: a CUDA context must not exist before Check forks */
+    if (!g_is_cpu && gf_test_ask_in_child(gf_backend_cuda_device_count) == 0) {
         printf("SKIP: %s: no CUDA GPU on this machine (or the CUDA module is not built)\n",
                g_device);
         return GF_TEST_SKIP;

@@ -1203,29 +1203,11 @@ START_TEST(test_workspace_growth)
 }
 END_TEST
 
-/* How many CUDA devices there are, asked in a child process so that the
- * parent never initialises CUDA (a CUDA context does not survive fork, and
- * every test runs in a forked child). */
-static int cuda_devices_in_child(void)
-{
-    pid_t pid = fork();
-    if (pid < 0)
-        return 0;
-    if (pid == 0) {
-        int n = gf_backend_cuda_device_count();
-        _exit(n > 100 ? 100 : n);
-    }
-    int st = 0;
-    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
-        return 0;
-    return WEXITSTATUS(st);
-}
-
 int main(int argc, char **argv)
 {
     if (argc > 1)
         g_device = argv[1];
-    if (strcmp(g_device, "cpu") != 0 && cuda_devices_in_child() == 0) {
+    if (strcmp(g_device, "cpu") != 0 && gf_test_ask_in_child(gf_backend_cuda_device_count) == 0) {
         printf("SKIP: %s: no CUDA GPU on this machine (or the CUDA module is not built)\n",
                g_device);
         return GF_TEST_SKIP;

@@ -63,6 +63,13 @@ void gf_test_gate_allow(gf_test_gate *g, int n);
 /* Block until at least n copies reached the gate. */
 void gf_test_gate_wait_started(gf_test_gate *g, int n);
 
+/* fn() evaluated in a forked child, its result (0..100) returned: for
+ * questions like "how many CUDA devices are there" whose answer initialises
+ * state (a CUDA context) that must not exist in the parent, because every
+ * Check test runs in a forked child and a CUDA context does not survive
+ * fork. Returns 0 when the child fails. */
+int gf_test_ask_in_child(int (*fn)(void));
+
 /* Run a suite and return the process exit status (0 when every test passed).
  * Uses CK_FORK so a crashing test is reported, not fatal. */
 int gf_test_run_suite(Suite *s);

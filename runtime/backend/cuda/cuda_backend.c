@@ -241,7 +241,9 @@ static gf_status cuda_check_deferred(struct gf_stream *s, gf_err *err)
         return cuda_fail(err, GF_ERR_DEVICE, "reading the stream's error word", e);
     if (words[0] == 0)
         return GF_OK;
-    cudaMemset(s->dev_error, 0, sizeof words);
+    /* clear it in stream order, so an error recorded after this sync by work
+     * queued on the stream is not erased */
+    cudaMemsetAsync(s->dev_error, 0, sizeof words, s->stream);
     return gf_err_set(err, (gf_status)words[0],
                       "a kernel found an out-of-range index %lld (valid: 0 to %lld)",
                       words[1], words[2] - 1);
