@@ -30,6 +30,8 @@ static const struct {
     const gf_fn_desc *(*entry)(void);
 } gf_builtin_table[] = {
     {"mlp", gf_fn_kind_mlp},
+    {"resnet", gf_fn_kind_resnet},
+    {"bert", gf_fn_kind_bert},
 };
 #define GF_N_BUILTIN (sizeof gf_builtin_table / sizeof gf_builtin_table[0])
 

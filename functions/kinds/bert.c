@@ -79,8 +79,8 @@ static int bt_config(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st, bool *h
     if ((rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "hidden_size", 1, big, &st->hidden, NULL)) ||
         (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "num_attention_heads", 1, big, &st->heads,
                             heads_given)) ||
-        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "num_hidden_layers", 0, 100000,
-                            &st->layers, NULL)) ||
+        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "num_hidden_layers", 0, 100000, &st->layers,
+                            NULL)) ||
         (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "intermediate_size", 1, big, &st->inter,
                             NULL)) ||
         (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "max_position_embeddings", 1, big,
@@ -92,7 +92,7 @@ static int bt_config(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st, bool *h
     const gf_json *v = gf_json_get(root, "layer_norm_eps");
     if (v != NULL) {
         if (v->type != GF_JSON_NUMBER || !(v->u.num.d > 0.0) || v->u.num.d > 1.0) {
-            rc = api->set_error(ctx, GF_KU_INVALID,
+            rc = api->set_error(ctx, GF_ERR_INVALID,
                                 "bert config: \"layer_norm_eps\" must be a number in (0, 1]");
             goto done;
         }
@@ -104,9 +104,12 @@ static int bt_config(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st, bool *h
             const char *name;
             gf_act act;
         } acts[] = {
-            {"gelu", GF_ACT_GELU_ERF},          {"gelu_new", GF_ACT_GELU_TANH},
-            {"gelu_pytorch_tanh", GF_ACT_GELU_TANH}, {"relu", GF_ACT_RELU},
-            {"silu", GF_ACT_SILU},              {"swish", GF_ACT_SILU},
+            {"gelu", GF_ACT_GELU_ERF},
+            {"gelu_new", GF_ACT_GELU_TANH},
+            {"gelu_pytorch_tanh", GF_ACT_GELU_TANH},
+            {"relu", GF_ACT_RELU},
+            {"silu", GF_ACT_SILU},
+            {"swish", GF_ACT_SILU},
         };
         bool found = false;
         for (size_t i = 0; v->type == GF_JSON_STRING && i < sizeof acts / sizeof acts[0]; i++)
@@ -115,14 +118,16 @@ static int bt_config(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st, bool *h
                 found = true;
             }
         if (!found) {
-            rc = api->set_error(ctx, GF_KU_UNSUPPORTED, "bert config: \"hidden_act\" must be one "
+            rc = api->set_error(ctx, GF_ERR_UNSUPPORTED,
+                                "bert config: \"hidden_act\" must be one "
                                 "of gelu, gelu_new, gelu_pytorch_tanh, relu, silu");
             goto done;
         }
     }
     v = gf_json_get(root, "position_embedding_type");
     if (v != NULL && (v->type != GF_JSON_STRING || strcmp(v->u.str.s, "absolute") != 0)) {
-        rc = api->set_error(ctx, GF_KU_UNSUPPORTED, "bert config: only \"absolute\" "
+        rc = api->set_error(ctx, GF_ERR_UNSUPPORTED,
+                            "bert config: only \"absolute\" "
                             "position_embedding_type is supported");
         goto done;
     }
@@ -164,9 +169,11 @@ static int bt_pair_req(const gf_fn_api *api, gf_fn_ctx *ctx, const char *prefix,
         snprintf(name, sizeof name, "%s.bias", prefix);
         api->weight_info(ctx, name, &b);
         if (g.dtype != b.dtype)
-            return api->set_error(ctx, GF_KU_INVALID, "%s.weight is %s but %s.bias is %s; a "
-                                  "LayerNorm's two tensors must share a dtype", prefix,
-                                  gf_ku_dtype_name(g.dtype), prefix, gf_ku_dtype_name(b.dtype));
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "%s.weight is %s but %s.bias is %s; a "
+                                  "LayerNorm's two tensors must share a dtype",
+                                  prefix, gf_ku_dtype_name(g.dtype), prefix,
+                                  gf_ku_dtype_name(b.dtype));
     }
     return 0;
 }
@@ -185,34 +192,40 @@ static int bt_check_io(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st)
                      : strcmp(io.name, "token_type_ids") == 0 ? &st->in_type
                                                               : NULL;
         if (slot == NULL)
-            return api->set_error(ctx, GF_KU_INVALID, "bert: unknown input '%s' (inputs are "
-                                  "input_ids, attention_mask, token_type_ids)", io.name);
-        if (*slot >= 0)
-            return api->set_error(ctx, GF_KU_INVALID, "bert: input '%s' is listed twice",
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "bert: unknown input '%s' (inputs are "
+                                  "input_ids, attention_mask, token_type_ids)",
                                   io.name);
+        if (*slot >= 0)
+            return api->set_error(ctx, GF_ERR_INVALID, "bert: input '%s' is listed twice", io.name);
         if (!(GF_KU_ID_MASK & (1u << io.dtype)) || !gf_ku_io_matches(&io, 2, any2))
-            return api->set_error(ctx, GF_KU_INVALID, "bert input '%s' must be INT32 or INT64 "
-                                  "[N, S], the manifest says %s %s", io.name,
-                                  gf_ku_dtype_name(io.dtype),
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "bert input '%s' must be INT32 or INT64 "
+                                  "[N, S], the manifest says %s %s",
+                                  io.name, gf_ku_dtype_name(io.dtype),
                                   gf_ku_shape_str(got, sizeof got, io.rank, io.shape));
         if (io.shape[1] > st->max_pos)
-            return api->set_error(ctx, GF_KU_INVALID, "bert input '%s': sequence length %" PRId64
-                                  " exceeds max_position_embeddings %" PRId64, io.name,
-                                  io.shape[1], st->max_pos);
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "bert input '%s': sequence length %" PRId64
+                                  " exceeds max_position_embeddings %" PRId64,
+                                  io.name, io.shape[1], st->max_pos);
         *slot = (long)i;
     }
     if (st->in_ids < 0)
-        return api->set_error(ctx, GF_KU_INVALID, "bert needs an input named 'input_ids'");
+        return api->set_error(ctx, GF_ERR_INVALID, "bert needs an input named 'input_ids'");
     if (api->output_count(ctx) != 1)
-        return api->set_error(ctx, GF_KU_INVALID, "bert gives one output (logits), the manifest "
-                              "has %zu", api->output_count(ctx));
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "bert gives one output (logits), the manifest "
+                              "has %zu",
+                              api->output_count(ctx));
     api->output_spec(ctx, 0, &io);
     const int64_t out_shape[2] = {-1, st->labels};
     if (io.dtype != GF_DT_F32 || !gf_ku_io_matches(&io, 2, out_shape))
-        return api->set_error(ctx, GF_KU_INVALID, "bert output '%s' must be FP32 [N, %" PRId64
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "bert output '%s' must be FP32 [N, %" PRId64
                               "] (classifier.weight has %" PRId64 " labels), the manifest says "
-                              "%s %s", io.name, st->labels, st->labels,
-                              gf_ku_dtype_name(io.dtype),
+                              "%s %s",
+                              io.name, st->labels, st->labels, gf_ku_dtype_name(io.dtype),
                               gf_ku_shape_str(got, sizeof got, io.rank, io.shape));
     return 0;
 }
@@ -221,7 +234,7 @@ static int bt_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
 {
     bt_state *st = calloc(1, sizeof *st);
     if (st == NULL)
-        return api->set_error(ctx, GF_KU_NOMEM, "out of memory");
+        return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
     st->eps = 1e-12f;
     st->act = GF_ACT_GELU_ERF;
     st->layers = -1;
@@ -241,8 +254,8 @@ static int bt_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
         char name[96];
         st->layers = 0;
         for (;;) {
-            snprintf(name, sizeof name, "bert.encoder.layer.%" PRId64 ".attention.self.query.weight",
-                     st->layers);
+            snprintf(name, sizeof name,
+                     "bert.encoder.layer.%" PRId64 ".attention.self.query.weight", st->layers);
             if (api->weight_info(ctx, name, &t) != 0 || st->layers >= 100000)
                 break;
             st->layers++;
@@ -253,33 +266,37 @@ static int bt_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
     snprintf(extra_name, sizeof extra_name,
              "bert.encoder.layer.%" PRId64 ".attention.self.query.weight", st->layers);
     if (api->weight_info(ctx, extra_name, &extra) == 0) {
-        rc = api->set_error(ctx, GF_KU_INVALID, "bert config: num_hidden_layers is %" PRId64
-                            " but the weights have '%s'", st->layers, extra_name);
+        rc = api->set_error(ctx, GF_ERR_INVALID,
+                            "bert config: num_hidden_layers is %" PRId64
+                            " but the weights have '%s'",
+                            st->layers, extra_name);
         goto fail;
     }
     if (!heads_given && st->hidden > 0)
         st->heads = st->hidden % 64 == 0 ? st->hidden / 64 : 1;
     /* Anything still 0 names a missing tensor: require reports it below. */
     if (st->hidden > 0 && st->hidden % st->heads != 0) {
-        rc = api->set_error(ctx, GF_KU_INVALID, "bert config: hidden_size %" PRId64 " is not a "
-                            "multiple of num_attention_heads %" PRId64, st->hidden, st->heads);
+        rc = api->set_error(ctx, GF_ERR_INVALID,
+                            "bert config: hidden_size %" PRId64 " is not a "
+                            "multiple of num_attention_heads %" PRId64,
+                            st->hidden, st->heads);
         goto fail;
     }
     int64_t h = st->hidden;
     const int64_t word[2] = {st->vocab ? st->vocab : -1, h ? h : -1};
-    if ((rc = api->require(ctx, "bert.embeddings.word_embeddings.weight", GF_KU_FLOAT_MASK, 2,
-                           word, &st->word)) != 0)
+    if ((rc = api->require(ctx, "bert.embeddings.word_embeddings.weight", GF_KU_FLOAT_MASK, 2, word,
+                           &st->word)) != 0)
         goto fail;
     const int64_t pos[2] = {st->max_pos, h}, type[2] = {st->type_vocab ? st->type_vocab : -1, h};
     if ((rc = api->require(ctx, "bert.embeddings.position_embeddings.weight", GF_KU_FLOAT_MASK, 2,
                            pos, &st->pos)) != 0 ||
-        (rc = api->require(ctx, "bert.embeddings.token_type_embeddings.weight", GF_KU_FLOAT_MASK,
-                           2, type, &st->type)) != 0 ||
+        (rc = api->require(ctx, "bert.embeddings.token_type_embeddings.weight", GF_KU_FLOAT_MASK, 2,
+                           type, &st->type)) != 0 ||
         (rc = bt_pair_req(api, ctx, "bert.embeddings.LayerNorm", h, -1, &st->emb_ln)) != 0)
         goto fail;
     st->layer = calloc(st->layers ? (size_t)st->layers : 1, sizeof *st->layer);
     if (st->layer == NULL) {
-        rc = api->set_error(ctx, GF_KU_NOMEM, "out of memory");
+        rc = api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
     int64_t in = st->inter ? st->inter : -1;
@@ -346,8 +363,8 @@ static int bt_linear(const bt_run *r, const bt_pair *p, float *y, const float *x
 }
 
 /* y = LayerNorm(x) over rows of h with p's gamma and beta. */
-static int bt_layernorm(const bt_run *r, const bt_pair *p, float *y, const float *x,
-                        int64_t rows, int64_t h, float eps, const char *what)
+static int bt_layernorm(const bt_run *r, const bt_pair *p, float *y, const float *x, int64_t rows,
+                        int64_t h, float eps, const char *what)
 {
     gf_tensor g, b;
     int rc;
@@ -372,13 +389,17 @@ static int bt_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
     int64_t n = ids.shape[0], s = ids.shape[1], h = st->hidden, nh = st->heads, d = h / nh;
     if ((st->in_mask >= 0 && (mask.shape[0] != n || mask.shape[1] != s)) ||
         (st->in_type >= 0 && (types.shape[0] != n || types.shape[1] != s)))
-        return api->set_error(ctx, GF_KU_INVALID, "bert: input_ids is [%" PRId64 ", %" PRId64
-                              "] but attention_mask or token_type_ids differ in shape", n, s);
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "bert: input_ids is [%" PRId64 ", %" PRId64
+                              "] but attention_mask or token_type_ids differ in shape",
+                              n, s);
     if (s > st->max_pos)
-        return api->set_error(ctx, GF_KU_INVALID, "bert: sequence length %" PRId64 " exceeds "
-                              "max_position_embeddings %" PRId64, s, st->max_pos);
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "bert: sequence length %" PRId64 " exceeds "
+                              "max_position_embeddings %" PRId64,
+                              s, st->max_pos);
     if (n == 0 || s == 0)
-        return api->set_error(ctx, GF_KU_INVALID, "bert: empty input [%" PRId64 ", %" PRId64 "]",
+        return api->set_error(ctx, GF_ERR_INVALID, "bert: empty input [%" PRId64 ", %" PRId64 "]",
                               n, s);
     const int64_t oshape[2] = {n, st->labels};
     if ((rc = api->output(ctx, 0, 2, oshape, &out)) != 0)
@@ -387,10 +408,11 @@ static int bt_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
      * position rows; cls and pooled [N, H]. */
     int64_t m = n * s, mh, mi, total;
     if (__builtin_mul_overflow(m, h, &mh) || __builtin_mul_overflow(m, st->inter, &mi) ||
-        __builtin_mul_overflow(mh, (int64_t)6, &total) || __builtin_add_overflow(total, mi, &total) ||
+        __builtin_mul_overflow(mh, (int64_t)6, &total) ||
+        __builtin_add_overflow(total, mi, &total) ||
         __builtin_add_overflow(total, s * h + 2 * n * h, &total) ||
         __builtin_mul_overflow(total, (int64_t)sizeof(float), &total))
-        return api->set_error(ctx, GF_KU_INVALID, "bert: activations overflow");
+        return api->set_error(ctx, GF_ERR_INVALID, "bert: activations overflow");
     float *ws;
     if ((rc = api->workspace(ctx, (size_t)total, (void **)&ws)) != 0)
         return rc;
@@ -408,8 +430,8 @@ static int bt_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
     if ((rc = k->cast(k->ctx, r.s, P, GF_DT_F32, t.data, t.dtype, s * h)) != 0)
         return gf_ku_kerr(api, ctx, k, rc, "position embeddings");
     for (int64_t b = 0; b < n; b++)
-        if ((rc = k->add(k->ctx, r.s, C + b * s * h, C + b * s * h, P, s * h,
-                         GF_ACT_IDENTITY)) != 0)
+        if ((rc = k->add(k->ctx, r.s, C + b * s * h, C + b * s * h, P, s * h, GF_ACT_IDENTITY)) !=
+            0)
             return gf_ku_kerr(api, ctx, k, rc, "position embeddings");
     if ((rc = api->param(ctx, st->type, &t)) != 0)
         return rc;
@@ -450,8 +472,7 @@ static int bt_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
         if ((rc = bt_layernorm(&r, &l->attn_ln, A, C, m, h, st->eps, "attention LayerNorm")) != 0)
             return rc;
         /* x = LN(act(x1 W_i + b_i) W_o2 + b_o2 + x1) into X */
-        if ((rc = bt_linear(&r, &l->inter, I, A, m, h, st->inter, st->act, "intermediate")) !=
-                0 ||
+        if ((rc = bt_linear(&r, &l->inter, I, A, m, h, st->inter, st->act, "intermediate")) != 0 ||
             (rc = bt_linear(&r, &l->out, C, I, m, st->inter, h, GF_ACT_IDENTITY, "output")) != 0)
             return rc;
         if ((rc = k->add(k->ctx, r.s, C, C, A, mh, GF_ACT_IDENTITY)) != 0)
@@ -478,4 +499,7 @@ static const gf_fn_desc bt_desc = {
     /* .unload = */ bt_unload,
 };
 
-const gf_fn_desc *gf_fn_kind_bert(void) { return &bt_desc; }
+const gf_fn_desc *gf_fn_kind_bert(void)
+{
+    return &bt_desc;
+}

@@ -17,16 +17,12 @@
 
 #include "core/json.h"
 
-/* Status codes of the ABI (see gpufaas/function.h, ERRORS). */
-enum { GF_KU_INVALID = 2, GF_KU_NOMEM = 1, GF_KU_UNSUPPORTED = 10 };
-
 /* The dtype masks kinds accept for weights. */
 #define GF_KU_FLOAT_MASK ((1u << GF_DT_F32) | (1u << GF_DT_F16) | (1u << GF_DT_BF16))
 #define GF_KU_ID_MASK ((1u << GF_DT_I32) | (1u << GF_DT_I64))
 
 /* "[64, 3, 7, 7]" into buf (cap bytes); returns buf. */
-static inline const char *gf_ku_shape_str(char *buf, size_t cap, int32_t rank,
-                                          const int64_t *shape)
+static inline const char *gf_ku_shape_str(char *buf, size_t cap, int32_t rank, const int64_t *shape)
 {
     size_t used = 0;
     int n = snprintf(buf, cap, "[");
@@ -43,12 +39,18 @@ static inline const char *gf_ku_shape_str(char *buf, size_t cap, int32_t rank,
 static inline const char *gf_ku_dtype_name(gf_dtype dt)
 {
     switch (dt) {
-    case GF_DT_F32: return "F32";
-    case GF_DT_F16: return "F16";
-    case GF_DT_BF16: return "BF16";
-    case GF_DT_I32: return "I32";
-    case GF_DT_I64: return "I64";
-    default: return "another dtype";
+    case GF_DT_F32:
+        return "F32";
+    case GF_DT_F16:
+        return "F16";
+    case GF_DT_BF16:
+        return "BF16";
+    case GF_DT_I32:
+        return "I32";
+    case GF_DT_I64:
+        return "I64";
+    default:
+        return "another dtype";
     }
 }
 
@@ -57,21 +59,21 @@ static inline const char *gf_ku_dtype_name(gf_dtype dt)
  * gets its descriptor. For tensors a kind only reads at load (the sources of
  * a derived parameter). Messages match those of api->require. */
 static inline int gf_ku_expect(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind,
-                               const char *name, uint32_t mask, int32_t rank,
-                               const int64_t *shape, gf_tensor *info)
+                               const char *name, uint32_t mask, int32_t rank, const int64_t *shape,
+                               gf_tensor *info)
 {
     if (api->weight_info(ctx, name, info) != 0)
-        return api->set_error(ctx, GF_KU_INVALID, "weights have no tensor '%s' (kind %s needs it)",
+        return api->set_error(ctx, GF_ERR_INVALID, "weights have no tensor '%s' (kind %s needs it)",
                               name, kind);
     if (mask != 0 && !(mask & (1u << info->dtype)))
-        return api->set_error(ctx, GF_KU_INVALID, "tensor '%s' is %s, expected F32, F16 or BF16",
+        return api->set_error(ctx, GF_ERR_INVALID, "tensor '%s' is %s, expected F32, F16 or BF16",
                               name, gf_ku_dtype_name(info->dtype));
     bool ok = info->rank == rank;
     for (int32_t k = 0; ok && k < rank; k++)
         ok = shape[k] < 0 || shape[k] == info->shape[k];
     if (!ok) {
         char want[128], got[128];
-        return api->set_error(ctx, GF_KU_INVALID, "tensor '%s' has shape %s, expected %s", name,
+        return api->set_error(ctx, GF_ERR_INVALID, "tensor '%s' has shape %s, expected %s", name,
                               gf_ku_shape_str(got, sizeof got, info->rank, info->shape),
                               gf_ku_shape_str(want, sizeof want, rank, shape));
     }
@@ -86,13 +88,14 @@ static inline int gf_ku_config(const gf_fn_api *api, gf_fn_ctx *ctx, const char 
     const char *text = api->config_json(ctx);
     gf_err e;
     *doc = NULL;
+    *root = NULL;
     if (text == NULL)
         text = "{}";
     if (gf_json_parse(text, strlen(text), 0, doc, &e) != GF_OK)
-        return api->set_error(ctx, GF_KU_INVALID, "%s config: %s", kind, e.msg);
+        return api->set_error(ctx, GF_ERR_INVALID, "%s config: %s", kind, e.msg);
     *root = gf_json_doc_root(*doc);
     if ((*root)->type != GF_JSON_OBJECT)
-        return api->set_error(ctx, GF_KU_INVALID, "%s config must be an object", kind);
+        return api->set_error(ctx, GF_ERR_INVALID, "%s config must be an object", kind);
     return 0;
 }
 
@@ -108,7 +111,7 @@ static inline int gf_ku_cfg_int(const gf_fn_api *api, gf_fn_ctx *ctx, const char
     if (v == NULL)
         return 0;
     if (v->type != GF_JSON_NUMBER || !v->u.num.is_int || v->u.num.i < lo || v->u.num.i > hi)
-        return api->set_error(ctx, GF_KU_INVALID,
+        return api->set_error(ctx, GF_ERR_INVALID,
                               "%s config: \"%s\" must be an integer in [%" PRId64 ", %" PRId64 "]",
                               kind, key, lo, hi);
     *out = v->u.num.i;

@@ -7,5 +7,7 @@
 #include <gpufaas/function.h>
 
 const gf_fn_desc *gf_fn_kind_mlp(void);
+const gf_fn_desc *gf_fn_kind_resnet(void);
+const gf_fn_desc *gf_fn_kind_bert(void);
 
 #endif /* GF_FUNCTIONS_KINDS_H */

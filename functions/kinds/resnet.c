@@ -39,7 +39,7 @@
 typedef struct rn_conv {
     char name[RN_NAME_MAX]; /* "layer1.0.conv1", for messages */
     int64_t ic, oc, k, stride, pad;
-    size_t w_idx, b_idx;    /* folded weight and bias parameters */
+    size_t w_idx, b_idx; /* folded weight and bias parameters */
 } rn_conv;
 
 typedef struct rn_block {
@@ -65,7 +65,7 @@ static const struct {
     bool bottleneck;
     int blocks[4];
 } rn_depths[] = {
-    {18, false, {2, 2, 2, 2}},  {34, false, {3, 4, 6, 3}},   {50, true, {3, 4, 6, 3}},
+    {18, false, {2, 2, 2, 2}},  {34, false, {3, 4, 6, 3}},  {50, true, {3, 4, 6, 3}},
     {101, true, {3, 4, 23, 3}}, {152, true, {3, 8, 36, 3}},
 };
 #define RN_NDEPTHS (sizeof rn_depths / sizeof rn_depths[0])
@@ -154,9 +154,8 @@ static void rn_put(void *p, gf_dtype dt, size_t i, double v)
  * one folded convolution: checks every source tensor, derives
  * "<conv>.weight.folded" and "<conv>.bias.folded" and, unless validating,
  * computes them. */
-static int rn_fold(const gf_fn_api *api, gf_fn_ctx *ctx, double eps, rn_conv *c,
-                   const char *conv, const char *bn, int64_t ic, int64_t oc, int64_t k,
-                   int64_t stride, int64_t pad)
+static int rn_fold(const gf_fn_api *api, gf_fn_ctx *ctx, double eps, rn_conv *c, const char *conv,
+                   const char *bn, int64_t ic, int64_t oc, int64_t k, int64_t stride, int64_t pad)
 {
     static const char *const bn_parts[4] = {"weight", "bias", "running_mean", "running_var"};
     char name[RN_NAME_MAX + 32];
@@ -199,9 +198,9 @@ static int rn_fold(const gf_fn_api *api, gf_fn_ctx *ctx, double eps, rn_conv *c,
         size_t oi = (size_t)o;
         double var = rn_get(bd[3].data, bd[3].dtype, oi);
         if (!(var + eps > 0.0))
-            return api->set_error(ctx, GF_KU_INVALID,
-                                  "tensor '%s.running_var' has a negative or NaN entry at %zu",
-                                  bn, oi);
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "tensor '%s.running_var' has a negative or NaN entry at %zu", bn,
+                                  oi);
         double scale = rn_get(bd[0].data, bd[0].dtype, oi) / sqrt(var + eps);
         double mean = rn_get(bd[2].data, bd[2].dtype, oi);
         rn_put(fb, wi.dtype, oi, rn_get(bd[1].data, bd[1].dtype, oi) - mean * scale);
@@ -237,19 +236,22 @@ static int rn_config(const gf_fn_api *api, gf_fn_ctx *ctx, int64_t *depth, int64
         const char *key = root->u.obj.m[i].key;
         if (strcmp(key, "depth") != 0 && strcmp(key, "num_classes") != 0 &&
             strcmp(key, "bn_eps") != 0) {
-            rc = api->set_error(ctx, GF_KU_INVALID, "resnet config: unknown field \"%s\" "
-                                "(known: depth, num_classes, bn_eps)", key);
+            rc = api->set_error(ctx, GF_ERR_INVALID,
+                                "resnet config: unknown field \"%s\" "
+                                "(known: depth, num_classes, bn_eps)",
+                                key);
             goto done;
         }
     }
     if ((rc = gf_ku_cfg_int(api, ctx, RN_KIND, root, "depth", 1, 1000, depth, NULL)) != 0 ||
-        (rc = gf_ku_cfg_int(api, ctx, RN_KIND, root, "num_classes", 1, INT32_MAX, classes,
-                            NULL)) != 0)
+        (rc = gf_ku_cfg_int(api, ctx, RN_KIND, root, "num_classes", 1, INT32_MAX, classes, NULL)) !=
+            0)
         goto done;
     const gf_json *e = gf_json_get(root, "bn_eps");
     if (e != NULL) {
         if (e->type != GF_JSON_NUMBER || !(e->u.num.d > 0.0) || e->u.num.d > 1.0) {
-            rc = api->set_error(ctx, GF_KU_INVALID, "resnet config: \"bn_eps\" must be a number "
+            rc = api->set_error(ctx, GF_ERR_INVALID,
+                                "resnet config: \"bn_eps\" must be a number "
                                 "in (0, 1]");
             goto done;
         }
@@ -269,8 +271,8 @@ static int64_t rn_out(int64_t in, int64_t k, int64_t stride, int64_t pad)
 }
 
 /* Walk the network for an h x w input: the largest activation (elements
- * per image) and the final spatial size. False when some stage would be
- * empty. */
+ * per image). False when some stage would be empty (only for an empty
+ * input: every stage maps a size >= 1 to a size >= 1). */
 static bool rn_geometry(const rn_state *st, int64_t h, int64_t w, int64_t *max_el)
 {
     int64_t mx = 0;
@@ -315,24 +317,23 @@ static int rn_check_io(const gf_fn_api *api, gf_fn_ctx *ctx, const rn_state *st)
     gf_fn_io io;
     char got[128];
     if (api->input_count(ctx) != 1 || api->output_count(ctx) != 1)
-        return api->set_error(ctx, GF_KU_INVALID, "resnet takes one input [N, 3, H, W] and "
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "resnet takes one input [N, 3, H, W] and "
                               "gives one output [N, %" PRId64 "]; the manifest has %zu and %zu",
                               st->classes, api->input_count(ctx), api->output_count(ctx));
     api->input_spec(ctx, 0, &io);
     const int64_t in_shape[4] = {-1, 3, -1, -1};
     if (io.dtype != GF_DT_F32 || !gf_ku_io_matches(&io, 4, in_shape))
-        return api->set_error(ctx, GF_KU_INVALID, "resnet input '%s' must be FP32 [N, 3, H, W], "
-                              "the manifest says %s %s", io.name, gf_ku_dtype_name(io.dtype),
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "resnet input '%s' must be FP32 [N, 3, H, W], "
+                              "the manifest says %s %s",
+                              io.name, gf_ku_dtype_name(io.dtype),
                               gf_ku_shape_str(got, sizeof got, io.rank, io.shape));
-    int64_t mx;
-    if (io.shape[2] > 0 && io.shape[3] > 0 && !rn_geometry(st, io.shape[2], io.shape[3], &mx))
-        return api->set_error(ctx, GF_KU_INVALID, "resnet input '%s': %" PRId64 "x%" PRId64
-                              " is too small for ResNet-%d", io.name, io.shape[2], io.shape[3],
-                              st->depth);
     api->output_spec(ctx, 0, &io);
     const int64_t out_shape[2] = {-1, st->classes};
     if (io.dtype != GF_DT_F32 || !gf_ku_io_matches(&io, 2, out_shape))
-        return api->set_error(ctx, GF_KU_INVALID, "resnet output '%s' must be FP32 [N, %" PRId64
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "resnet output '%s' must be FP32 [N, %" PRId64
                               "] (fc.weight has %" PRId64 " classes), the manifest says %s %s",
                               io.name, st->classes, st->classes, gf_ku_dtype_name(io.dtype),
                               gf_ku_shape_str(got, sizeof got, io.rank, io.shape));
@@ -360,32 +361,37 @@ static int rn_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
             di = (int)i;
     }
     if (di < 0 && depth != 0)
-        return api->set_error(ctx, GF_KU_INVALID, "resnet config: depth %" PRId64 " is not one of "
-                              "18, 34, 50, 101, 152", depth);
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "resnet config: depth %" PRId64 " is not one of "
+                              "18, 34, 50, 101, 152",
+                              depth);
     if (di < 0)
-        return api->set_error(ctx, GF_KU_INVALID, "resnet: cannot tell the depth from the "
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "resnet: cannot tell the depth from the "
                               "weights (%s blocks per stage %d, %d, %d, %d); are these "
                               "torchvision ResNet weights? Set config \"depth\" to see what is "
-                              "missing", bottleneck ? "bottleneck" : "basic", counts[0],
-                              counts[1], counts[2], counts[3]);
+                              "missing",
+                              bottleneck ? "bottleneck" : "basic", counts[0], counts[1], counts[2],
+                              counts[3]);
     for (int l = 0; l < 4; l++) {
         char name[64];
         snprintf(name, sizeof name, "layer%d.%d.conv1.weight", l + 1, rn_depths[di].blocks[l]);
         if (api->weight_info(ctx, name, &t) == 0)
-            return api->set_error(ctx, GF_KU_INVALID, "resnet config: depth %d has %d blocks in "
-                                  "layer%d but the weights have '%s'", rn_depths[di].depth,
-                                  rn_depths[di].blocks[l], l + 1, name);
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "resnet config: depth %d has %d blocks in "
+                                  "layer%d but the weights have '%s'",
+                                  rn_depths[di].depth, rn_depths[di].blocks[l], l + 1, name);
     }
     rn_state *st = calloc(1, sizeof *st);
     if (st == NULL)
-        return api->set_error(ctx, GF_KU_NOMEM, "out of memory");
+        return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
     st->depth = rn_depths[di].depth;
     st->bottleneck = rn_depths[di].bottleneck;
     for (int l = 0; l < 4; l++)
         st->nblocks += (size_t)rn_depths[di].blocks[l];
     st->blocks = calloc(st->nblocks, sizeof *st->blocks);
     if (st->blocks == NULL) {
-        rc = api->set_error(ctx, GF_KU_NOMEM, "out of memory");
+        rc = api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
     /* Declare the parameters in execution order. */
@@ -425,24 +431,24 @@ static int rn_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
             if (blk->has_ds) {
                 snprintf(conv, sizeof conv, "%s.downsample.0", pre);
                 snprintf(bn, sizeof bn, "%s.downsample.1", pre);
-                if ((rc = rn_fold(api, ctx, eps, &blk->ds, conv, bn, in, planes * e, 1, s, 0)) !=
-                    0)
+                if ((rc = rn_fold(api, ctx, eps, &blk->ds, conv, bn, in, planes * e, 1, s, 0)) != 0)
                     goto fail;
             }
             in = planes * e;
         }
     }
     st->feat = in;
-    if ((rc = api->weight_info(ctx, "fc.weight", &t)) != 0 || t.rank != 2) {
+    /* The class count: from the config, else fc.bias, else fc.weight; the
+     * require calls below check the others against it. */
+    st->classes = classes;
+    if (st->classes == 0 && api->weight_info(ctx, "fc.bias", &t) == 0 && t.rank == 1)
+        st->classes = t.shape[0];
+    if (st->classes == 0 && api->weight_info(ctx, "fc.weight", &t) == 0 && t.rank == 2)
+        st->classes = t.shape[0];
+    if (st->classes == 0) {
         const int64_t want[2] = {-1, in};
         rc = api->require(ctx, "fc.weight", GF_KU_FLOAT_MASK, 2, want, &st->fc_w);
-        rc = rc ? rc : GF_KU_INVALID;
-        goto fail;
-    }
-    st->classes = t.shape[0];
-    if (classes != 0 && classes != st->classes) {
-        rc = api->set_error(ctx, GF_KU_INVALID, "resnet config: num_classes is %" PRId64
-                            " but fc.weight has %" PRId64 " rows", classes, st->classes);
+        rc = rc ? rc : api->set_error(ctx, GF_ERR_INVALID, "resnet: fc.weight has no rows");
         goto fail;
     }
     const int64_t fcw[2] = {st->classes, in};
@@ -479,11 +485,20 @@ static int rn_conv_run(const rn_run *r, const rn_conv *c, float *y, const float 
         (rc = r->api->param(r->ctx, c->b_idx, &bt)) != 0)
         return rc;
     const gf_conv2d_params p = {
-        /* .n = */ r->n, /* .c = */ c->ic, /* .h = */ *h, /* .w = */ *w,
-        /* .oc = */ c->oc, /* .kh = */ c->k, /* .kw = */ c->k,
-        /* .stride_h = */ c->stride, /* .stride_w = */ c->stride,
-        /* .pad_h = */ c->pad, /* .pad_w = */ c->pad,
-        /* .dil_h = */ 1, /* .dil_w = */ 1, /* .groups = */ 1,
+        /* .n = */ r->n,
+        /* .c = */ c->ic,
+        /* .h = */ *h,
+        /* .w = */ *w,
+        /* .oc = */ c->oc,
+        /* .kh = */ c->k,
+        /* .kw = */ c->k,
+        /* .stride_h = */ c->stride,
+        /* .stride_w = */ c->stride,
+        /* .pad_h = */ c->pad,
+        /* .pad_w = */ c->pad,
+        /* .dil_h = */ 1,
+        /* .dil_w = */ 1,
+        /* .groups = */ 1,
     };
     rc = r->k->conv2d(r->k->ctx, r->s, y, x, &p, wt.data, bt.data, wt.dtype, act);
     if (rc != 0)
@@ -503,12 +518,12 @@ static int rn_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
     if (rc != 0)
         return rc;
     if (x.rank != 4 || x.shape[1] != 3 || x.dtype != GF_DT_F32)
-        return api->set_error(ctx, GF_KU_INVALID, "resnet: the input must be FP32 [N, 3, H, W]");
+        return api->set_error(ctx, GF_ERR_INVALID, "resnet: the input must be FP32 [N, 3, H, W]");
     r.n = x.shape[0];
     int64_t h = x.shape[2], w = x.shape[3], max_el;
     if (!rn_geometry(st, h, w, &max_el))
-        return api->set_error(ctx, GF_KU_INVALID, "resnet: a %" PRId64 "x%" PRId64 " input is too "
-                              "small for ResNet-%d", h, w, st->depth);
+        return api->set_error(ctx, GF_ERR_INVALID, "resnet: an empty %" PRId64 "x%" PRId64 " input",
+                              h, w);
     /* Four rotating activation buffers of the largest activation, plus the
      * pooled features. */
     int64_t per, pooled;
@@ -517,8 +532,8 @@ static int rn_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
         __builtin_mul_overflow(st->feat, r.n, &pooled) ||
         __builtin_mul_overflow((size_t)per, (size_t)4 * 4, &bytes) ||
         __builtin_add_overflow(bytes, (size_t)pooled * 4, &bytes))
-        return api->set_error(ctx, GF_KU_INVALID, "resnet: activations for batch %" PRId64
-                              " overflow", r.n);
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "resnet: activations for batch %" PRId64 " overflow", r.n);
     void *ws;
     if ((rc = api->workspace(ctx, bytes, &ws)) != 0)
         return rc;
@@ -547,15 +562,15 @@ static int rn_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
         /* main path: the last conv has no activation; result in res */
         int res;
         if (blk->nconv == 2) {
-            if ((rc = rn_conv_run(&r, &blk->conv[0], buf[o[0]], buf[cur], &bh, &bw,
-                                  GF_ACT_RELU)) != 0 ||
+            if ((rc = rn_conv_run(&r, &blk->conv[0], buf[o[0]], buf[cur], &bh, &bw, GF_ACT_RELU)) !=
+                    0 ||
                 (rc = rn_conv_run(&r, &blk->conv[1], buf[o[1]], buf[o[0]], &bh, &bw,
                                   GF_ACT_IDENTITY)) != 0)
                 return rc;
             res = o[1];
         } else {
-            if ((rc = rn_conv_run(&r, &blk->conv[0], buf[o[0]], buf[cur], &bh, &bw,
-                                  GF_ACT_RELU)) != 0 ||
+            if ((rc = rn_conv_run(&r, &blk->conv[0], buf[o[0]], buf[cur], &bh, &bw, GF_ACT_RELU)) !=
+                    0 ||
                 (rc = rn_conv_run(&r, &blk->conv[1], buf[o[1]], buf[o[0]], &bh, &bw,
                                   GF_ACT_RELU)) != 0 ||
                 (rc = rn_conv_run(&r, &blk->conv[2], buf[o[0]], buf[o[1]], &bh, &bw,
@@ -566,14 +581,13 @@ static int rn_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
         const float *id = buf[cur];
         if (blk->has_ds) {
             int64_t dh = h, dw = w;
-            if ((rc = rn_conv_run(&r, &blk->ds, buf[o[2]], buf[cur], &dh, &dw,
-                                  GF_ACT_IDENTITY)) != 0)
+            if ((rc = rn_conv_run(&r, &blk->ds, buf[o[2]], buf[cur], &dh, &dw, GF_ACT_IDENTITY)) !=
+                0)
                 return rc;
             id = buf[o[2]];
         }
         c = blk->conv[blk->nconv - 1].oc;
-        if ((rc = k->add(k->ctx, r.s, buf[res], buf[res], id, r.n * c * bh * bw, GF_ACT_RELU)) !=
-            0)
+        if ((rc = k->add(k->ctx, r.s, buf[res], buf[res], id, r.n * c * bh * bw, GF_ACT_RELU)) != 0)
             return gf_ku_kerr(api, ctx, k, rc, "residual add");
         cur = res;
         h = bh;
@@ -605,4 +619,7 @@ static const gf_fn_desc rn_desc = {
     /* .unload = */ rn_unload,
 };
 
-const gf_fn_desc *gf_fn_kind_resnet(void) { return &rn_desc; }
+const gf_fn_desc *gf_fn_kind_resnet(void)
+{
+    return &rn_desc;
+}
