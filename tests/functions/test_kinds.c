@@ -34,6 +34,7 @@
 #include "core/safetensors.h"
 #include "core/tensor.h"
 #include "functions/runtime.h"
+#include "kinds_testlib.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -116,29 +117,12 @@ static run_result run_case(const char *dir)
 {
     run_result res = {0, 0};
     gf_err err;
-    gf_manifest *mf = manifest_load(dir);
-    const gf_fn_kind *kind = gf_fn_kind_find(mf->kind);
-    ck_assert_ptr_nonnull(kind);
+    char *mpath = gf_test_path(dir, "manifest.json");
     char *weights = gf_test_path(dir, "weights.safetensors");
     char *derived = gf_test_path(dir, "derived.safetensors");
-    ck_assert_msg(gf_fn_validate(kind, mf, weights, &err) == GF_OK, "validate: %s", err.msg);
-    gf_fn_plan *plan;
-    ck_assert_msg(gf_fn_prepare(kind, mf, weights, derived, &plan, &err) == GF_OK, "prepare: %s",
-                  err.msg);
-
-    gf_backend *be;
-    gf_backend_config cfg = {.device = "cpu", .device_budget = (size_t)1 << 30};
-    ck_assert_msg(gf_backend_open(&cfg, &be, &err) == GF_OK, "%s", err.msg);
-    gf_cache *cache;
-    gf_cache_config cc = {.host_budget = 0};
-    ck_assert_msg(gf_cache_new(be, &cc, &cache, &err) == GF_OK, "%s", err.msg);
-    gf_cache_model *m;
-    ck_assert_msg(gf_cache_model_add(cache, "m", gf_fn_plan_cache_path(plan),
-                                     gf_fn_plan_param_names(plan), gf_fn_plan_param_count(plan), &m,
-                                     &err) == GF_OK,
-                  "%s", err.msg);
-    gf_lease *lease;
-    ck_assert_msg(gf_cache_acquire(cache, m, &lease, &err) == GF_OK, "%s", err.msg);
+    fn_rig r;
+    fn_rig_open(&r, mpath, weights, derived);
+    const gf_manifest *mf = r.mf;
 
     char *inpath = gf_test_path(dir, "inputs.safetensors");
     char *expath = gf_test_path(dir, "expected.safetensors");
@@ -147,9 +131,7 @@ static run_result run_case(const char *dir)
     ck_assert_msg(gf_st_open(expath, &exf, &err) == GF_OK, "%s", err.msg);
     gf_tensor *in = tensors_load(inf, mf->inputs, mf->n_inputs);
     gf_fn_outputs out;
-    gf_fn_timing tm;
-    ck_assert_msg(gf_fn_infer(plan, be, cache, lease, in, mf->n_inputs, &out, &tm, &err) == GF_OK,
-                  "infer: %s", err.msg);
+    ck_assert_msg(fn_rig_infer(&r, in, mf->n_inputs, &out, &err) == GF_OK, "infer: %s", err.msg);
     ck_assert_uint_eq(out.n, mf->n_outputs);
     for (size_t i = 0; i < out.n; i++) {
         const gf_st_tensor *e = gf_st_find(exf, mf->outputs[i].name);
@@ -160,23 +142,20 @@ static run_result run_case(const char *dir)
         const float *y = out.t[i].data;
         size_t n = e->nbytes / 8;
         for (size_t j = 0; j < n; j++) {
-            double r = st_get(e, j);
+            double ref = st_get(e, j);
             ck_assert_msg(isfinite(y[j]), "output %zu is not finite", j);
-            res.err = fmax(res.err, fabs((double)y[j] - r));
-            res.scale = fmax(res.scale, fabs(r));
+            res.err = fmax(res.err, fabs((double)y[j] - ref));
+            res.scale = fmax(res.scale, fabs(ref));
         }
     }
     gf_fn_outputs_free(&out);
     free(in);
     gf_st_close(inf);
     gf_st_close(exf);
-    gf_lease_release(lease);
-    gf_cache_free(cache);
-    gf_backend_free(be);
-    gf_fn_plan_free(plan);
-    gf_manifest_free(mf);
+    fn_rig_close(&r);
     free(inpath);
     free(expath);
+    free(mpath);
     free(weights);
     free(derived);
     return res;
@@ -438,25 +417,10 @@ START_TEST(test_bert_bad_token)
 {
     char *dir = gf_test_path(tmpdir, "case");
     ref_generate(dir, CASE("--kind", "bert", "--batch", "1", "--id-dtype", "I32"));
-    gf_manifest *mf = manifest_load(dir);
-    const gf_fn_kind *kind = gf_fn_kind_find("bert");
+    char *mpath = gf_test_path(dir, "manifest.json");
     char *weights = gf_test_path(dir, "weights.safetensors");
-    gf_fn_plan *plan;
-    gf_err err;
-    ck_assert_msg(gf_fn_prepare(kind, mf, weights, NULL, &plan, &err) == GF_OK, "%s", err.msg);
-    gf_backend *be;
-    gf_backend_config cfg = {.device = "cpu"};
-    ck_assert_int_eq(gf_backend_open(&cfg, &be, &err), GF_OK);
-    gf_cache *cache;
-    gf_cache_config cc = {0};
-    ck_assert_int_eq(gf_cache_new(be, &cc, &cache, &err), GF_OK);
-    gf_cache_model *m;
-    ck_assert_int_eq(gf_cache_model_add(cache, "b", gf_fn_plan_cache_path(plan),
-                                        gf_fn_plan_param_names(plan), gf_fn_plan_param_count(plan),
-                                        &m, &err),
-                     GF_OK);
-    gf_lease *lease;
-    ck_assert_int_eq(gf_cache_acquire(cache, m, &lease, &err), GF_OK);
+    fn_rig r;
+    fn_rig_open(&r, mpath, weights, NULL);
     int32_t ids[4] = {1, 2, 5000, 3};
     int64_t mask[4] = {1, 1, 1, 1};
     int64_t shape[2] = {1, 4};
@@ -464,14 +428,12 @@ START_TEST(test_bert_bad_token)
     gf_tensor_init(&in[0], GF_DT_I32, 2, shape, ids, GF_MEM_HOST, -1, NULL);
     gf_tensor_init(&in[1], GF_DT_I64, 2, shape, mask, GF_MEM_HOST, -1, NULL);
     gf_fn_outputs out;
+    gf_err err;
     gf_err_clear(&err);
-    ck_assert_int_eq(gf_fn_infer(plan, be, cache, lease, in, 2, &out, NULL, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(fn_rig_infer(&r, in, 2, &out, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "5000") != NULL, "message '%s' lacks the index", err.msg);
-    gf_lease_release(lease);
-    gf_cache_free(cache);
-    gf_backend_free(be);
-    gf_fn_plan_free(plan);
-    gf_manifest_free(mf);
+    fn_rig_close(&r);
+    free(mpath);
     free(weights);
     free(dir);
 }
