@@ -14,6 +14,7 @@ static const struct {
 } gf_commands[] = {
     {"version", gf_cmd_version, "print the version and the backends this build has"},
     {"inspect", gf_cmd_inspect, "list the tensors and metadata of a safetensors file"},
+    {"mkmodel", gf_cmd_mkmodel, "write random weights and a manifest for a built-in kind"},
 };
 
 #define GF_NCOMMANDS (sizeof gf_commands / sizeof gf_commands[0])
