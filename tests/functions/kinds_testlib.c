@@ -19,7 +19,9 @@ void fn_rig_open(fn_rig *r, const char *manifest_path, const char *weights, cons
     ck_assert_msg(gf_fn_validate(kind, r->mf, weights, &err) == GF_OK, "validate: %s", err.msg);
     ck_assert_msg(gf_fn_prepare(kind, r->mf, weights, derived, &r->plan, &err) == GF_OK,
                   "prepare: %s", err.msg);
-    gf_backend_config cfg = {.device = "cpu", .device_budget = (size_t)1 << 30};
+    const char *dev = getenv("GF_TEST_DEVICE");
+    gf_backend_config cfg = {.device = dev != NULL && dev[0] ? dev : "cpu",
+                             .device_budget = (size_t)1 << 30};
     ck_assert_msg(gf_backend_open(&cfg, &r->be, &err) == GF_OK, "%s", err.msg);
     gf_cache_config cc = {.host_budget = 0};
     ck_assert_msg(gf_cache_new(r->be, &cc, &r->cache, &err) == GF_OK, "%s", err.msg);

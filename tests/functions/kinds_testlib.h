@@ -18,8 +18,10 @@ typedef struct fn_rig {
 
 /* Parse the manifest at manifest_path, validate it against weights (as at
  * deploy time), prepare the plan (derived parameters go to derived, which
- * may be NULL when the kind derives none), open a cpu backend and a cache
- * and register the plan's parameters. */
+ * may be NULL when the kind derives none), open a backend and a cache and
+ * register the plan's parameters. The backend is cpu, or the device named by
+ * the environment variable GF_TEST_DEVICE ("cuda:0": tests/gpu/run.sh runs
+ * the kinds' numerics there). */
 void fn_rig_open(fn_rig *r, const char *manifest_path, const char *weights, const char *derived);
 
 /* Acquire, run one batch (inputs in manifest order, host memory) and

@@ -42,6 +42,11 @@ meson test -C $builddir --print-errorlogs --num-processes 4 > "$out/tests.log" 2
 grep -E "^ *[0-9]+/[0-9]+ " "$out/tests.log"
 tail -8 "$out/tests.log"
 
+say "the built-in kinds on cuda:0 against the numpy reference"
+GF_TEST_DEVICE=cuda:0 meson test -C $builddir functions_kinds --print-errorlogs \
+  > "$out/kinds_cuda.log" 2>&1 || status=1
+grep -E "err/scale|^ *[0-9]+/[0-9]+ " "$out/kinds_cuda.log"
+
 bench() { # name, executable, args...
   local name=$1; shift
   say "benchmark $name $*"
