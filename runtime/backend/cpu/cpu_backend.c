@@ -15,6 +15,7 @@
 
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/page_pool.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/tensor.h"
@@ -69,10 +70,7 @@ struct cpu_ctx {
     /* page pool */
     int memfd;
     size_t sys_page;
-    int64_t pool_pages;
-    int64_t *free_pages; /* stack of free page indices */
-    int64_t n_free;
-    unsigned char *backed; /* per page: committed and parked already */
+    gf_page_pool pool;   /* a committed page is allocated in the memfd and parked */
     /* Every committed page has its page-table entries built once, in its
      * slot of the parking range. Mapping a page into a model's range moves
      * those entries there with mremap (cheap: page tables move whole when
@@ -82,7 +80,6 @@ struct cpu_ctx {
     char *park;
     size_t park_bytes;
     void **mapped_at; /* per page: where it is mapped, NULL when parked */
-    pthread_mutex_t pool_lock;
 };
 
 /* ---- events ---------------------------------------------------------------- */
@@ -470,18 +467,15 @@ static void cpu_vrelease(gf_backend *be, void *base, size_t size)
 static gf_status cpu_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
 {
     cpu_ctx *c = be->context;
-    pthread_mutex_lock(&c->pool_lock);
-    if (c->n_free == 0) {
-        pthread_mutex_unlock(&c->pool_lock);
+    int64_t p;
+    bool fresh;
+    if (!gf_page_pool_take(&c->pool, &p, &fresh))
         return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "the page pool is empty (%lld pages)",
-                          (long long)c->pool_pages);
-    }
-    int64_t p = c->free_pages[--c->n_free];
-    bool need_backing = !c->backed[p];
-    pthread_mutex_unlock(&c->pool_lock);
-    if (need_backing) {
+                          (long long)c->pool.n);
+    if (fresh) {
         /* commit the page's memory now rather than on first touch inside a
-         * copy, as a GPU allocation would be */
+         * copy, as a GPU allocation would be, and build its page tables once
+         * in its parking slot */
         int rc = fallocate(c->memfd, 0, (off_t)p * (off_t)be->page_size, (off_t)be->page_size);
         if (rc == 0 || errno == EOPNOTSUPP) {
             void *slot = mmap(c->park + (size_t)p * be->page_size, be->page_size,
@@ -491,15 +485,11 @@ static gf_status cpu_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
         }
         if (rc != 0) {
             int e = errno;
-            pthread_mutex_lock(&c->pool_lock);
-            c->free_pages[c->n_free++] = p;
-            pthread_mutex_unlock(&c->pool_lock);
+            gf_page_pool_put(&c->pool, p);
             return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "committing page %lld: %s",
                               (long long)p, strerror(e));
         }
-        pthread_mutex_lock(&c->pool_lock);
-        c->backed[p] = 1;
-        pthread_mutex_unlock(&c->pool_lock);
+        gf_page_pool_committed(&c->pool, p);
     }
     *page = p;
     return GF_OK;
@@ -508,16 +498,13 @@ static gf_status cpu_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
 static void cpu_page_free(gf_backend *be, int64_t page)
 {
     cpu_ctx *c = be->context;
-    pthread_mutex_lock(&c->pool_lock);
-    if (page >= 0 && page < c->pool_pages && c->n_free < c->pool_pages)
-        c->free_pages[c->n_free++] = page;
-    pthread_mutex_unlock(&c->pool_lock);
+    gf_page_pool_put(&c->pool, page);
 }
 
 static gf_status cpu_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
 {
     cpu_ctx *c = be->context;
-    if (page >= c->pool_pages || !c->backed[page] || c->mapped_at[page] != NULL)
+    if (!gf_page_pool_is_committed(&c->pool, page) || c->mapped_at[page] != NULL)
         return gf_err_set(err, GF_ERR_INVALID, "page %lld is not an allocated, unmapped page",
                           (long long)page);
     if ((uintptr_t)addr % c->sys_page != 0)
@@ -538,7 +525,7 @@ static gf_status cpu_unmap(gf_backend *be, void *addr, gf_err *err)
 {
     cpu_ctx *c = be->context;
     int64_t page = -1;
-    for (int64_t i = 0; i < c->pool_pages; i++) {
+    for (int64_t i = 0; i < c->pool.n; i++) {
         if (c->mapped_at[i] == addr) {
             page = i;
             break;
@@ -577,10 +564,8 @@ static void cpu_free(gf_backend *be)
             close(c->memfd);
         if (c->park != NULL)
             munmap(c->park, c->park_bytes);
-        free(c->free_pages);
-        free(c->backed);
+        gf_page_pool_deinit(&c->pool);
         free(c->mapped_at);
-        pthread_mutex_destroy(&c->pool_lock);
         free(c);
     }
     free(be);
@@ -641,32 +626,27 @@ gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf
     c->copy_bandwidth = cfg->cpu_copy_bandwidth;
     c->hook = cfg->cpu_copy_hook;
     c->hook_arg = cfg->cpu_copy_hook_arg;
-    pthread_mutex_init(&c->pool_lock, NULL);
 
-    c->pool_pages = (int64_t)(budget / page_size);
-    c->free_pages = malloc((size_t)(c->pool_pages ? c->pool_pages : 1) * sizeof *c->free_pages);
-    c->backed = calloc((size_t)(c->pool_pages ? c->pool_pages : 1), 1);
-    c->mapped_at = calloc((size_t)(c->pool_pages ? c->pool_pages : 1), sizeof *c->mapped_at);
-    if (c->free_pages == NULL || c->backed == NULL || c->mapped_at == NULL) {
+    int64_t pool_pages = (int64_t)(budget / page_size);
+    if ((st = gf_page_pool_init(&c->pool, pool_pages, err)) != GF_OK)
+        goto fail;
+    c->mapped_at = calloc((size_t)(pool_pages ? pool_pages : 1), sizeof *c->mapped_at);
+    if (c->mapped_at == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for a pool of %lld pages",
-                        (long long)c->pool_pages);
+                        (long long)pool_pages);
         goto fail;
     }
-    /* hand out low page numbers first */
-    for (int64_t i = 0; i < c->pool_pages; i++)
-        c->free_pages[i] = c->pool_pages - 1 - i;
-    c->n_free = c->pool_pages;
     c->memfd = memfd_create("gpufaas-device-pages", MFD_CLOEXEC);
     if (c->memfd < 0) {
         st = gf_err_set(err, GF_ERR_IO, "memfd_create: %s", strerror(errno));
         goto fail;
     }
-    if (ftruncate(c->memfd, (off_t)c->pool_pages * (off_t)page_size) != 0) {
+    if (ftruncate(c->memfd, (off_t)pool_pages * (off_t)page_size) != 0) {
         st = gf_err_set(err, GF_ERR_IO, "ftruncate(page pool, %lld pages): %s",
-                        (long long)c->pool_pages, strerror(errno));
+                        (long long)pool_pages, strerror(errno));
         goto fail;
     }
-    c->park_bytes = (size_t)(c->pool_pages ? c->pool_pages : 1) * page_size;
+    c->park_bytes = (size_t)(pool_pages ? pool_pages : 1) * page_size;
     c->park = cpu_reserve_aligned(c->park_bytes, page_size);
     if (c->park == NULL) {
         st = gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "reserving the page pool's address range: %s",

@@ -19,6 +19,7 @@
 #include "backend/backend_impl.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/page_pool.h"
 #include "core/log.h"
 #include "core/tensor.h"
 
@@ -45,11 +46,8 @@ typedef struct {
     gf_cuda_kctx *kctx;
     /* page pool: a physical allocation per page, created on first use and
      * kept for reuse (pages of a pool are interchangeable) */
-    pthread_mutex_t pool_lock;
+    gf_page_pool pool;
     CUmemGenericAllocationHandle *handles;
-    unsigned char *created;
-    int64_t *free_pages;
-    int64_t pool_pages, n_free;
 } cuda_ctx;
 
 struct gf_event {
@@ -142,29 +140,19 @@ static void cuda_vrelease(gf_backend *be, void *base, size_t size)
 static gf_status cuda_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
 {
     cuda_ctx *c = be->context;
-    pthread_mutex_lock(&c->pool_lock);
-    if (c->n_free == 0) {
-        pthread_mutex_unlock(&c->pool_lock);
+    int64_t p;
+    bool fresh;
+    if (!gf_page_pool_take(&c->pool, &p, &fresh))
         return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "the page pool is empty (%lld pages)",
-                          (long long)c->pool_pages);
-    }
-    int64_t p = c->free_pages[--c->n_free];
-    bool need = !c->created[p];
-    pthread_mutex_unlock(&c->pool_lock);
-    if (need) {
+                          (long long)c->pool.n);
+    if (fresh) {
         cuda_enter(c);
-        CUmemGenericAllocationHandle h;
-        CUresult r = c->vmm.create(&h, be->page_size, &c->prop, 0);
+        CUresult r = c->vmm.create(&c->handles[p], be->page_size, &c->prop, 0);
         if (r != CUDA_SUCCESS) {
-            pthread_mutex_lock(&c->pool_lock);
-            c->free_pages[c->n_free++] = p;
-            pthread_mutex_unlock(&c->pool_lock);
+            gf_page_pool_put(&c->pool, p);
             return cu_fail(err, GF_ERR_NO_DEVICE_MEM, "cuMemCreate", r);
         }
-        pthread_mutex_lock(&c->pool_lock);
-        c->handles[p] = h;
-        c->created[p] = 1;
-        pthread_mutex_unlock(&c->pool_lock);
+        gf_page_pool_committed(&c->pool, p);
     }
     *page = p;
     return GF_OK;
@@ -173,16 +161,13 @@ static gf_status cuda_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
 static void cuda_page_free(gf_backend *be, int64_t page)
 {
     cuda_ctx *c = be->context;
-    pthread_mutex_lock(&c->pool_lock);
-    if (page >= 0 && page < c->pool_pages && c->n_free < c->pool_pages)
-        c->free_pages[c->n_free++] = page;
-    pthread_mutex_unlock(&c->pool_lock);
+    gf_page_pool_put(&c->pool, page);
 }
 
 static gf_status cuda_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
 {
     cuda_ctx *c = be->context;
-    if (page >= c->pool_pages || !c->created[page])
+    if (!gf_page_pool_is_committed(&c->pool, page))
         return gf_err_set(err, GF_ERR_INVALID, "page %lld is not an allocated pool page",
                           (long long)page);
     cuda_enter(c);
@@ -419,13 +404,11 @@ static void cuda_free(gf_backend *be)
         cuda_stream_destroy(&c->copy);
         cuda_stream_destroy(&c->compute);
         if (c->handles != NULL)
-            for (int64_t i = 0; i < c->pool_pages; i++)
-                if (c->created[i])
+            for (int64_t i = 0; i < c->pool.n; i++)
+                if (gf_page_pool_is_committed(&c->pool, i))
                     c->vmm.release(c->handles[i]);
         free(c->handles);
-        free(c->created);
-        free(c->free_pages);
-        pthread_mutex_destroy(&c->pool_lock);
+        gf_page_pool_deinit(&c->pool);
         free(c);
     }
     free(be);
@@ -527,7 +510,6 @@ static gf_status cuda_open(const gf_backend_config *cfg, int index, const gf_bac
     c->be = be;
     c->index = index;
     c->host = host;
-    pthread_mutex_init(&c->pool_lock, NULL);
     cudaError_t e = cudaSetDevice(index);
     if (e == cudaSuccess)
         e = cudaFree(NULL); /* create the context now, not on the first request */
@@ -580,19 +562,15 @@ static gf_status cuda_open(const gf_backend_config *cfg, int index, const gf_bac
                         free_b, reserve);
         goto fail;
     }
-    c->pool_pages = (int64_t)(be->budget / page);
-    size_t np = (size_t)(c->pool_pages ? c->pool_pages : 1);
-    c->handles = calloc(np, sizeof *c->handles);
-    c->created = calloc(np, 1);
-    c->free_pages = malloc(np * sizeof *c->free_pages);
-    if (c->handles == NULL || c->created == NULL || c->free_pages == NULL) {
+    int64_t pool_pages = (int64_t)(be->budget / page);
+    if ((st = gf_page_pool_init(&c->pool, pool_pages, err)) != GF_OK)
+        goto fail;
+    c->handles = calloc((size_t)(pool_pages ? pool_pages : 1), sizeof *c->handles);
+    if (c->handles == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for a pool of %lld pages",
-                        (long long)c->pool_pages);
+                        (long long)pool_pages);
         goto fail;
     }
-    for (int64_t i = 0; i < c->pool_pages; i++)
-        c->free_pages[i] = c->pool_pages - 1 - i;
-    c->n_free = c->pool_pages;
     if ((st = cuda_stream_create(&c->compute, GF_STREAM_COMPUTE, err)) != GF_OK ||
         (st = cuda_stream_create(&c->copy, GF_STREAM_COPY, err)) != GF_OK)
         goto fail;

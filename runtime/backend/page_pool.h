@@ -1,0 +1,40 @@
+/* gpufaas — the free list of a backend's physical page pool
+ * (runtime/backend; backend implementations only).
+ *
+ * Both backends hand out pages numbered 0..n-1 and commit a page's memory
+ * the first time it is taken (cpu: fallocate + park its page tables; cuda:
+ * cuMemCreate), keeping it committed for reuse. This is the bookkeeping they
+ * share. Thread-safe. */
+#ifndef GF_BACKEND_PAGE_POOL_H
+#define GF_BACKEND_PAGE_POOL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef struct gf_page_pool {
+    pthread_mutex_t lock;
+    int64_t n;                /* pages in the pool */
+    int64_t n_free;
+    int64_t *free;            /* stack of free pages; low numbers on top */
+    unsigned char *committed; /* per page: its memory exists */
+} gf_page_pool;
+
+/* Caller-owned struct; n may be 0 (an empty pool). */
+gf_status gf_page_pool_init(gf_page_pool *p, int64_t n, gf_err *err);
+/* Frees the lists; a zeroed (never initialised) pool is fine. */
+void gf_page_pool_deinit(gf_page_pool *p);
+
+/* Take a free page. False when none is left. *fresh is true when the page
+ * was never committed: the caller commits it, then calls
+ * gf_page_pool_committed, or gf_page_pool_put if committing failed. */
+bool gf_page_pool_take(gf_page_pool *p, int64_t *page, bool *fresh);
+void gf_page_pool_committed(gf_page_pool *p, int64_t page);
+/* Return a page (ignores numbers outside the pool). */
+void gf_page_pool_put(gf_page_pool *p, int64_t page);
+/* True when page is in the pool and committed. */
+bool gf_page_pool_is_committed(gf_page_pool *p, int64_t page);
+
+#endif /* GF_BACKEND_PAGE_POOL_H */
