@@ -39,6 +39,7 @@ _Static_assert(GF_IPC_TIER_NONE == (int)GF_TIER_NONE && GF_IPC_TIER_STORE == (in
 #define GF_WORKER_EVQ_MAX 4096     /* queued EVENTs before new ones are dropped */
 #define GF_WORKER_BUSY_WAIT_MS 100 /* wait for cache progress when an acquire is BUSY ... */
 #define GF_WORKER_BUSY_TRIES 50    /* ... this many times before answering ERROR */
+#define GF_WORKER_INLINE_US 100    /* warm requests this quick may run on the reader */
 
 /* ---- state ------------------------------------------------------------------ */
 
@@ -56,6 +57,7 @@ typedef struct wmodel {
     int refs;              /* (L) the table, queued requests and admin jobs */
     int pending;           /* (L) INFER requests queued or running */
     uint64_t loaded_at_us; /* (L) when the last device load of it completed */
+    uint64_t exec_us;      /* (L) moving average of its function time, 0 = unknown */
     char *manifest_text;   /* as received, for comparing a repeated LOAD */
     size_t manifest_len;
     char *weights_path;
@@ -123,7 +125,8 @@ struct gf_worker {
     wreq *ahead;         /* the queued request holding a lease taken ahead, or NULL */
     bool ahead_pending;  /* a lease ahead is being acquired: the queue must stay */
     bool exec_acquiring; /* the executor waits for room: take nothing ahead */
-    wmodel *running;     /* the model of the request the executor runs now */
+    wmodel *running;     /* the model of the request running now (executor or reader) */
+    bool reader_running; /* the reader runs a quick request itself (see handle_infer) */
 
     pthread_mutex_t wlock;
     bool write_failed; /* under wlock */
@@ -1073,6 +1076,9 @@ static gf_status map_inputs(const wmodel *m, const gf_ipc_infer *msg, gf_tensor 
     return GF_OK;
 }
 
+/* Run cur and leave its answer (RESULT or ERROR) encoded in b, unsent: the
+ * caller first marks the device free, so that the next request, which may
+ * arrive as soon as the answer is out, finds it so. */
 static void run_request(gf_worker *w, wreq *cur, gf_buf *b)
 {
     uint64_t t_start = now_us();
@@ -1095,6 +1101,11 @@ static void run_request(gf_worker *w, wreq *cur, gf_buf *b)
     lease_ahead(w);
     st = gf_fn_infer(m->plan, w->be, w->cache, cur->lease, in, m->mf->n_inputs, &outs, &timing,
                      &err);
+    if (st == GF_OK) {
+        pthread_mutex_lock(&w->lock);
+        m->exec_us = m->exec_us == 0 ? timing.exec_us : (m->exec_us * 7 + timing.exec_us) / 8;
+        pthread_mutex_unlock(&w->lock);
+    }
 reply:;
     bool cold = cur->lease != NULL && gf_lease_cold(cur->lease);
     int32_t src = cur->lease != NULL ? (int32_t)gf_lease_source(cur->lease) : GF_IPC_TIER_NONE;
@@ -1135,11 +1146,13 @@ reply:;
         w->n_errors++;
         pthread_mutex_unlock(&w->lock);
     }
-    if (st == GF_OK) {
-        send_buf(w, b);
-    } else {
+    if (st != GF_OK) {
         gf_buf_reset(b);
-        reply_error(w, b, cur->id, st, gf_err_msg(&err));
+        GF_LOG_D("request %llu: %s", (unsigned long long)cur->id, gf_err_msg(&err));
+        gf_err e2;
+        gf_err_clear(&e2);
+        if (gf_ipc_encode_error(b, cur->id, st, gf_err_msg(&err), &e2) != GF_OK)
+            GF_LOG_E("encoding ERROR failed: %s", gf_err_msg(&e2));
     }
 }
 
@@ -1166,7 +1179,8 @@ static void *exec_main(void *arg)
     for (;;) {
         wreq *cur = NULL;
         for (;;) {
-            if (w->ahead_pending) { /* the reader is leasing a queued request */
+            if (w->ahead_pending || w->reader_running) { /* the reader is using the queue
+                                                          * or the device */
                 pthread_cond_wait(&w->exec_cond, &w->lock);
                 continue;
             }
@@ -1186,6 +1200,9 @@ static void *exec_main(void *arg)
         request_free(w, cur);
         pthread_mutex_lock(&w->lock);
         w->running = NULL;
+        pthread_mutex_unlock(&w->lock);
+        send_buf(w, &b);
+        pthread_mutex_lock(&w->lock);
     }
     /* stopping: answer what is left so the gateway can retry it elsewhere */
     while (w->ahead_pending)
@@ -1381,6 +1398,36 @@ static void handle_infer(gf_worker *w, gf_buf *b, gf_ipc_frame *f, gf_ipc_infer 
     r->t_recv_us = t_recv;
     memset(f, 0, sizeof *f);
     memset(msg, 0, sizeof *msg);
+    /* Fast path: with the executor idle, a request for a warm model whose
+     * function takes microseconds runs right here, saving the hand-off to the
+     * executor (a thread wake-up costs more than such a request). */
+    bool quick = w->running == NULL && w->q_head == NULL && !w->ahead_pending &&
+                 !w->exec_acquiring && m->prep == WM_READY && m->exec_us > 0 &&
+                 m->exec_us <= GF_WORKER_INLINE_US;
+    if (quick) {
+        w->running = m;
+        w->reader_running = true;
+        pthread_mutex_unlock(&w->lock);
+        gf_lease *l = NULL;
+        gf_status st = gf_cache_acquire(w->cache, m->cm, &l, NULL);
+        if (st == GF_OK && !gf_lease_cold(l)) {
+            r->lease = l;
+            run_request(w, r, b);
+            request_free(w, r);
+            pthread_mutex_lock(&w->lock);
+            w->running = NULL;
+            w->reader_running = false;
+            pthread_cond_broadcast(&w->exec_cond);
+            pthread_mutex_unlock(&w->lock);
+            send_buf(w, b);
+            return;
+        }
+        /* it has to load (or wait for room): the executor's job, lease and all */
+        pthread_mutex_lock(&w->lock);
+        r->lease = st == GF_OK ? l : NULL;
+        w->running = NULL;
+        w->reader_running = false;
+    }
     r->prev = w->q_tail;
     if (w->q_tail != NULL)
         w->q_tail->next = r;
@@ -1388,9 +1435,10 @@ static void handle_infer(gf_worker *w, gf_buf *b, gf_ipc_frame *f, gf_ipc_infer 
         w->q_head = r;
     w->q_tail = r;
     w->q_len++;
-    pthread_cond_signal(&w->exec_cond);
+    pthread_cond_broadcast(&w->exec_cond);
     pthread_mutex_unlock(&w->lock);
-    lease_ahead(w);
+    if (!quick)
+        lease_ahead(w);
     return;
 drop:
     pthread_mutex_lock(&w->lock);
@@ -1668,6 +1716,7 @@ int gf_worker_run(gf_worker *w)
     gf_err_clear(&err);
     gf_buf b;
     gf_buf_init(&b);
+    b.limit = (size_t)(GF_IPC_HEADER_SIZE + w->cfg.max_frame); /* RESULTs of quick requests */
     gf_ipc_reader rd;
     int code = GF_WORKER_EXIT_FAILURE;
     if (gf_ipc_reader_init(&rd, w->fd, w->cfg.max_frame, &err) != GF_OK) {

@@ -9,15 +9,20 @@
  * Threads of a running worker:
  *   reader    (the thread calling gf_worker_run) reads frames, answers HELLO,
  *             PING and GET_STATS itself, queues LOAD/UNLOAD for the admin
- *             thread and INFER for the executor, and watches SIGTERM/SIGINT;
- *   executor  runs INFER requests one at a time on the compute stream; before
- *             running one it acquires the lease of the next queued request
- *             (of another model), so that model's swap-in runs on the copy
+ *             thread and INFER for the executor, and watches SIGTERM/SIGINT.
+ *             When the executor is idle and a request is for a warm model
+ *             whose function takes at most GF_WORKER_INLINE_US (100 us), the
+ *             reader runs it itself: a thread hand-off costs more than that;
+ *   executor  runs INFER requests one at a time on the compute stream. Once a
+ *             request holds its lease, the first queued request of another
+ *             model is leased too (by the executor, or by the reader when it
+ *             arrives during a run), so that model's swap-in runs on the copy
  *             stream while the current one computes;
  *   admin     prepares function versions (kind load, derived parameters,
  *             cache registration, prefetch) and unloads them;
  *   events    forwards the cache's residency changes as EVENT frames.
- * Frames out are serialised by one writer lock.
+ * Frames out are serialised by one writer lock. One thread at a time drives
+ * the compute stream (the executor, or the reader on the quick path).
  */
 #ifndef GF_WORKER_H
 #define GF_WORKER_H
