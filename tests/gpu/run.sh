@@ -60,6 +60,7 @@ bench() { # name, executable, args...
 bench copy_cuda  $builddir/tests/bench/bench_copy cuda:0
 bench gemm_cuda  $builddir/tests/bench/bench_gemm cuda:0
 bench cache_cuda $builddir/tests/bench/bench_cache cuda:0
+bench ipc_cuda   $builddir/tests/bench/bench_ipc cuda:0 $builddir/runtime/worker/gpufaas-worker
 
 say "summary ($(( $(date +%s) - start ))s): tests $([ $status = 0 ] && echo passed || echo FAILED)"
 grep -hE "^[a-z_0-9]+=" "$out"/*.txt 2>/dev/null | sort -u
