@@ -26,6 +26,7 @@
 
 #include "core/sha256.h"
 #include "core/tensor.h"
+#include "core/units.h"
 #include "functions/manifest.h"
 #include "functions/runtime.h"
 #include "ipc.h"
@@ -175,52 +176,6 @@ void gf_worker_config_init(gf_worker_config *cfg)
     cfg->blas_threads = 1;
 }
 
-gf_status gf_worker_parse_size(const char *s, uint64_t *out, gf_err *err)
-{
-    const char *p = s;
-    uint64_t v = 0;
-    if (*p < '0' || *p > '9')
-        return gf_err_set(err, GF_ERR_INVALID, "'%s' is not a size (digits, then K, M, G or T)", s);
-    while (*p >= '0' && *p <= '9') {
-        if (!gf_u64_mul(v, 10, &v) || !gf_u64_add(v, (uint64_t)(*p - '0'), &v))
-            return gf_err_set(err, GF_ERR_OVERFLOW, "size '%s' is too large", s);
-        p++;
-    }
-    unsigned shift = 0;
-    switch (*p) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        p++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        p++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        p++;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        p++;
-        break;
-    default:
-        break;
-    }
-    if (shift != 0 && (strcmp(p, "iB") == 0 || strcmp(p, "B") == 0))
-        p += strlen(p);
-    if (*p != '\0')
-        return gf_err_set(err, GF_ERR_INVALID, "'%s' is not a size (digits, then K, M, G or T)", s);
-    if (shift != 0 && v > (UINT64_MAX >> shift))
-        return gf_err_set(err, GF_ERR_OVERFLOW, "size '%s' is too large", s);
-    *out = v << shift;
-    return GF_OK;
-}
-
 static gf_status parse_int(const char *flag, const char *s, long lo, long hi, long *out,
                            gf_err *err)
 {
@@ -268,15 +223,15 @@ gf_status gf_worker_parse_args(int argc, char **argv, gf_worker_config *cfg, gf_
         if (strcmp(name, "--device") == 0) {
             cfg->device = val;
         } else if (strcmp(name, "--device-memory") == 0) {
-            st = gf_worker_parse_size(val, &cfg->device_memory, err);
+            st = gf_size_parse(val, &cfg->device_memory, err);
         } else if (strcmp(name, "--host-memory") == 0) {
-            st = gf_worker_parse_size(val, &cfg->host_memory, err);
+            st = gf_size_parse(val, &cfg->host_memory, err);
         } else if (strcmp(name, "--max-frame") == 0) {
-            st = gf_worker_parse_size(val, &cfg->max_frame, err);
+            st = gf_size_parse(val, &cfg->max_frame, err);
             if (st == GF_OK && (cfg->max_frame < 4096 || cfg->max_frame > ((uint64_t)1 << 40)))
                 st = gf_err_set(err, GF_ERR_INVALID, "between 4K and 1T");
         } else if (strcmp(name, "--copy-bandwidth") == 0) {
-            st = gf_worker_parse_size(val, &cfg->copy_bandwidth, err);
+            st = gf_size_parse(val, &cfg->copy_bandwidth, err);
         } else if (strcmp(name, "--state-dir") == 0) {
             cfg->state_dir = val;
         } else if (strcmp(name, "--fd") == 0) {

@@ -57,13 +57,10 @@ typedef struct gf_worker_config {
 void gf_worker_config_init(gf_worker_config *cfg);
 
 /* Parse the command line (argv[0] is the program) into cfg, which borrows the
- * argv strings. Flags take "--flag VALUE" or "--flag=VALUE". A bad or missing
- * flag is GF_ERR_INVALID naming it. */
+ * argv strings. Flags take "--flag VALUE" or "--flag=VALUE"; sizes are parsed
+ * by gf_size_parse (core/units.h). A bad or missing flag is GF_ERR_INVALID
+ * naming it. */
 gf_status gf_worker_parse_args(int argc, char **argv, gf_worker_config *cfg, gf_err *err);
-
-/* Parse a byte size: digits with an optional K, M, G or T suffix (powers of
- * 1024; "KiB"/"KB" spellings accepted). GF_ERR_INVALID or GF_ERR_OVERFLOW. */
-gf_status gf_worker_parse_size(const char *s, uint64_t *out, gf_err *err);
 
 typedef struct gf_worker gf_worker;
 
