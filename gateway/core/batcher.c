@@ -1,0 +1,471 @@
+/* gpufaas — the gateway's batcher: one queue per function version, dynamic
+ * batching up to max_batch_size within max_queue_delay_us, and the way
+ * results go back to each request. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/tensor.h"
+#include "gateway/core/internal.h"
+
+void gf_gw_tensors_free(gf_gw_tensor *t, size_t n)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(t[i].name);
+        free(t[i].t.data);
+    }
+    free(t);
+}
+
+void gf_gw_result_free(gf_gw_result *r)
+{
+    if (r == NULL)
+        return;
+    gf_gw_tensors_free(r->outputs, r->n_outputs);
+    free(r);
+}
+
+static void req_free(gw_req *q)
+{
+    gf_gw_tensors_free(q->inputs, q->v->mf->n_inputs);
+    gf_gw_result_free(q->res);
+    gw_version_unref(q->v);
+    free(q);
+}
+
+void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
+{
+    gw_version *v = q->v;
+    res->total_us = gw_now_us() - q->t_submit_us;
+    snprintf(res->function, sizeof res->function, "%s", v->fn->name);
+    res->version = v->version;
+    char code[8];
+    snprintf(code, sizeof code, "%d", res->http_status);
+    const char *l2[2] = {v->fn->name, code};
+    const char *l1[1] = {v->fn->name};
+    gw_metric_add(gw->metrics, GW_M_REQUESTS, l2, 1);
+    gw_metric_observe(gw->metrics, GW_M_REQUEST_DURATION, l1, (double)res->total_us * 1e-6);
+    if (res->worker >= 0)
+        gw_metric_observe(gw->metrics, GW_M_QUEUE_DURATION, l1, (double)res->queue_us * 1e-6);
+    if (res->cold)
+        gw_metric_add(gw->metrics, GW_M_COLD_STARTS, l1, 1);
+    gf_store_invocation rec = {v->fn->name,       v->version,          res->worker,
+                               res->status,       res->http_status,    (int32_t)res->batch_size,
+                               res->cold,         (int64_t)res->queue_us, (int64_t)res->load_us,
+                               (int64_t)res->exec_us, (int64_t)res->total_us, 0};
+    gf_store_log_invocation(gw->store, &rec);
+    gf_gw_done_fn done = q->done;
+    void *arg = q->done_arg;
+    if (q->res == res)
+        q->res = NULL; /* delivered, not freed */
+    req_free(q);
+    atomic_fetch_sub(&gw->inflight_reqs, 1);
+    done(arg, res);
+}
+
+/* Answer q with an error, in the result allocated at submit. */
+static void req_fail(gf_gw *gw, gw_req *q, gf_status st, int http, const char *msg,
+                     const gw_batch *b)
+{
+    gf_gw_result *r = q->res;
+    gf_gw_tensors_free(r->outputs, r->n_outputs);
+    memset(r, 0, sizeof *r);
+    r->status = st;
+    r->http_status = http;
+    r->worker = b != NULL ? b->worker : -1;
+    r->batch_size = b != NULL ? b->n_reqs : 0;
+    snprintf(r->message, sizeof r->message, "%s", msg != NULL ? msg : "");
+    gw_req_finish(gw, q, r);
+}
+
+static void batch_free(gw_batch *b)
+{
+    gw_frame_unref(b->frame);
+    gw_version_unref(b->v);
+    free(b);
+}
+
+void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, int http, const char *msg)
+{
+    gw_req *q = b->reqs;
+    while (q != NULL) {
+        gw_req *next = q->next;
+        req_fail(gw, q, st, http, msg, b);
+        q = next;
+    }
+    batch_free(b);
+}
+
+void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worker)
+{
+    const gf_manifest *mf = b->v->mf;
+    char why[256] = "";
+    /* map the worker's outputs to manifest order and check they split */
+    const gf_ipc_tensor *outs[GF_MANIFEST_MAX_IO];
+    if (r->n != mf->n_outputs) {
+        snprintf(why, sizeof why, "the worker returned %u outputs, the manifest declares %zu",
+                 r->n, mf->n_outputs);
+    } else {
+        for (size_t i = 0; i < mf->n_outputs && why[0] == '\0'; i++) {
+            outs[i] = NULL;
+            for (uint32_t k = 0; k < r->n; k++)
+                if (strcmp(r->t[k].name, mf->outputs[i].name) == 0)
+                    outs[i] = &r->t[k];
+            if (outs[i] == NULL)
+                snprintf(why, sizeof why, "the worker did not return output '%s'",
+                         mf->outputs[i].name);
+            else if (b->n_reqs > 1 &&
+                     (outs[i]->t.rank < 1 || outs[i]->t.shape[0] != b->rows))
+                snprintf(why, sizeof why, "output '%s' does not have one row per input row",
+                         mf->outputs[i].name);
+        }
+    }
+    if (why[0] != '\0') {
+        gw_batch_fail(gw, b, GF_ERR_INTERNAL, 500, why);
+        return;
+    }
+    int64_t row = 0;
+    gw_req *q = b->reqs;
+    while (q != NULL) {
+        gw_req *next = q->next;
+        int64_t rows = q->rows; /* q is freed once answered */
+        gf_gw_result *res = q->res;
+        gf_gw_tensor *o = calloc(mf->n_outputs, sizeof *o);
+        bool ok = o != NULL;
+        for (size_t i = 0; ok && i < mf->n_outputs; i++) {
+            const gf_tensor *src = &outs[i]->t;
+            gf_tensor t = *src;
+            size_t off = 0, len = src->nbytes;
+            if (b->n_reqs > 1) {
+                size_t row_bytes = src->shape[0] > 0 ? src->nbytes / (size_t)src->shape[0] : 0;
+                off = (size_t)row * row_bytes;
+                len = (size_t)q->rows * row_bytes;
+                t.shape[0] = q->rows;
+                t.nbytes = len;
+            }
+            t.data = malloc(len ? len : 1);
+            o[i].name = strdup(mf->outputs[i].name);
+            ok = t.data != NULL && o[i].name != NULL;
+            if (t.data != NULL)
+                memcpy(t.data, (const char *)src->data + off, len);
+            t.mem = GF_MEM_HOST;
+            t.device_id = -1;
+            o[i].t = t;
+        }
+        if (!ok) {
+            gf_gw_tensors_free(o, mf->n_outputs);
+            req_fail(gw, q, GF_ERR_NOMEM, 500, "out of memory building the response", b);
+        } else {
+            res->status = GF_OK;
+            res->http_status = 200;
+            res->outputs = o;
+            res->n_outputs = mf->n_outputs;
+            res->worker = worker;
+            res->cold = (r->flags & GF_IPC_RESULT_COLD) != 0;
+            res->batch_size = b->n_reqs;
+            res->load_us = r->load_us;
+            res->exec_us = r->exec_us;
+            /* waiting in the gateway's queue plus in the worker's */
+            uint64_t gw_wait = b->t_dispatch_us > q->t_submit_us ? b->t_dispatch_us - q->t_submit_us
+                                                                : 0;
+            res->queue_us = gw_wait + r->queue_us;
+            gw_req_finish(gw, q, res);
+        }
+        row += rows;
+        q = next;
+    }
+    batch_free(b);
+}
+
+/* ---- queues ---------------------------------------------------------------------------- */
+
+gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err)
+{
+    gw_version *v = q->v;
+    size_t limit = gw->cfg.queue_limit ? gw->cfg.queue_limit : 1024;
+    pthread_mutex_lock(&gw->qlock);
+    if (v->q_len >= limit) {
+        pthread_mutex_unlock(&gw->qlock);
+        return gf_err_set(err, GF_ERR_BUSY, "function '%s' has %zu requests waiting, its limit: "
+                          "try again shortly", v->fn->name, v->q_len);
+    }
+    if (!v->in_ready_list) {
+        if (gw->n_ready == gw->cap_ready) {
+            size_t cap = gw->cap_ready ? gw->cap_ready * 2 : 32;
+            gw_version **r = realloc(gw->ready, cap * sizeof *r);
+            if (r == NULL) {
+                pthread_mutex_unlock(&gw->qlock);
+                return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            }
+            gw->ready = r;
+            gw->cap_ready = cap;
+        }
+        gw->ready[gw->n_ready++] = v;
+        v->in_ready_list = true;
+        gw_version_ref(v);
+    }
+    q->next = NULL;
+    if (v->q_tail != NULL)
+        v->q_tail->next = q;
+    else
+        v->q_head = q;
+    v->q_tail = q;
+    v->q_len++;
+    v->q_rows += q->rows;
+    pthread_cond_signal(&gw->qcond);
+    pthread_mutex_unlock(&gw->qlock);
+    return GF_OK;
+}
+
+/* Two requests may share a batch when every input has the same dims past
+ * the batch dimension. */
+static bool compatible(const gf_manifest *mf, const gw_req *a, const gw_req *b)
+{
+    for (size_t i = 0; i < mf->n_inputs; i++) {
+        const gf_tensor *x = &a->inputs[i].t, *y = &b->inputs[i].t;
+        if (x->rank != y->rank)
+            return false;
+        for (int32_t d = 1; d < x->rank; d++)
+            if (x->shape[d] != y->shape[d])
+                return false;
+    }
+    return true;
+}
+
+/* Take the next batch from v's queue (qlock held): the head request and the
+ * compatible ones after it, up to max_batch_size rows. */
+static gw_batch *take_batch(gw_version *v)
+{
+    gw_batch *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return NULL;
+    b->v = v;
+    gw_version_ref(v);
+    b->worker = -1;
+    gw_req **tail = &b->reqs;
+    gw_req *q = v->q_head;
+    gw_req *first = q;
+    gw_req **prev = &v->q_head;
+    while (q != NULL) {
+        gw_req *next = q->next;
+        bool take = q == first || (v->batchable && compatible(v->mf, first, q) &&
+                                   b->rows + q->rows <= v->mf->max_batch_size);
+        if (take) {
+            *prev = next;
+            q->next = NULL;
+            *tail = q;
+            tail = &q->next;
+            b->rows += q->rows;
+            b->n_reqs++;
+            v->q_len--;
+            v->q_rows -= q->rows;
+        } else {
+            prev = &q->next;
+        }
+        if (!v->batchable || b->rows >= v->mf->max_batch_size)
+            break;
+        q = next;
+    }
+    /* fix the tail pointer */
+    v->q_tail = NULL;
+    for (gw_req *x = v->q_head; x != NULL; x = x->next)
+        v->q_tail = x;
+    return b;
+}
+
+/* Encode the batch's INFER (its inputs concatenated along dim 0). */
+static gf_status encode_batch(gf_gw *gw, gw_batch *b, gf_err *err)
+{
+    const gf_manifest *mf = b->v->mf;
+    size_t n = mf->n_inputs;
+    gf_ipc_tensor *t = calloc(n, sizeof *t);
+    void **owned = calloc(n, sizeof *owned);
+    gf_status st = GF_OK;
+    if (t == NULL || owned == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n && st == GF_OK; i++) {
+        t[i].name = mf->inputs[i].name;
+        t[i].t = b->reqs->inputs[i].t;
+        if (b->n_reqs == 1)
+            continue;
+        size_t total = 0;
+        for (gw_req *q = b->reqs; q != NULL; q = q->next)
+            total += q->inputs[i].t.nbytes;
+        char *data = malloc(total ? total : 1);
+        if (data == NULL) {
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory batching %zu bytes", total);
+            break;
+        }
+        size_t off = 0;
+        for (gw_req *q = b->reqs; q != NULL; q = q->next) {
+            memcpy(data + off, q->inputs[i].t.data, q->inputs[i].t.nbytes);
+            off += q->inputs[i].t.nbytes;
+        }
+        owned[i] = data;
+        t[i].t.data = data;
+        t[i].t.nbytes = total;
+        t[i].t.shape[0] = b->rows;
+    }
+    if (st == GF_OK) {
+        b->id = atomic_fetch_add(&gw->next_id, 1);
+        gf_ipc_infer m = {.key = b->v->key, .n = (uint32_t)n, .t = t};
+        gf_buf buf;
+        gf_buf_init(&buf);
+        st = gf_ipc_encode_infer(&buf, b->id, &m, err);
+        if (st == GF_OK && (b->frame = gw_frame_adopt(&buf)) == NULL)
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        gf_buf_deinit(&buf);
+    }
+out:
+    if (owned != NULL)
+        for (size_t i = 0; i < n; i++)
+            free(owned[i]);
+    free(owned);
+    free(t);
+    return st;
+}
+
+/* Send or fail one batch. */
+static void dispatch(gf_gw *gw, gw_batch *b)
+{
+    gf_err err;
+    if (encode_batch(gw, b, &err) != GF_OK) {
+        gw_batch_fail(gw, b, err.code, err.code == GF_ERR_TOO_LARGE ? 413 : 500, err.msg);
+        return;
+    }
+    /* the frame holds the inputs now; free them early */
+    for (gw_req *q = b->reqs; q != NULL; q = q->next) {
+        for (size_t i = 0; i < b->v->mf->n_inputs; i++) {
+            free(q->inputs[i].t.data);
+            q->inputs[i].t.data = NULL;
+        }
+    }
+    gw_metric_observe(gw->metrics, GW_M_BATCH_SIZE, NULL, (double)b->n_reqs);
+    pthread_mutex_lock(&gw->lock);
+    gw_batch *back = gw_dispatch_batch(gw, b, -1);
+    pthread_mutex_unlock(&gw->lock);
+    if (back != NULL)
+        gw_batch_fail(gw, back, GF_ERR_CLOSED, 503, "no worker is available to run the request");
+}
+
+static void *batcher_main(void *arg)
+{
+    gf_gw *gw = arg;
+    pthread_mutex_lock(&gw->qlock);
+    while (gw->batcher_running) {
+        uint64_t now = gw_now_us();
+        uint64_t next_deadline = UINT64_MAX;
+        gw_batch *todo = NULL, **todo_tail = &todo;
+        for (size_t i = 0; i < gw->n_ready;) {
+            gw_version *v = gw->ready[i];
+            while (v->q_head != NULL) {
+                uint64_t waited = now - v->q_head->t_submit_us;
+                bool full = !v->batchable || v->q_rows >= v->mf->max_batch_size;
+                if (!full && waited < (uint64_t)v->mf->max_queue_delay_us) {
+                    uint64_t dl = v->q_head->t_submit_us + (uint64_t)v->mf->max_queue_delay_us;
+                    if (dl < next_deadline)
+                        next_deadline = dl;
+                    break;
+                }
+                gw_batch *b = take_batch(v);
+                if (b == NULL)
+                    break;
+                *todo_tail = b;
+                todo_tail = &b->next;
+            }
+            if (v->q_head == NULL) {
+                v->in_ready_list = false;
+                gw->ready[i] = gw->ready[--gw->n_ready];
+                gw_version_unref(v);
+            } else {
+                i++;
+            }
+        }
+        if (todo != NULL) {
+            pthread_mutex_unlock(&gw->qlock);
+            while (todo != NULL) {
+                gw_batch *b = todo;
+                todo = b->next;
+                b->next = NULL;
+                dispatch(gw, b);
+            }
+            pthread_mutex_lock(&gw->qlock);
+            continue;
+        }
+        if (next_deadline == UINT64_MAX) {
+            pthread_cond_wait(&gw->qcond, &gw->qlock);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t wait = next_deadline - now;
+            ts.tv_sec += (time_t)(wait / 1000000u);
+            ts.tv_nsec += (long)(wait % 1000000u) * 1000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&gw->qcond, &gw->qlock, &ts);
+        }
+    }
+    pthread_mutex_unlock(&gw->qlock);
+    return NULL;
+}
+
+gf_status gw_batcher_start(gf_gw *gw, gf_err *err)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&gw->qcond, &ca);
+    pthread_condattr_destroy(&ca);
+    gw->qcond_ready = true;
+    gw->batcher_running = true;
+    int rc = pthread_create(&gw->batcher, NULL, batcher_main, gw);
+    if (rc != 0) {
+        gw->batcher_running = false;
+        return gf_err_set(err, GF_ERR_NOMEM, "pthread_create(batcher): %s", strerror(rc));
+    }
+    return GF_OK;
+}
+
+void gw_batcher_stop(gf_gw *gw)
+{
+    if (gw->batcher_running) {
+        pthread_mutex_lock(&gw->qlock);
+        gw->batcher_running = false;
+        pthread_cond_broadcast(&gw->qcond);
+        pthread_mutex_unlock(&gw->qlock);
+        pthread_join(gw->batcher, NULL);
+    }
+    /* answer what is still queued */
+    pthread_mutex_lock(&gw->qlock);
+    gw_req *left = NULL;
+    for (size_t i = 0; i < gw->n_ready; i++) {
+        gw_version *v = gw->ready[i];
+        while (v->q_head != NULL) {
+            gw_req *q = v->q_head;
+            v->q_head = q->next;
+            q->next = left;
+            left = q;
+        }
+        v->q_tail = NULL;
+        v->q_len = 0;
+        v->q_rows = 0;
+        v->in_ready_list = false;
+        gw_version_unref(v);
+    }
+    gw->n_ready = 0;
+    pthread_mutex_unlock(&gw->qlock);
+    while (left != NULL) {
+        gw_req *q = left;
+        left = q->next;
+        req_fail(gw, q, GF_ERR_CLOSED, 503, "the server is shutting down", NULL);
+    }
+}

@@ -1,0 +1,966 @@
+/* gpufaas — the gateway core: start and stop, submitting requests, deploying
+ * and deleting functions, and the JSON and metrics views. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/safetensors.h"
+#include "functions/runtime.h"
+#include "gateway/core/internal.h"
+#include "gf_config.h"
+
+uint64_t gw_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int64_t gw_wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int gw_http_status_of(gf_status st)
+{
+    switch (st) {
+    case GF_OK: return 200;
+    case GF_ERR_INVALID:
+    case GF_ERR_FORMAT:
+    case GF_ERR_UNSUPPORTED:
+    case GF_ERR_OVERFLOW: return 400;
+    case GF_ERR_PERMISSION: return 403;
+    case GF_ERR_NOT_FOUND: return 404;
+    case GF_ERR_EXISTS: return 409;
+    case GF_ERR_TOO_LARGE: return 413;
+    case GF_ERR_BUSY:
+    case GF_ERR_NO_DEVICE_MEM:
+    case GF_ERR_CLOSED:
+    case GF_ERR_TIMEOUT: return 503;
+    default: return 500;
+    }
+}
+
+/* mkdir -p */
+static gf_status make_dirs(const char *path, gf_err *err)
+{
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf)
+        return gf_err_set(err, GF_ERR_INVALID, "path too long: %s", path);
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return gf_err_set(err, GF_ERR_IO, "mkdir(%s): %s", buf, strerror(errno));
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    return GF_OK;
+}
+
+static char *path_join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p != NULL)
+        snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+static char *find_worker_binary(const char *configured)
+{
+    if (configured != NULL)
+        return strdup(configured);
+    const char *env = getenv("GPUFAAS_WORKER");
+    if (env != NULL && env[0] != '\0')
+        return strdup(env);
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    const char *cands[3] = {NULL, NULL, GF_BUILD_DIR "/runtime/worker/gpufaas-worker"};
+    char c0[PATH_MAX + 32], c1[PATH_MAX + 64];
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        snprintf(c0, sizeof c0, "%s/gpufaas-worker", self);
+        snprintf(c1, sizeof c1, "%s/../runtime/worker/gpufaas-worker", self);
+        cands[0] = c0;
+        cands[1] = c1;
+    }
+    for (int i = 0; i < 3; i++)
+        if (cands[i] != NULL && access(cands[i], X_OK) == 0)
+            return realpath(cands[i], NULL);
+    return NULL;
+}
+
+/* ---- lifetime ------------------------------------------------------------------- */
+
+gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
+{
+    *out = NULL;
+    gf_gw *gw = calloc(1, sizeof *gw);
+    if (gw == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    gw->cfg = *cfg;
+    pthread_mutex_init(&gw->lock, NULL);
+    pthread_cond_init(&gw->cond, NULL);
+    pthread_mutex_init(&gw->qlock, NULL);
+    pthread_mutex_init(&gw->deploy_lock, NULL);
+    atomic_init(&gw->next_id, 1);
+    atomic_init(&gw->stopping, false);
+    atomic_init(&gw->inflight_reqs, 0);
+    gf_status st;
+    const char *sd = cfg->state_dir != NULL ? cfg->state_dir : "./var";
+    if ((st = make_dirs(sd, err)) != GF_OK)
+        goto fail;
+    gw->state_dir = realpath(sd, NULL);
+    if (gw->state_dir == NULL) {
+        st = gf_err_set(err, GF_ERR_IO, "state directory %s: %s", sd, strerror(errno));
+        goto fail;
+    }
+    gw->functions_dir = path_join(gw->state_dir, "functions");
+    gw->upload_dir = path_join(gw->state_dir, "uploads");
+    if (gw->functions_dir == NULL || gw->upload_dir == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = make_dirs(gw->functions_dir, err)) != GF_OK ||
+        (st = make_dirs(gw->upload_dir, err)) != GF_OK)
+        goto fail;
+    gw->worker_path = find_worker_binary(cfg->worker_path);
+    if (gw->worker_path == NULL) {
+        st = gf_err_set(err, GF_ERR_NOT_FOUND, "cannot find the gpufaas-worker program (set "
+                        "GPUFAAS_WORKER to its path)");
+        goto fail;
+    }
+    gw->metrics = gw_metrics_new();
+    if (gw->metrics == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    /* plugin kinds: loaded here so deploys can validate against them */
+    if (cfg->n_plugins > 0) {
+        gw->plugins = calloc(2 * cfg->n_plugins, sizeof *gw->plugins);
+        if (gw->plugins == NULL) {
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; i < cfg->n_plugins; i++) {
+            const gf_fn_kind *k;
+            char *abs = realpath(cfg->plugins[i], NULL);
+            st = gf_fn_plugin_load(abs != NULL ? abs : cfg->plugins[i], cfg->allow_native, &k,
+                                   err);
+            if (st != GF_OK) {
+                free(abs);
+                goto fail;
+            }
+            gw->plugins[2 * i] = strdup(gf_fn_kind_name(k));
+            gw->plugins[2 * i + 1] = abs;
+            gw->n_plugins = i + 1;
+            if (gw->plugins[2 * i] == NULL) {
+                st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+        }
+    }
+    char *db;
+    if ((st = gf_store_default_path(gw->state_dir, &db, err)) != GF_OK)
+        goto fail;
+    gf_store_config sc;
+    gf_store_config_default(&sc);
+    if (cfg->retention_rows > 0)
+        sc.retain_rows = (int64_t)cfg->retention_rows;
+    if (cfg->retention_age_s > 0)
+        sc.retain_age_s = (int64_t)cfg->retention_age_s;
+    st = gf_store_open(db, &sc, &gw->store, err);
+    free(db);
+    if (st != GF_OK)
+        goto fail;
+    if ((st = gw_registry_recover(gw, err)) != GF_OK ||
+        (st = gw_batcher_start(gw, err)) != GF_OK || (st = gw_workers_start(gw, err)) != GF_OK)
+        goto fail;
+    *out = gw;
+    return GF_OK;
+fail:
+    gf_gw_free(gw);
+    return st;
+}
+
+void gf_gw_shutdown(gf_gw *gw)
+{
+    if (gw->shut)
+        return;
+    gw->shut = true;
+    atomic_store(&gw->stopping, true);
+    uint64_t timeout_us = (uint64_t)(gw->cfg.drain_timeout_ms ? gw->cfg.drain_timeout_ms : 10000) *
+                          1000u;
+    uint64_t deadline = gw_now_us() + timeout_us;
+    int left;
+    while ((left = atomic_load(&gw->inflight_reqs)) > 0 && gw_now_us() < deadline) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (left > 0)
+        GF_LOG_W("shutting down with %d request(s) still in flight: they get 503", left);
+    gw_batcher_stop(gw);
+    if (gw->n_workers > 0)
+        gw_workers_stop(gw);
+    if (gw->store != NULL) {
+        gf_err err;
+        if (gf_store_close(gw->store, &err) != GF_OK)
+            GF_LOG_W("closing the store: %s", err.msg);
+        gw->store = NULL;
+    }
+}
+
+void gf_gw_free(gf_gw *gw)
+{
+    if (gw == NULL)
+        return;
+    if (!gw->shut && (gw->batcher_running || gw->n_workers > 0 || gw->store != NULL))
+        gf_gw_shutdown(gw);
+    else if (gw->store != NULL)
+        gf_store_close(gw->store, NULL);
+    gw_registry_free(gw);
+    gw_metrics_free(gw->metrics);
+    for (size_t i = 0; i < 2 * gw->n_plugins; i++)
+        free(gw->plugins[i]);
+    free(gw->plugins);
+    free(gw->ready);
+    free(gw->state_dir);
+    free(gw->functions_dir);
+    free(gw->upload_dir);
+    free(gw->worker_path);
+    pthread_mutex_destroy(&gw->lock);
+    pthread_cond_destroy(&gw->cond);
+    pthread_mutex_destroy(&gw->qlock);
+    pthread_mutex_destroy(&gw->deploy_lock);
+    if (gw->qcond_ready)
+        pthread_cond_destroy(&gw->qcond);
+    free(gw);
+}
+
+bool gf_gw_ready(gf_gw *gw)
+{
+    if (atomic_load(&gw->stopping))
+        return false;
+    pthread_mutex_lock(&gw->lock);
+    int up = gw_workers_up(gw);
+    pthread_mutex_unlock(&gw->lock);
+    return up > 0;
+}
+
+const char *gf_gw_upload_dir(gf_gw *gw)
+{
+    return gw->upload_dir;
+}
+
+void gf_gw_count_http(gf_gw *gw, const char *function, int http_status)
+{
+    char code[8];
+    snprintf(code, sizeof code, "%d", http_status);
+    const char *l2[2] = {function != NULL ? function : "", code};
+    gw_metric_add(gw->metrics, GW_M_REQUESTS, l2, 1);
+}
+
+/* ---- inference ------------------------------------------------------------------ */
+
+gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *retry_after_s,
+                       gf_err *err)
+{
+    gf_gw_tensor *given = req->inputs;
+    size_t n_given = req->n_inputs;
+    req->inputs = NULL;
+    req->n_inputs = 0;
+    *retry_after_s = 0;
+    gf_status st;
+    gw_version *v = NULL;
+    gf_gw_tensor *ordered = NULL;
+    gw_req *q = NULL;
+    if (atomic_load(&gw->stopping)) {
+        *http_status = 503;
+        st = gf_err_set(err, GF_ERR_CLOSED, "the server is shutting down");
+        goto fail;
+    }
+    if (!gf_function_name_valid(req->function)) {
+        *http_status = 400;
+        st = gf_err_set(err, GF_ERR_INVALID, "'%.80s' is not a valid function name",
+                        req->function);
+        goto fail;
+    }
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gw_function_find(gw, req->function);
+    if (f != NULL && !f->deleted)
+        v = gw_version_find(f, req->version);
+    if (v == NULL) {
+        pthread_mutex_unlock(&gw->lock);
+        *http_status = 404;
+        if (f == NULL || f->deleted)
+            st = gf_err_set(err, GF_ERR_NOT_FOUND, "function '%s' not found", req->function);
+        else if (req->version != 0)
+            st = gf_err_set(err, GF_ERR_NOT_FOUND, "function '%s' has no version %lld",
+                            req->function, (long long)req->version);
+        else
+            st = gf_err_set(err, GF_ERR_NOT_FOUND, "function '%s' has no version to serve",
+                            req->function);
+        goto fail;
+    }
+    if (v->state != GF_STORE_VERSION_READY) {
+        pthread_mutex_unlock(&gw->lock);
+        v = NULL;
+        *http_status = 503;
+        st = gf_err_set(err, GF_ERR_STATE, "function '%s' version %lld cannot be served",
+                        req->function, (long long)req->version);
+        goto fail;
+    }
+    if (gw_workers_up(gw) == 0) {
+        pthread_mutex_unlock(&gw->lock);
+        v = NULL;
+        *http_status = 503;
+        st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");
+        goto fail;
+    }
+    gw_version_ref(v);
+    pthread_mutex_unlock(&gw->lock);
+
+    /* inputs: each manifest input exactly once, checked */
+    const gf_manifest *mf = v->mf;
+    *http_status = 400;
+    ordered = calloc(mf->n_inputs, sizeof *ordered);
+    if (ordered == NULL) {
+        *http_status = 500;
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < n_given; i++) {
+        long k = given[i].name != NULL ? gf_manifest_input_index(mf, given[i].name) : -1;
+        if (k < 0) {
+            gf_buf names;
+            gf_buf_init(&names);
+            for (size_t j = 0; j < mf->n_inputs; j++)
+                gf_buf_printf(&names, "%s%s", j ? ", " : "", mf->inputs[j].name);
+            st = gf_err_set(err, GF_ERR_INVALID, "function '%s' has no input named '%.64s' (its "
+                            "inputs: %s)", mf->name, given[i].name ? given[i].name : "",
+                            names.data ? names.data : "");
+            gf_buf_deinit(&names);
+            goto fail;
+        }
+        if (ordered[k].name != NULL) {
+            st = gf_err_set(err, GF_ERR_INVALID, "input '%s' is given twice", given[i].name);
+            goto fail;
+        }
+        ordered[k] = given[i];
+        memset(&given[i], 0, sizeof given[i]);
+    }
+    int64_t rows = -1;
+    for (size_t i = 0; i < mf->n_inputs; i++) {
+        if (ordered[i].name == NULL) {
+            st = gf_err_set(err, GF_ERR_INVALID, "missing input '%s' of function '%s'",
+                            mf->inputs[i].name, mf->name);
+            goto fail;
+        }
+        if ((st = gf_manifest_check_tensor(mf, &mf->inputs[i], &ordered[i].t, err)) != GF_OK)
+            goto fail;
+        if (v->batchable) {
+            if (rows >= 0 && ordered[i].t.shape[0] != rows) {
+                st = gf_err_set(err, GF_ERR_INVALID, "inputs disagree on the batch size (%lld "
+                                "and %lld rows)", (long long)rows,
+                                (long long)ordered[i].t.shape[0]);
+                goto fail;
+            }
+            rows = ordered[i].t.shape[0];
+        }
+    }
+    q = calloc(1, sizeof *q);
+    gf_gw_result *res = calloc(1, sizeof *res);
+    if (q == NULL || res == NULL) {
+        free(res);
+        *http_status = 500;
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    q->v = v;
+    q->inputs = ordered;
+    q->rows = v->batchable ? rows : 1;
+    q->done = req->done;
+    q->done_arg = req->done_arg;
+    q->t_submit_us = gw_now_us();
+    q->res = res;
+    atomic_fetch_add(&gw->inflight_reqs, 1);
+    st = gw_enqueue(gw, q, err);
+    if (st != GF_OK) {
+        atomic_fetch_sub(&gw->inflight_reqs, 1);
+        *http_status = st == GF_ERR_BUSY ? 429 : 500;
+        if (st == GF_ERR_BUSY)
+            *retry_after_s = 1;
+        q->inputs = NULL;
+        free(q->res);
+        free(q);
+        q = NULL;
+        goto fail;
+    }
+    gf_gw_tensors_free(given, n_given);
+    *http_status = 202;
+    return GF_OK;
+fail:
+    gf_gw_tensors_free(given, n_given);
+    if (v != NULL) {
+        gf_gw_tensors_free(ordered, v->mf->n_inputs);
+        gw_version_unref(v);
+    }
+    if (st == GF_OK)
+        st = GF_ERR_INTERNAL;
+    return st;
+}
+
+/* ---- functions ------------------------------------------------------------------ */
+
+static json_t *version_json(gf_gw *gw, const gw_version *v);
+
+gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int *http_status,
+                       gf_err *err)
+{
+    *out = NULL;
+    *http_status = 400;
+    gf_manifest *mf = NULL;
+    char *final = NULL, *dir = NULL;
+    bool moved = false;
+    gf_status st;
+    pthread_mutex_lock(&gw->deploy_lock);
+    if (atomic_load(&gw->stopping)) {
+        *http_status = 503;
+        st = gf_err_set(err, GF_ERR_CLOSED, "the server is shutting down");
+        goto out;
+    }
+    if ((st = gf_manifest_parse(req->manifest, req->manifest_len, &mf, err)) != GF_OK)
+        goto out;
+    const gf_fn_kind *kind = gf_fn_kind_find(mf->kind);
+    if (kind == NULL) {
+        gf_buf names;
+        gf_buf_init(&names);
+        for (const char *const *k = gf_fn_builtin_kinds(); *k != NULL; k++)
+            gf_buf_printf(&names, "%s%s", names.len ? ", " : "", *k);
+        for (size_t i = 0; i < gw->n_plugins; i++)
+            gf_buf_printf(&names, ", %s (plugin)", gw->plugins[2 * i]);
+        st = gf_err_set(err, GF_ERR_INVALID, "unknown kind '%s' (available: %s)", mf->kind,
+                        names.data ? names.data : "");
+        gf_buf_deinit(&names);
+        goto out;
+    }
+    st = gf_fn_validate(kind, mf, req->weights_tmp, err);
+    if (st != GF_OK) {
+        if (err != NULL && err->code != GF_ERR_NOMEM && err->code != GF_ERR_IO) {
+            err->code = GF_ERR_INVALID;
+            st = GF_ERR_INVALID;
+        }
+        gf_err_prefix(err, "weights do not fit the manifest");
+        if (st != GF_ERR_INVALID)
+            *http_status = 500;
+        goto out;
+    }
+    /* choose the version and put the file in place */
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gw_function_find(gw, mf->name);
+    int64_t version = mf->version;
+    if (version > 0 && f != NULL && gw_version_find(f, version) != NULL) {
+        pthread_mutex_unlock(&gw->lock);
+        *http_status = 409;
+        st = gf_err_set(err, GF_ERR_EXISTS, "function '%s' already has version %lld", mf->name,
+                        (long long)version);
+        goto out;
+    }
+    if (version == 0) {
+        version = 1;
+        if (f != NULL)
+            for (size_t i = 0; i < f->n; i++)
+                if (f->versions[i]->version >= version)
+                    version = f->versions[i]->version + 1;
+    }
+    pthread_mutex_unlock(&gw->lock);
+    dir = path_join(gw->functions_dir, mf->name);
+    if (dir == NULL || (st = make_dirs(dir, err)) != GF_OK) {
+        *http_status = 500;
+        if (dir == NULL)
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    const char *src = req->weights_tmp;
+    for (int attempt = 0; attempt < 64; attempt++) {
+        char name[64];
+        snprintf(name, sizeof name, "v%lld.safetensors", (long long)version);
+        free(final);
+        final = path_join(dir, name);
+        if (final == NULL || rename(src, final) != 0) {
+            *http_status = 500;
+            st = final == NULL ? gf_err_set(err, GF_ERR_NOMEM, "out of memory")
+                               : gf_err_set(err, GF_ERR_IO, "storing the weights: rename(%s, "
+                                            "%s): %s", src, final, strerror(errno));
+            goto out;
+        }
+        moved = true;
+        src = final;
+        gf_store_version_spec spec = {mf->name, version, mf->kind, NULL, final, req->bytes,
+                                      req->sha256_hex, true};
+        gf_buf mj;
+        gf_buf_init(&mj);
+        if (gf_manifest_to_json(mf, &mj) != GF_OK) {
+            gf_buf_deinit(&mj);
+            *http_status = 500;
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        spec.manifest = mj.data;
+        st = gf_store_version_deploy(gw->store, &spec, NULL, err);
+        gf_buf_deinit(&mj);
+        if (st == GF_ERR_EXISTS && mf->version == 0) {
+            version++; /* a version number used before (and deleted) */
+            continue;
+        }
+        break;
+    }
+    if (st != GF_OK) {
+        *http_status = st == GF_ERR_EXISTS ? 409 : 500;
+        goto out;
+    }
+    /* publish in memory: requests from now on get the new version; those in
+     * flight finish on the one they started with */
+    gf_buf mj;
+    gf_buf_init(&mj);
+    gf_manifest_to_json(mf, &mj);
+    pthread_mutex_lock(&gw->lock);
+    gw_version *v;
+    st = gw_registry_add(gw, mf->name, mf->kind, version, mj.data ? mj.data : "{}", final,
+                         req->sha256_hex, req->bytes, GF_STORE_VERSION_READY, NULL, &v, err);
+    if (st == GF_OK) {
+        v->fn->current = v;
+        /* warm the host tier of the worker that would run it */
+        gw_worker *w = gw_route(gw, v, -1, NULL);
+        if (w != NULL)
+            gw_worker_load(gw, w, v, GF_IPC_TIER_HOST, NULL);
+        *out = version_json(gw, v);
+    }
+    pthread_mutex_unlock(&gw->lock);
+    gf_buf_deinit(&mj);
+    if (st != GF_OK) {
+        *http_status = 500;
+        goto out;
+    }
+    GF_LOG_I("function '%s' version %lld deployed (%s, %llu bytes, sha256 %.12s...)", mf->name,
+             (long long)version, mf->kind, (unsigned long long)req->bytes, req->sha256_hex);
+    moved = false; /* keep the file */
+    *http_status = 201;
+out:
+    if (moved && final != NULL)
+        unlink(final);
+    else if (!moved && st != GF_OK && req->weights_tmp != NULL)
+        unlink(req->weights_tmp);
+    pthread_mutex_unlock(&gw->deploy_lock);
+    gf_manifest_free(mf);
+    free(final);
+    free(dir);
+    return st;
+}
+
+gf_status gf_gw_delete(gf_gw *gw, const char *name, int *http_status, gf_err *err)
+{
+    if (!gf_function_name_valid(name)) {
+        *http_status = 400;
+        return gf_err_set(err, GF_ERR_INVALID, "'%.80s' is not a valid function name", name);
+    }
+    pthread_mutex_lock(&gw->deploy_lock);
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gw_function_find(gw, name);
+    if (f == NULL || f->deleted) {
+        pthread_mutex_unlock(&gw->lock);
+        pthread_mutex_unlock(&gw->deploy_lock);
+        *http_status = 404;
+        return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%s' not found", name);
+    }
+    f->deleted = true;
+    f->current = NULL;
+    size_t n = f->n;
+    char **paths = calloc(n ? n : 1, sizeof *paths);
+    for (size_t i = 0; i < n; i++) {
+        gw_version *v = f->versions[i];
+        v->state = GF_STORE_VERSION_DELETED;
+        gw_worker_unload_all(gw, v);
+        if (paths != NULL)
+            paths[i] = strdup(v->weights_path);
+    }
+    pthread_mutex_unlock(&gw->lock);
+    gf_status st = gf_store_function_delete(gw->store, name, err);
+    if (st != GF_OK && st != GF_ERR_NOT_FOUND)
+        GF_LOG_W("deleting '%s' in the store: %s", name, gf_err_msg(err));
+    for (size_t i = 0; paths != NULL && i < n; i++) {
+        if (paths[i] != NULL && unlink(paths[i]) != 0 && errno != ENOENT)
+            GF_LOG_W("removing %s: %s", paths[i], strerror(errno));
+        free(paths[i]);
+    }
+    free(paths);
+    char *dir = path_join(gw->functions_dir, name);
+    if (dir != NULL)
+        rmdir(dir);
+    free(dir);
+    pthread_mutex_unlock(&gw->deploy_lock);
+    GF_LOG_I("function '%s' deleted", name);
+    *http_status = 200;
+    return GF_OK;
+}
+
+static gw_version *current_or_404(gf_gw *gw, const char *name, int *http_status, gf_err *err)
+{
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    if (f == NULL || f->deleted || f->current == NULL) {
+        *http_status = 404;
+        gf_err_set(err, GF_ERR_NOT_FOUND, "function '%.80s' not found", name);
+        return NULL;
+    }
+    return f->current;
+}
+
+gf_status gf_gw_repo_load(gf_gw *gw, const char *name, int *http_status, gf_err *err)
+{
+    pthread_mutex_lock(&gw->lock);
+    gw_version *v = current_or_404(gw, name, http_status, err);
+    gf_status st = v == NULL ? GF_ERR_NOT_FOUND : GF_OK;
+    if (v != NULL) {
+        gw_worker *w = gw_route(gw, v, -1, NULL);
+        if (w == NULL) {
+            *http_status = 503;
+            st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");
+        } else if ((st = gw_worker_load(gw, w, v, GF_IPC_TIER_DEVICE, err)) == GF_OK) {
+            *http_status = 200;
+        } else {
+            *http_status = 500;
+        }
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return st;
+}
+
+gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, int *http_status, gf_err *err)
+{
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    if (f == NULL || f->deleted) {
+        pthread_mutex_unlock(&gw->lock);
+        *http_status = 404;
+        return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%.80s' not found", name);
+    }
+    for (size_t i = 0; i < f->n; i++)
+        gw_worker_unload_all(gw, f->versions[i]);
+    pthread_mutex_unlock(&gw->lock);
+    *http_status = 200;
+    return GF_OK;
+}
+
+/* ---- JSON views ------------------------------------------------------------------ */
+
+static const char *tier_str(int t)
+{
+    return t == GF_IPC_TIER_DEVICE ? "device" : t == GF_IPC_TIER_HOST ? "host" : "store";
+}
+
+static const char *vstate_str(gf_store_vstate s)
+{
+    return gf_store_vstate_name(s);
+}
+
+static json_t *io_json(const gf_manifest_io *io, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *shape = json_array();
+        for (int32_t k = 0; k < io[i].rank; k++)
+            json_array_append_new(shape, json_integer(io[i].shape[k]));
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "name", io[i].name, "datatype",
+                                             gf_dtype_kserve_name(io[i].dtype), "shape", shape));
+    }
+    return arr;
+}
+
+static json_t *placements_of(gf_gw *gw, const gw_version *v)
+{
+    json_t *arr = json_array();
+    for (int w = 0; w < gw->n_workers; w++) {
+        const gw_placement *pl = &v->pl[w];
+        if (pl->state == GW_PL_NONE || pl->tier < GF_IPC_TIER_HOST)
+            continue;
+        json_array_append_new(arr, json_pack("{s:i, s:s, s:I, s:I}", "worker", w, "tier",
+                                             tier_str(pl->tier), "bytes",
+                                             (json_int_t)(pl->tier == GF_IPC_TIER_DEVICE
+                                                              ? v->device_bytes : v->bytes),
+                                             "hits", (json_int_t)pl->hits));
+    }
+    return arr;
+}
+
+static json_t *version_json(gf_gw *gw, const gw_version *v)
+{
+    char invoke[160], v2[160];
+    snprintf(invoke, sizeof invoke, "/v1/functions/%s/invoke", v->fn->name);
+    snprintf(v2, sizeof v2, "/v2/models/%s/versions/%lld/infer", v->fn->name,
+             (long long)v->version);
+    json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:I, s:s, s:b, s:s, s:s}", "name", v->fn->name,
+                          "version", (json_int_t)v->version, "kind", v->mf->kind, "state",
+                          vstate_str(v->state), "bytes", (json_int_t)v->bytes, "sha256",
+                          v->sha256, "current", v->fn->current == v, "invoke", invoke, "v2", v2);
+    if (j == NULL)
+        return NULL;
+    if (v->reason != NULL)
+        json_object_set_new(j, "reason", json_string(v->reason));
+    json_object_set_new(j, "inputs", io_json(v->mf->inputs, v->mf->n_inputs));
+    json_object_set_new(j, "outputs", io_json(v->mf->outputs, v->mf->n_outputs));
+    json_object_set_new(j, "max_batch_size", json_integer(v->mf->max_batch_size));
+    json_object_set_new(j, "placements", placements_of(gw, v));
+    return j;
+}
+
+static json_t *function_json(gf_gw *gw, const gw_function *f, bool detail)
+{
+    const gw_version *cur = f->current;
+    json_t *j = json_pack("{s:s, s:s}", "name", f->name, "kind", f->kind ? f->kind : "");
+    if (j == NULL)
+        return NULL;
+    json_object_set_new(j, "version", cur ? json_integer(cur->version) : json_null());
+    json_object_set_new(j, "state", json_string(cur ? vstate_str(cur->state) : "unavailable"));
+    char invoke[160];
+    snprintf(invoke, sizeof invoke, "/v1/functions/%s/invoke", f->name);
+    json_object_set_new(j, "invoke", json_string(invoke));
+    if (cur != NULL) {
+        json_object_set_new(j, "bytes", json_integer((json_int_t)cur->bytes));
+        json_object_set_new(j, "placements", placements_of(gw, cur));
+    }
+    json_t *vs = json_array();
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->versions[i]->state == GF_STORE_VERSION_DELETED)
+            continue;
+        json_array_append_new(vs, detail ? version_json(gw, f->versions[i])
+                                         : json_integer(f->versions[i]->version));
+    }
+    json_object_set_new(j, "versions", vs);
+    return j;
+}
+
+json_t *gf_gw_functions_json(gf_gw *gw)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&gw->lock);
+    for (size_t i = 0; i < gw->n_fns; i++)
+        if (!gw->fns[i]->deleted)
+            json_array_append_new(arr, function_json(gw, gw->fns[i], false));
+    pthread_mutex_unlock(&gw->lock);
+    return json_pack("{s:o}", "functions", arr);
+}
+
+json_t *gf_gw_function_json(gf_gw *gw, const char *name)
+{
+    json_t *j = NULL;
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    if (f != NULL && !f->deleted)
+        j = function_json(gw, f, true);
+    pthread_mutex_unlock(&gw->lock);
+    return j;
+}
+
+json_t *gf_gw_repo_index(gf_gw *gw)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&gw->lock);
+    for (size_t i = 0; i < gw->n_fns; i++) {
+        const gw_function *f = gw->fns[i];
+        if (f->deleted)
+            continue;
+        for (size_t k = 0; k < f->n; k++) {
+            const gw_version *v = f->versions[k];
+            char ver[24];
+            snprintf(ver, sizeof ver, "%lld", (long long)v->version);
+            bool ready = v->state == GF_STORE_VERSION_READY;
+            json_t *e = json_pack("{s:s, s:s, s:s}", "name", f->name, "version", ver, "state",
+                                  ready ? "READY" : "UNAVAILABLE");
+            json_object_set_new(e, "reason", json_string(ready ? "" : (v->reason ? v->reason
+                                                                                 : "broken")));
+            json_array_append_new(arr, e);
+        }
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return arr;
+}
+
+json_t *gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, int *http_status,
+                             gf_err *err)
+{
+    json_t *j = NULL;
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    if (v == NULL || v->state == GF_STORE_VERSION_DELETED) {
+        *http_status = 404;
+        if (f == NULL || f->deleted)
+            gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s' is not found",
+                       name);
+        else
+            gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s' version %lld "
+                       "is not found", name, (long long)version);
+    } else {
+        json_t *versions = json_array();
+        for (size_t i = 0; i < f->n; i++) {
+            if (f->versions[i]->state == GF_STORE_VERSION_DELETED)
+                continue;
+            char ver[24];
+            snprintf(ver, sizeof ver, "%lld", (long long)f->versions[i]->version);
+            json_array_append_new(versions, json_string(ver));
+        }
+        char platform[96];
+        snprintf(platform, sizeof platform, "gpufaas_%s", v->mf->kind);
+        j = json_pack("{s:s, s:o, s:s, s:o, s:o}", "name", f->name, "versions", versions,
+                      "platform", platform, "inputs", io_json(v->mf->inputs, v->mf->n_inputs),
+                      "outputs", io_json(v->mf->outputs, v->mf->n_outputs));
+        *http_status = 200;
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return j;
+}
+
+bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version)
+{
+    bool ready = false;
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    ready = v != NULL && v->state == GF_STORE_VERSION_READY && gw_workers_up(gw) > 0 &&
+            !atomic_load(&gw->stopping);
+    pthread_mutex_unlock(&gw->lock);
+    return ready;
+}
+
+static const char *wstate_str(gw_wstate s)
+{
+    switch (s) {
+    case GW_W_STARTING: return "starting";
+    case GW_W_UP: return "up";
+    case GW_W_DOWN: return "down";
+    case GW_W_FAILED: return "failed";
+    }
+    return "?";
+}
+
+json_t *gf_gw_workers_json(gf_gw *gw)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&gw->lock);
+    for (int i = 0; i < gw->n_workers; i++) {
+        const gw_worker *w = &gw->workers[i];
+        json_t *models = json_array();
+        for (size_t k = 0; k < gw->n_fns; k++)
+            for (size_t m = 0; m < gw->fns[k]->n; m++) {
+                const gw_version *v = gw->fns[k]->versions[m];
+                if (v->pl[i].state != GW_PL_NONE && v->pl[i].tier >= GF_IPC_TIER_HOST)
+                    json_array_append_new(models, json_pack("{s:s, s:I, s:s}", "function",
+                                                            v->fn->name, "version",
+                                                            (json_int_t)v->version, "tier",
+                                                            tier_str(v->pl[i].tier)));
+            }
+        uint64_t dbud = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
+        uint64_t hbud = w->have_stats ? w->stats.host_budget : w->ready.host_budget;
+        json_t *j = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:i}", "id", i, "device", w->device,
+                              "device_name", w->device_name, "pid", (int)w->pid, "state",
+                              wstate_str(w->state), "restarts", w->restarts, "in_flight",
+                              (int)w->n_inflight);
+        json_object_set_new(j, "device_memory",
+                            json_pack("{s:I, s:I}", "used",
+                                      (json_int_t)(w->have_stats ? w->stats.device_used : 0),
+                                      "budget", (json_int_t)dbud));
+        json_object_set_new(j, "host_memory",
+                            json_pack("{s:I, s:I}", "used",
+                                      (json_int_t)(w->have_stats ? w->stats.host_used : 0),
+                                      "budget", (json_int_t)hbud));
+        json_object_set_new(j, "models", models);
+        json_array_append_new(arr, j);
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return json_pack("{s:o}", "workers", arr);
+}
+
+json_t *gf_gw_placements_json(gf_gw *gw)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&gw->lock);
+    for (size_t k = 0; k < gw->n_fns; k++) {
+        for (size_t m = 0; m < gw->fns[k]->n; m++) {
+            const gw_version *v = gw->fns[k]->versions[m];
+            for (int i = 0; i < gw->n_workers; i++) {
+                const gw_placement *pl = &v->pl[i];
+                if (pl->state == GW_PL_NONE || pl->tier < GF_IPC_TIER_HOST)
+                    continue;
+                json_array_append_new(
+                    arr, json_pack("{s:s, s:I, s:i, s:s, s:I, s:s, s:I}", "function", v->fn->name,
+                                   "version", (json_int_t)v->version, "worker", i, "tier",
+                                   tier_str(pl->tier), "bytes",
+                                   (json_int_t)(pl->tier == GF_IPC_TIER_DEVICE ? v->device_bytes
+                                                                               : v->bytes),
+                                   "state", pl->state == GW_PL_LOADING ? "loading" : "ready",
+                                   "hits", (json_int_t)pl->hits));
+            }
+        }
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return json_pack("{s:o}", "placements", arr);
+}
+
+json_t *gf_gw_server_metadata(gf_gw *gw)
+{
+    (void)gw;
+    return json_pack("{s:s, s:s, s:[s,s]}", "name", "gpufaas", "version", GF_VERSION,
+                     "extensions", "binary_tensor_data", "model_repository");
+}
+
+gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out)
+{
+    gw_metric_clear(gw->metrics, GW_M_WORKERS);
+    gw_metric_clear(gw->metrics, GW_M_DEVICE_MEMORY);
+    gw_metric_clear(gw->metrics, GW_M_HOST_MEMORY);
+    int by_state[4] = {0, 0, 0, 0};
+    pthread_mutex_lock(&gw->lock);
+    for (int i = 0; i < gw->n_workers; i++) {
+        const gw_worker *w = &gw->workers[i];
+        by_state[w->state]++;
+        char wid[16];
+        snprintf(wid, sizeof wid, "%d", i);
+        uint64_t dbud = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
+        uint64_t hbud = w->have_stats ? w->stats.host_budget : w->ready.host_budget;
+        const char *lu[2] = {wid, "used"}, *lb[2] = {wid, "budget"};
+        gw_metric_set(gw->metrics, GW_M_DEVICE_MEMORY, lu,
+                      (double)(w->have_stats ? w->stats.device_used : 0));
+        gw_metric_set(gw->metrics, GW_M_DEVICE_MEMORY, lb, (double)dbud);
+        gw_metric_set(gw->metrics, GW_M_HOST_MEMORY, lu,
+                      (double)(w->have_stats ? w->stats.host_used : 0));
+        gw_metric_set(gw->metrics, GW_M_HOST_MEMORY, lb, (double)hbud);
+    }
+    pthread_mutex_unlock(&gw->lock);
+    for (int s = 0; s < 4; s++) {
+        const char *l[1] = {wstate_str((gw_wstate)s)};
+        gw_metric_set(gw->metrics, GW_M_WORKERS, l, by_state[s]);
+    }
+    if (gw->store != NULL) {
+        gf_store_stats ss;
+        gf_store_stats_get(gw->store, &ss);
+        gw_metric_set(gw->metrics, GW_M_STORE_DROPPED, NULL, (double)ss.dropped);
+    }
+    return gw_metrics_write(gw->metrics, out);
+}

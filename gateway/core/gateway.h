@@ -1,0 +1,199 @@
+/* gpufaas — the gateway core (gateway/core): everything behind HTTP.
+ *
+ * The HTTP front (gateway/http) turns requests into calls on this interface
+ * and results into responses; the core owns the state and the threads:
+ *
+ *   registry    functions and versions in memory (rebuilt from SQLite and the
+ *               state directory at start); a request pins the version it
+ *               started on, so a new deploy never disturbs it
+ *   batcher     one queue per function version; dynamic batching up to
+ *               max_batch_size, waiting at most max_queue_delay_us
+ *   router      picks a worker by queue wait + swap-in cost + exec estimate
+ *   supervisor  spawns gpufaas-worker processes, restarts them, retries what
+ *               a dead worker held
+ *   store       every state change and invocation goes to SQLite (store/)
+ *   metrics     counters and histograms, exposed as Prometheus text
+ *
+ * Threading: every function here is thread-safe. Result callbacks run on a
+ * core thread and must not block (they typically resume an HTTP
+ * connection). JSON values come from jansson; the caller owns what it gets
+ * (json_decref).
+ */
+#ifndef GF_GATEWAY_CORE_H
+#define GF_GATEWAY_CORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpufaas/types.h>
+
+#include "cache/cache.h"
+#include "core/buf.h"
+#include "core/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gf_gw gf_gw;
+
+typedef struct gf_gw_config {
+    const char *state_dir;       /* default "./var" */
+    const char *devices;         /* "auto", "cpu:N", "cpu", "cuda:0,cuda:1" */
+    uint64_t device_memory;      /* per worker, bytes; 0 = the worker's default */
+    uint64_t host_memory;        /* per worker, bytes; 0 = the worker's default */
+    const char *worker_path;     /* gpufaas-worker; NULL = next to the running binary */
+    bool allow_native;           /* plugins (native function kinds) allowed */
+    size_t queue_limit;          /* requests waiting per function version (0 = 1024) */
+    gf_evict_policy policy;      /* device-tier eviction policy of the workers */
+    uint32_t drain_timeout_ms;   /* SIGTERM: how long in-flight work may finish (0 = 10 s) */
+    uint64_t retention_rows;     /* invocation rows kept (0 = store default) */
+    uint64_t retention_age_s;    /* invocation age kept (0 = store default) */
+    const char *const *plugins;  /* shared objects of plugin kinds to load at start
+                                    (needs allow_native); may be NULL */
+    size_t n_plugins;
+} gf_gw_config;
+
+/* Open the store, recover the catalogue, spawn the workers and wait (a
+ * bounded time) for them to report READY. Fails when no worker comes up.
+ * *out is owned by the caller (gf_gw_free). */
+gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err);
+
+/* Stop accepting requests (new submits get 503), let in-flight ones finish
+ * up to the drain timeout (the rest get 503), stop the workers (SHUTDOWN,
+ * then TERM, then KILL), commit the store. Idempotent. */
+void gf_gw_shutdown(gf_gw *gw);
+
+/* Shut down if needed and free. NULL is a no-op. */
+void gf_gw_free(gf_gw *gw);
+
+/* Ready = not shutting down and at least one worker up (v2 health/ready). */
+bool gf_gw_ready(gf_gw *gw);
+
+/* The directory where the HTTP front stages uploads: on the same file system
+ * as the function store, so that publishing is an atomic rename. */
+const char *gf_gw_upload_dir(gf_gw *gw);
+
+/* ---- inference ------------------------------------------------------------ */
+
+/* A named host tensor; data is malloc'd and owned by whoever owns the
+ * struct. */
+typedef struct gf_gw_tensor {
+    char *name;
+    gf_tensor t;
+} gf_gw_tensor;
+
+/* Free n tensors (names and data) and the array. NULL is a no-op. */
+void gf_gw_tensors_free(gf_gw_tensor *t, size_t n);
+
+/* The outcome of one request. Owned by the callback once delivered: free it
+ * with gf_gw_result_free. */
+typedef struct gf_gw_result {
+    gf_status status;        /* GF_OK, or what went wrong */
+    int http_status;         /* 200, 400, 404, 429, 500, 503, ... */
+    char message[512];       /* "" on success */
+    char function[64];
+    int64_t version;         /* the version that served it */
+    size_t n_outputs;
+    gf_gw_tensor *outputs;   /* manifest order */
+    int worker;              /* worker id, -1 when none ran it */
+    bool cold;               /* its parameters were not on the device */
+    uint32_t batch_size;     /* requests in the batch it ran in */
+    uint64_t queue_us, load_us, exec_us, total_us;
+} gf_gw_result;
+
+void gf_gw_result_free(gf_gw_result *r);
+
+typedef void (*gf_gw_done_fn)(void *arg, gf_gw_result *r);
+
+typedef struct gf_gw_infer_req {
+    const char *function;    /* name */
+    int64_t version;         /* 0 = the current version */
+    gf_gw_tensor *inputs;    /* ownership passes to the core on every return */
+    size_t n_inputs;
+    gf_gw_done_fn done;      /* called once, later, from a core thread */
+    void *done_arg;
+} gf_gw_infer_req;
+
+/* Queue an inference. Checks at once, answering without calling done: an
+ * unknown function or version (404), inputs that do not match the manifest
+ * by name, count, datatype or shape (400), a full queue (429; *retry_after_s
+ * set), shutting down or no worker (503). On GF_OK done will be called
+ * exactly once. inputs are taken over in every case (the caller's pointers
+ * are cleared). */
+gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *retry_after_s,
+                       gf_err *err);
+
+/* ---- functions ------------------------------------------------------------- */
+
+typedef struct gf_gw_deploy_req {
+    const char *manifest;    /* JSON text */
+    size_t manifest_len;
+    const char *weights_tmp; /* a staged file in gf_gw_upload_dir(); moved on success,
+                                removed on failure */
+    const char *sha256_hex;  /* of the staged file, computed while streaming */
+    uint64_t bytes;
+} gf_gw_deploy_req;
+
+/* Validate the weights (safetensors) and the manifest against them, store
+ * the file as a new version, record it durably and publish it as current
+ * once it is ready. The previous version serves until then. *out (a JSON
+ * object describing the function, its new version and the invoke URL) is
+ * owned by the caller. *http_status is 201 on success, else 400/404/409/... */
+gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int *http_status,
+                       gf_err *err);
+
+/* Delete a function: unload it everywhere, remove its files, keep its
+ * history rows. 404 when unknown. */
+gf_status gf_gw_delete(gf_gw *gw, const char *name, int *http_status, gf_err *err);
+
+/* Repository extension: load = prefetch the current version onto a worker's
+ * device (the router's choice); unload = evict it from every worker. */
+gf_status gf_gw_repo_load(gf_gw *gw, const char *name, int *http_status, gf_err *err);
+gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, int *http_status, gf_err *err);
+
+/* ---- reading state (JSON for the APIs) --------------------------------------- */
+
+/* [{"name", "version", "state", "reason"}] as the v2 repository index. */
+json_t *gf_gw_repo_index(gf_gw *gw);
+
+/* All functions: [{"name", "kind", "version", "versions": [...], "bytes", "state",
+ * "placements": [...], "invoke": "/v1/functions/NAME/invoke"}]. */
+json_t *gf_gw_functions_json(gf_gw *gw);
+
+/* One function with every version and where it is placed; NULL when unknown. */
+json_t *gf_gw_function_json(gf_gw *gw, const char *name);
+
+/* v2 model metadata for name (version 0 = current): {"name", "versions":
+ * ["1","2"], "platform": "gpufaas_<kind>", "inputs": [{"name", "datatype",
+ * "shape"}], "outputs": [...]}. NULL with *http_status 404 when unknown. */
+json_t *gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, int *http_status,
+                             gf_err *err);
+
+/* True when the version (0 = current) exists and can serve (v2 .../ready). */
+bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version);
+
+/* [{"id", "device", "pid", "state", "device_memory": {"used", "budget"},
+ * "host_memory": {...}, "models": [...], "restarts"}]. */
+json_t *gf_gw_workers_json(gf_gw *gw);
+
+/* [{"function", "version", "worker", "tier", "bytes", "state", "hits"}]. */
+json_t *gf_gw_placements_json(gf_gw *gw);
+
+/* {"name": "gpufaas", "version": "...", "extensions": [...]} for GET /v2. */
+json_t *gf_gw_server_metadata(gf_gw *gw);
+
+/* Append the Prometheus text exposition of every metric. */
+gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out);
+
+/* Count an HTTP response that never reached the core (a 4xx from parsing),
+ * so /metrics sees every request: function may be NULL (unknown). */
+void gf_gw_count_http(gf_gw *gw, const char *function, int http_status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_GATEWAY_CORE_H */

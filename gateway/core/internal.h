@@ -1,0 +1,252 @@
+/* gpufaas — the gateway core's internal structures (gateway/core only). */
+#ifndef GF_GATEWAY_CORE_INTERNAL_H
+#define GF_GATEWAY_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "functions/manifest.h"
+#include "gateway/core/gateway.h"
+#include "gateway/core/metrics.h"
+#include "runtime/ipc.h"
+#include "store/store.h"
+
+#define GW_MAX_WORKERS 64
+
+typedef struct gw_worker gw_worker;
+typedef struct gw_frame gw_frame;
+typedef struct gw_version gw_version;
+typedef struct gw_function gw_function;
+
+/* One inference request, from submit to its result. */
+typedef struct gw_req {
+    struct gw_req *next;     /* in the version's queue or a batch */
+    gw_version *v;           /* pinned (a reference) */
+    gf_gw_tensor *inputs;    /* manifest order, owned */
+    int64_t rows;            /* its share of the batch dimension (1 without one) */
+    gf_gw_done_fn done;
+    void *done_arg;
+    uint64_t t_submit_us;
+    gf_gw_result *res;       /* allocated at submit, so answering never needs memory */
+} gw_req;
+
+/* A batch of requests sent as one INFER. */
+typedef struct gw_batch {
+    struct gw_batch *next;   /* in a worker's in-flight list or a pending list */
+    gw_version *v;           /* pinned */
+    gw_req *reqs;            /* linked in submit order */
+    uint32_t n_reqs;
+    int64_t rows;
+    uint64_t id;             /* INFER request id */
+    int worker;              /* where it was sent, -1 before */
+    int attempts;            /* sends so far (a dead worker's batch is retried once) */
+    double est_us;           /* the router's estimate, counted in the worker's queue */
+    uint64_t t_dispatch_us;
+    gw_frame *frame;         /* the encoded INFER, kept until the answer (for a retry) */
+} gw_batch;
+
+/* Where a version stands on one worker. */
+typedef enum {
+    GW_PL_NONE = 0,      /* not registered on the worker */
+    GW_PL_LOADING,       /* LOAD sent, LOADED not yet back */
+    GW_PL_REGISTERED,    /* the worker knows it */
+} gw_pl_state;
+
+typedef struct gw_placement {
+    gw_pl_state state;
+    int tier;                /* GF_IPC_TIER_* it is in now (from EVENTs) */
+    uint64_t load_id;        /* request id of the LOAD in flight */
+    gw_batch *waiting;       /* batches waiting for LOADED */
+    double exec_us;          /* moving average of exec time per batch here */
+    uint64_t hits;
+} gw_placement;
+
+struct gw_version {
+    gw_function *fn;
+    int64_t version;
+    gf_manifest *mf;
+    char *manifest_json;     /* canonical */
+    char *weights_path;      /* absolute */
+    char sha256[65];
+    uint64_t bytes;
+    uint64_t device_bytes;   /* from LOADED (0 until known: then the file size) */
+    char key[96];            /* "name@version", the worker's model key */
+    gf_store_vstate state;
+    char *reason;            /* why broken */
+    atomic_int refs;         /* the registry's + one per pinned request/batch */
+    bool batchable;          /* every input's dim 0 is -1: requests can be concatenated */
+    /* batcher (gw->qlock) */
+    gw_req *q_head, *q_tail;
+    size_t q_len;
+    int64_t q_rows;
+    bool in_ready_list;
+    /* router (gw->lock) */
+    gw_placement pl[GW_MAX_WORKERS];
+    double exec_us;          /* moving average over all workers */
+};
+
+struct gw_function {
+    char name[64];
+    char *kind;
+    gw_version **versions;   /* ascending */
+    size_t n, cap;
+    gw_version *current;     /* published, or NULL */
+    bool deleted;
+};
+
+typedef enum {
+    GW_W_STARTING = 0,
+    GW_W_UP,
+    GW_W_DOWN,      /* died; a restart is scheduled */
+    GW_W_FAILED,    /* exited with the do-not-respawn code, or the gateway stops */
+} gw_wstate;
+
+/* An encoded frame, shared by a batch (kept for a retry) and a send queue. */
+struct gw_frame {
+    atomic_int refs;
+    size_t len;
+    char *data;
+};
+
+/* Take over the bytes of b (b is left empty); NULL on OOM (b untouched). */
+gw_frame *gw_frame_adopt(gf_buf *b);
+void gw_frame_unref(gw_frame *f);
+
+typedef struct gw_send {
+    struct gw_send *next;
+    gw_frame *frame;
+} gw_send;
+
+/* A LOAD waiting for its answer. */
+typedef struct gw_pending_load {
+    struct gw_pending_load *next;
+    uint64_t id;
+    gw_version *v;          /* pinned */
+} gw_pending_load;
+
+struct gw_worker {
+    gf_gw *gw;
+    int id;
+    char device[32];
+    gw_wstate state;
+    pid_t pid;
+    int fd;
+    pthread_t reader;
+    bool reader_running;
+    pthread_mutex_t wlock;   /* one whole frame at a time on fd */
+    gf_ipc_ready ready;      /* strings below are copies */
+    char device_name[128];
+    pthread_t writer;
+    bool writer_running;
+    pthread_mutex_t slock;   /* the send queue */
+    pthread_cond_t scond;
+    gw_send *sq_head, *sq_tail;
+    bool sq_stop;            /* the writer should exit */
+    gw_pending_load *loads;  /* LOADs in flight */
+    bool exited;             /* the process was reaped */
+    int exit_code;           /* when exited: its status (128 + signal when killed) */
+    bool conn_closed;        /* the reader saw the end of the stream */
+    gw_batch *inflight;      /* batches sent and not answered */
+    uint32_t n_inflight;
+    double queued_us;        /* the router's estimate of work queued here */
+    gf_ipc_stats stats;
+    bool have_stats;
+    int restarts;
+    uint64_t restart_at_us;  /* when DOWN: when to respawn */
+    uint64_t backoff_ms;
+    uint64_t started_us;
+    uint64_t last_stats_us;
+};
+
+struct gf_gw {
+    gf_gw_config cfg;
+    char *state_dir;         /* absolute */
+    char *upload_dir;
+    char *functions_dir;
+    char *worker_path;
+    char **plugins;
+    size_t n_plugins;
+    gf_store *store;
+    gw_metrics *metrics;
+
+    pthread_mutex_t lock;    /* registry, workers, placements, in-flight lists */
+    pthread_cond_t cond;     /* worker state changes, in-flight drained */
+    gw_function **fns;
+    size_t n_fns, cap_fns;
+    gw_worker workers[GW_MAX_WORKERS];
+    int n_workers;
+    atomic_uint_fast64_t next_id;
+    atomic_bool stopping;
+    atomic_int inflight_reqs; /* submitted and not yet answered */
+    pthread_mutex_t deploy_lock; /* one deploy/delete at a time */
+
+    /* batcher */
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    bool qcond_ready;        /* qcond was initialised */
+    gw_version **ready;      /* versions with queued requests */
+    size_t n_ready, cap_ready;
+    pthread_t batcher;
+    bool batcher_running;
+
+    /* supervisor */
+    pthread_t supervisor;
+    bool supervisor_running;
+    bool shut;               /* gf_gw_shutdown ran */
+};
+
+/* ---- helpers shared by the core's files ---- */
+
+uint64_t gw_now_us(void);       /* monotonic */
+int64_t gw_wall_us(void);       /* wall clock */
+int gw_http_status_of(gf_status st);
+
+void gw_version_ref(gw_version *v);
+void gw_version_unref(gw_version *v);
+
+/* registry.c */
+gw_function *gw_function_find(gf_gw *gw, const char *name);          /* lock held */
+gw_version *gw_version_find(gw_function *f, int64_t version);        /* lock held */
+gf_status gw_registry_recover(gf_gw *gw, gf_err *err);
+gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t version,
+                          const char *manifest_json, const char *weights_path,
+                          const char *sha256, uint64_t bytes, gf_store_vstate state,
+                          const char *reason, gw_version **out, gf_err *err); /* lock held */
+void gw_registry_free(gf_gw *gw);
+gw_version *gw_version_by_key(gf_gw *gw, const char *key);           /* lock held */
+
+/* workers.c */
+gf_status gw_workers_start(gf_gw *gw, gf_err *err);
+void gw_workers_stop(gf_gw *gw);
+/* Route and send a batch whose frame is encoded (lock held). On failure
+ * (no worker up) the batch is returned for the caller to fail after
+ * unlocking; else NULL. exclude: a worker not to use (-1 none). */
+gw_batch *gw_dispatch_batch(gf_gw *gw, gw_batch *b, int exclude);
+/* Make sure version v is registered on worker w (lock held); tier:
+ * GF_IPC_TIER_STORE/HOST/DEVICE prefetch target. */
+gf_status gw_worker_load(gf_gw *gw, gw_worker *w, gw_version *v, int tier, gf_err *err);
+void gw_worker_unload_all(gf_gw *gw, gw_version *v);                 /* lock held */
+int gw_workers_up(gf_gw *gw);                                        /* lock held */
+
+/* batcher.c */
+/* Put a checked request in its version's queue (the version is pinned by
+ * q). GF_ERR_BUSY when the queue is full. */
+gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err);
+gf_status gw_batcher_start(gf_gw *gw, gf_err *err);
+void gw_batcher_stop(gf_gw *gw);
+/* Answer every request of b with an error and free it. */
+void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, int http, const char *msg);
+/* Deliver a worker's RESULT to the requests of b and free it. */
+void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worker);
+void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res);
+
+/* router.c: the worker to run v on (lock held), or NULL when none is up. */
+gw_worker *gw_route(gf_gw *gw, gw_version *v, int exclude, double *est_us);
+/* After routing v to w with an estimated queue wait: start a second replica
+ * on another worker when the wait exceeds half the SLO (lock held). */
+void gw_route_replicate(gf_gw *gw, gw_version *v, gw_worker *chosen);
+/* Queue a frame to worker w (takes a reference). Lock held or not. */
+void gw_worker_send(gw_worker *w, gw_frame *f);
+
+#endif /* GF_GATEWAY_CORE_INTERNAL_H */

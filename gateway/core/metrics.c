@@ -1,0 +1,283 @@
+/* gpufaas — the gateway's metrics: definitions, updates, exposition. */
+#include "gateway/core/metrics.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM } metric_kind;
+
+#define MAX_LABELS 3
+#define MAX_BUCKETS 16
+
+static const double duration_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                          0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+static const double batch_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+
+/* The definitions: one line per family. */
+static const struct {
+    const char *name;
+    metric_kind kind;
+    const char *help;
+    int n_labels;
+    const char *labels[MAX_LABELS];
+    const double *buckets;
+    int n_buckets;
+} defs[GW_M_COUNT_] = {
+    [GW_M_REQUESTS] = {"gpufaas_requests_total", KIND_COUNTER,
+                       "Inference requests answered, by function and HTTP status code.", 2,
+                       {"function", "code"}, NULL, 0},
+    [GW_M_REQUEST_DURATION] = {"gpufaas_request_duration_seconds", KIND_HISTOGRAM,
+                               "Time from receiving an inference request to its answer.", 1,
+                               {"function"}, duration_buckets, 14},
+    [GW_M_QUEUE_DURATION] = {"gpufaas_queue_duration_seconds", KIND_HISTOGRAM,
+                             "Time a request waited in the gateway's batch queue and the "
+                             "worker's queue.", 1, {"function"}, duration_buckets, 14},
+    [GW_M_COLD_STARTS] = {"gpufaas_cold_starts_total", KIND_COUNTER,
+                          "Requests whose parameters were not on the device.", 1, {"function"},
+                          NULL, 0},
+    [GW_M_SWAP_BYTES] = {"gpufaas_swap_bytes_total", KIND_COUNTER,
+                         "Bytes moved between tiers, by worker and direction.", 3,
+                         {"worker", "from", "to"}, NULL, 0},
+    [GW_M_SWAP_DURATION] = {"gpufaas_swap_duration_seconds", KIND_HISTOGRAM,
+                            "Duration of loads into a tier.", 1, {"worker"}, duration_buckets,
+                            14},
+    [GW_M_EVICTIONS] = {"gpufaas_evictions_total", KIND_COUNTER,
+                        "Models evicted from a worker's device.", 1, {"worker"}, NULL, 0},
+    [GW_M_DEVICE_MEMORY] = {"gpufaas_device_memory_bytes", KIND_GAUGE,
+                            "Device memory of a worker: used and budget.", 2, {"worker", "kind"},
+                            NULL, 0},
+    [GW_M_HOST_MEMORY] = {"gpufaas_host_memory_bytes", KIND_GAUGE,
+                          "Host tier memory of a worker: used and budget.", 2,
+                          {"worker", "kind"}, NULL, 0},
+    [GW_M_WORKERS] = {"gpufaas_workers", KIND_GAUGE, "Workers by state.", 1, {"state"}, NULL, 0},
+    [GW_M_BATCH_SIZE] = {"gpufaas_batch_size", KIND_HISTOGRAM,
+                         "Requests per batch sent to a worker.", 0, {NULL}, batch_buckets, 10},
+    [GW_M_WORKER_RESTARTS] = {"gpufaas_worker_restarts_total", KIND_COUNTER,
+                              "Worker processes restarted after they died.", 1, {"worker"}, NULL,
+                              0},
+    [GW_M_STORE_DROPPED] = {"gpufaas_store_records_dropped", KIND_GAUGE,
+                            "Records the SQLite writer dropped because its queue was full.", 0,
+                            {NULL}, NULL, 0},
+};
+
+typedef struct series {
+    struct series *next;
+    char *key;          /* label values joined with \x1f, for lookups */
+    char *vbuf;         /* a copy of key cut into the values */
+    char **values;      /* label values, pointing into vbuf */
+    double value;       /* counter/gauge; histogram: sum */
+    uint64_t count;     /* histogram observations */
+    uint64_t buckets[MAX_BUCKETS];
+} series;
+
+struct gw_metrics {
+    pthread_mutex_t lock;
+    series *families[GW_M_COUNT_];
+};
+
+gw_metrics *gw_metrics_new(void)
+{
+    gw_metrics *m = calloc(1, sizeof *m);
+    if (m != NULL)
+        pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+static void series_free(series *s)
+{
+    while (s != NULL) {
+        series *next = s->next;
+        free(s->key);
+        free(s->vbuf);
+        free(s->values);
+        free(s);
+        s = next;
+    }
+}
+
+void gw_metric_clear(gw_metrics *m, gw_metric_id id)
+{
+    pthread_mutex_lock(&m->lock);
+    series_free(m->families[id]);
+    m->families[id] = NULL;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void gw_metrics_free(gw_metrics *m)
+{
+    if (m == NULL)
+        return;
+    for (int i = 0; i < GW_M_COUNT_; i++)
+        series_free(m->families[i]);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+/* Find or create the series of (id, labels). Lock held. NULL on OOM. */
+static series *find(gw_metrics *m, gw_metric_id id, const char *const *labels, bool create)
+{
+    int n = defs[id].n_labels;
+    char key[512];
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        const char *v = labels != NULL && labels[i] != NULL ? labels[i] : "";
+        int w = snprintf(key + used, sizeof key - used, "%s%s", i ? "\x1f" : "", v);
+        if (w < 0 || (size_t)w >= sizeof key - used)
+            break;
+        used += (size_t)w;
+    }
+    key[used] = '\0';
+    for (series *s = m->families[id]; s != NULL; s = s->next)
+        if (strcmp(s->key, key) == 0)
+            return s;
+    if (!create)
+        return NULL;
+    series *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->key = strdup(key);
+    s->vbuf = strdup(key);
+    s->values = calloc((size_t)(n ? n : 1), sizeof *s->values);
+    if (s->key == NULL || s->vbuf == NULL || s->values == NULL) {
+        s->next = NULL;
+        series_free(s);
+        return NULL;
+    }
+    char *p = s->vbuf;
+    for (int i = 0; i < n; i++) {
+        s->values[i] = p;
+        char *sep = strchr(p, '\x1f');
+        if (sep != NULL) {
+            *sep = '\0';
+            p = sep + 1;
+        }
+    }
+    s->next = m->families[id];
+    m->families[id] = s;
+    return s;
+}
+
+void gw_metric_add(gw_metrics *m, gw_metric_id id, const char *const *labels, double delta)
+{
+    pthread_mutex_lock(&m->lock);
+    series *s = find(m, id, labels, true);
+    if (s != NULL)
+        s->value += delta;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void gw_metric_set(gw_metrics *m, gw_metric_id id, const char *const *labels, double value)
+{
+    pthread_mutex_lock(&m->lock);
+    series *s = find(m, id, labels, true);
+    if (s != NULL)
+        s->value = value;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void gw_metric_observe(gw_metrics *m, gw_metric_id id, const char *const *labels, double value)
+{
+    pthread_mutex_lock(&m->lock);
+    series *s = find(m, id, labels, true);
+    if (s != NULL) {
+        s->value += value;
+        s->count++;
+        for (int b = 0; b < defs[id].n_buckets; b++)
+            if (value <= defs[id].buckets[b])
+                s->buckets[b]++;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+double gw_metric_get(gw_metrics *m, gw_metric_id id, const char *const *labels)
+{
+    pthread_mutex_lock(&m->lock);
+    series *s = find(m, id, labels, false);
+    double v = s != NULL ? s->value : 0;
+    pthread_mutex_unlock(&m->lock);
+    return v;
+}
+
+/* Label values are escaped as the text format asks: \\, \" and \n. */
+static gf_status write_labels(gf_buf *b, gw_metric_id id, const series *s, const char *extra_k,
+                              const char *extra_v)
+{
+    int n = defs[id].n_labels;
+    if (n == 0 && extra_k == NULL)
+        return GF_OK;
+    gf_status st = gf_buf_append_str(b, "{");
+    for (int i = 0; i < n && st == GF_OK; i++) {
+        st = gf_buf_printf(b, "%s%s=\"", i ? "," : "", defs[id].labels[i]);
+        for (const char *p = s->values[i]; st == GF_OK && *p; p++) {
+            if (*p == '\\' || *p == '"')
+                st = gf_buf_printf(b, "\\%c", *p);
+            else if (*p == '\n')
+                st = gf_buf_append_str(b, "\\n");
+            else
+                st = gf_buf_append(b, p, 1);
+        }
+        if (st == GF_OK)
+            st = gf_buf_append_str(b, "\"");
+    }
+    if (st == GF_OK && extra_k != NULL)
+        st = gf_buf_printf(b, "%s%s=\"%s\"", n ? "," : "", extra_k, extra_v);
+    return st != GF_OK ? st : gf_buf_append_str(b, "}");
+}
+
+static gf_status write_num(gf_buf *b, double v)
+{
+    if (v == floor(v) && fabs(v) < 1e15)
+        return gf_buf_printf(b, " %.0f\n", v);
+    return gf_buf_printf(b, " %.9g\n", v);
+}
+
+gf_status gw_metrics_write(gw_metrics *m, gf_buf *out)
+{
+    static const char *const kinds[] = {"counter", "gauge", "histogram"};
+    gf_status st = GF_OK;
+    pthread_mutex_lock(&m->lock);
+    for (int id = 0; id < GW_M_COUNT_ && st == GF_OK; id++) {
+        st = gf_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", defs[id].name, defs[id].help,
+                           defs[id].name, kinds[defs[id].kind]);
+        for (const series *s = m->families[id]; s != NULL && st == GF_OK; s = s->next) {
+            if (defs[id].kind != KIND_HISTOGRAM) {
+                st = gf_buf_append_str(out, defs[id].name);
+                if (st == GF_OK)
+                    st = write_labels(out, (gw_metric_id)id, s, NULL, NULL);
+                if (st == GF_OK)
+                    st = write_num(out, s->value);
+                continue;
+            }
+            for (int bk = 0; bk <= defs[id].n_buckets && st == GF_OK; bk++) {
+                char le[32];
+                if (bk < defs[id].n_buckets)
+                    snprintf(le, sizeof le, "%g", defs[id].buckets[bk]);
+                else
+                    snprintf(le, sizeof le, "+Inf");
+                st = gf_buf_printf(out, "%s_bucket", defs[id].name);
+                if (st == GF_OK)
+                    st = write_labels(out, (gw_metric_id)id, s, "le", le);
+                if (st == GF_OK)
+                    st = write_num(out, (double)(bk < defs[id].n_buckets ? s->buckets[bk]
+                                                                         : s->count));
+            }
+            if (st == GF_OK)
+                st = gf_buf_printf(out, "%s_sum", defs[id].name);
+            if (st == GF_OK)
+                st = write_labels(out, (gw_metric_id)id, s, NULL, NULL);
+            if (st == GF_OK)
+                st = write_num(out, s->value);
+            if (st == GF_OK)
+                st = gf_buf_printf(out, "%s_count", defs[id].name);
+            if (st == GF_OK)
+                st = write_labels(out, (gw_metric_id)id, s, NULL, NULL);
+            if (st == GF_OK)
+                st = write_num(out, (double)s->count);
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}

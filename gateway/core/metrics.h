@@ -1,0 +1,49 @@
+/* gpufaas — the gateway's metrics (gateway/core): one table of definitions,
+ * thread-safe updates, Prometheus text exposition. */
+#ifndef GF_GATEWAY_CORE_METRICS_H
+#define GF_GATEWAY_CORE_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "core/error.h"
+
+typedef struct gw_metrics gw_metrics;
+
+/* The metric families, in the order they are exposed. */
+typedef enum {
+    GW_M_REQUESTS = 0,        /* counter   {function, code} */
+    GW_M_REQUEST_DURATION,    /* histogram {function} seconds */
+    GW_M_QUEUE_DURATION,      /* histogram {function} seconds */
+    GW_M_COLD_STARTS,         /* counter   {function} */
+    GW_M_SWAP_BYTES,          /* counter   {worker, from, to} */
+    GW_M_SWAP_DURATION,       /* histogram {worker} seconds */
+    GW_M_EVICTIONS,           /* counter   {worker} */
+    GW_M_DEVICE_MEMORY,       /* gauge     {worker, kind} */
+    GW_M_HOST_MEMORY,         /* gauge     {worker, kind} */
+    GW_M_WORKERS,             /* gauge     {state} */
+    GW_M_BATCH_SIZE,          /* histogram (no labels) */
+    GW_M_WORKER_RESTARTS,     /* counter   {worker} */
+    GW_M_STORE_DROPPED,       /* gauge     records the store had to drop */
+    GW_M_COUNT_
+} gw_metric_id;
+
+gw_metrics *gw_metrics_new(void);
+void gw_metrics_free(gw_metrics *m);
+
+/* Add delta to a counter, or set a gauge, for the label values (as many as
+ * the family has, in its order). */
+void gw_metric_add(gw_metrics *m, gw_metric_id id, const char *const *labels, double delta);
+void gw_metric_set(gw_metrics *m, gw_metric_id id, const char *const *labels, double value);
+/* Record one observation in a histogram. */
+void gw_metric_observe(gw_metrics *m, gw_metric_id id, const char *const *labels, double value);
+/* Drop every series of a family (gauges recomputed from scratch). */
+void gw_metric_clear(gw_metrics *m, gw_metric_id id);
+/* Current value of a counter/gauge series (0 when absent); for tests. */
+double gw_metric_get(gw_metrics *m, gw_metric_id id, const char *const *labels);
+
+/* Append the text exposition (version 0.0.4) of every family. */
+gf_status gw_metrics_write(gw_metrics *m, gf_buf *out);
+
+#endif /* GF_GATEWAY_CORE_METRICS_H */

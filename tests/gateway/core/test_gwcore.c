@@ -1,0 +1,459 @@
+/* Tests for the gateway core (gateway/core) without HTTP: real
+ * gpufaas-worker processes, a real SQLite file, real function files.
+ * Deploy and infer with outputs checked against a naive reference; dynamic
+ * batching; the checks submit makes; a worker SIGKILLed under load; a new
+ * version deployed under load; a restart of the gateway; evictions seen in
+ * /metrics and in the database; shutdown draining. */
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/safetensors.h"
+#include "core/sha256.h"
+#include "gateway/core/gateway.h"
+#include "testutil.h"
+
+static char *tmpdir;
+static void setup(void) { tmpdir = gf_test_tmpdir(); }
+static void teardown(void)
+{
+    gf_test_rmtree(tmpdir);
+    tmpdir = NULL;
+}
+
+/* ---- a small mlp: 8 -> 16 (relu) -> 4 ---- */
+
+#define IN 8
+#define HID 16
+#define OUT 4
+
+typedef struct {
+    float w0[HID * IN], b0[HID], w1[OUT * HID], b1[OUT];
+} mlp_w;
+
+static void mlp_init(mlp_w *m, uint64_t seed)
+{
+    gf_test_rng r;
+    gf_test_rng_seed(&r, seed);
+    for (int i = 0; i < HID * IN; i++)
+        m->w0[i] = gf_test_rng_float(&r, -0.5f, 0.5f);
+    for (int i = 0; i < HID; i++)
+        m->b0[i] = gf_test_rng_float(&r, -0.1f, 0.1f);
+    for (int i = 0; i < OUT * HID; i++)
+        m->w1[i] = gf_test_rng_float(&r, -0.5f, 0.5f);
+    for (int i = 0; i < OUT; i++)
+        m->b1[i] = gf_test_rng_float(&r, -0.1f, 0.1f);
+}
+
+static void mlp_ref(const mlp_w *m, const float *x, double *y)
+{
+    double h[HID];
+    for (int o = 0; o < HID; o++) {
+        double a = m->b0[o];
+        for (int i = 0; i < IN; i++)
+            a += (double)x[i] * m->w0[o * IN + i];
+        h[o] = a > 0 ? a : 0;
+    }
+    for (int o = 0; o < OUT; o++) {
+        double a = m->b1[o];
+        for (int i = 0; i < HID; i++)
+            a += h[i] * m->w1[o * HID + i];
+        y[o] = a;
+    }
+}
+
+/* Stage an mlp's weights in the upload dir, as the HTTP front would. pad
+ * adds a big unused tensor (to make the model take device pages). */
+static gf_gw_deploy_req stage(gf_gw *gw, const mlp_w *m, size_t pad_floats, char *tmp_path,
+                              size_t cap, char *sha)
+{
+    static int counter;
+    snprintf(tmp_path, cap, "%s/stage-%d-%d", gf_gw_upload_dir(gw), (int)getpid(), counter++);
+    float *pad = pad_floats ? calloc(pad_floats, sizeof(float)) : NULL;
+    gf_st_wtensor ts[5] = {
+        {"0.weight", GF_DT_F32, 2, (int64_t[]){HID, IN}, m->w0},
+        {"0.bias", GF_DT_F32, 1, (int64_t[]){HID}, m->b0},
+        {"2.weight", GF_DT_F32, 2, (int64_t[]){OUT, HID}, m->w1},
+        {"2.bias", GF_DT_F32, 1, (int64_t[]){OUT}, m->b1},
+        {"pad", GF_DT_F32, 1, (int64_t[]){(int64_t)pad_floats}, pad},
+    };
+    ck_assert_int_eq(gf_st_write(tmp_path, ts, pad_floats ? 5 : 4, NULL, 0, NULL), GF_OK);
+    free(pad);
+    uint64_t size;
+    ck_assert_int_eq(gf_sha256_file(tmp_path, sha, &size, NULL), GF_OK);
+    gf_gw_deploy_req r = {NULL, 0, tmp_path, sha, size};
+    return r;
+}
+
+static json_t *deploy(gf_gw *gw, const char *name, const mlp_w *m, size_t pad, int max_batch,
+                      int delay_us)
+{
+    char tmp[512], sha[GF_SHA256_HEX_LEN], manifest[1024];
+    gf_gw_deploy_req r = stage(gw, m, pad, tmp, sizeof tmp, sha);
+    snprintf(manifest, sizeof manifest,
+             "{\"name\":\"%s\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
+             "\"FP32\",\"shape\":[-1,%d]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\","
+             "\"shape\":[-1,%d]}],\"max_batch_size\":%d,\"max_queue_delay_us\":%d}",
+             name, IN, OUT, max_batch, delay_us);
+    r.manifest = manifest;
+    r.manifest_len = strlen(manifest);
+    json_t *out;
+    int http;
+    gf_err err;
+    gf_status st = gf_gw_deploy(gw, &r, &out, &http, &err);
+    ck_assert_msg(st == GF_OK, "deploy %s: %s", name, err.msg);
+    ck_assert_int_eq(http, 201);
+    ck_assert_int_ne(access(tmp, F_OK), 0); /* the staged file was moved */
+    return out;
+}
+
+/* ---- waiting for results ---- */
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, ok, failed_503, failed_other;
+    int64_t max_batch;
+    int64_t version_seen[8];
+    int bad_values;
+    const mlp_w *ref[8]; /* expected weights per version (index = version) */
+    float x[IN];
+} waiter;
+
+static void waiter_init(waiter *w)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    for (int i = 0; i < IN; i++)
+        w->x[i] = (float)i * 0.25f - 1.0f;
+}
+
+static void on_done(void *arg, gf_gw_result *r)
+{
+    waiter *w = arg;
+    pthread_mutex_lock(&w->lock);
+    w->done++;
+    if (r->status == GF_OK) {
+        w->ok++;
+        if (r->batch_size > w->max_batch)
+            w->max_batch = r->batch_size;
+        if (r->version >= 0 && r->version < 8)
+            w->version_seen[r->version]++;
+        const mlp_w *m = r->version < 8 ? w->ref[r->version] : NULL;
+        if (m == NULL || r->n_outputs != 1 || r->outputs[0].t.shape[0] != 1 ||
+            r->outputs[0].t.shape[1] != OUT) {
+            w->bad_values++;
+        } else {
+            double want[OUT];
+            mlp_ref(m, w->x, want);
+            const float *got = r->outputs[0].t.data;
+            for (int o = 0; o < OUT; o++)
+                if (fabs(got[o] - want[o]) > 1e-4 * (1 + fabs(want[o])))
+                    w->bad_values++;
+        }
+    } else if (r->http_status == 503) {
+        w->failed_503++;
+    } else {
+        w->failed_other++;
+        fprintf(stderr, "request failed: %d %s\n", r->http_status, r->message);
+    }
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    gf_gw_result_free(r);
+}
+
+static void waiter_wait(waiter *w, int n)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->done < n)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static gf_status submit(gf_gw *gw, const char *name, waiter *w, int *http, gf_err *err)
+{
+    gf_gw_tensor *in = calloc(1, sizeof *in);
+    in->name = strdup("x");
+    float *data = malloc(sizeof w->x);
+    memcpy(data, w->x, sizeof w->x);
+
+    in->t.dtype = GF_DT_F32;
+    in->t.rank = 2;
+    in->t.shape[0] = 1;
+    in->t.shape[1] = IN;
+    in->t.nbytes = sizeof w->x;
+    in->t.data = data;
+    in->t.mem = GF_MEM_HOST;
+    in->t.device_id = -1;
+    gf_gw_infer_req req = {name, 0, in, 1, on_done, w};
+    int retry;
+    return gf_gw_submit(gw, &req, http, &retry, err);
+}
+
+static gf_gw *open_gw(const char *devices, uint64_t dev_mem)
+{
+    char *state = gf_test_path(tmpdir, "state");
+    gf_gw_config cfg = {.state_dir = state, .devices = devices, .device_memory = dev_mem,
+                        .host_memory = 64 << 20,
+                        .worker_path = gf_test_prog("GF_WORKER"), .drain_timeout_ms = 5000};
+    gf_gw *gw;
+    gf_err err;
+    gf_status st = gf_gw_new(&cfg, &gw, &err);
+    free(state);
+    ck_assert_msg(st == GF_OK, "gf_gw_new: %s", err.msg);
+    return gw;
+}
+
+START_TEST(test_deploy_infer_batch_and_errors)
+{
+    gf_gw *gw = open_gw("cpu:1", 64 << 20);
+    ck_assert(gf_gw_ready(gw));
+    mlp_w m;
+    mlp_init(&m, 1);
+    json_t *d = deploy(gw, "adder", &m, 0, 8, 20000);
+    ck_assert_int_eq(json_integer_value(json_object_get(d, "version")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(d, "invoke")),
+                     "/v1/functions/adder/invoke");
+    json_decref(d);
+    waiter w;
+    waiter_init(&w);
+    w.ref[1] = &m;
+    int http;
+    gf_err err;
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(submit(gw, "adder", &w, &http, &err), GF_OK);
+    waiter_wait(&w, 8);
+    ck_assert_int_eq(w.ok, 8);
+    ck_assert_int_eq(w.bad_values, 0);
+    ck_assert_int_gt(w.max_batch, 1); /* 8 requests within 20 ms share batches */
+    /* checks at submit */
+    ck_assert_int_eq(submit(gw, "nope", &w, &http, &err), GF_ERR_NOT_FOUND);
+    ck_assert_int_eq(http, 404);
+    ck_assert_int_eq(submit(gw, "../x", &w, &http, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(http, 400);
+    gf_gw_tensor *bad = calloc(1, sizeof *bad);
+    bad->name = strdup("x");
+    bad->t.dtype = GF_DT_F32;
+    bad->t.rank = 2;
+    bad->t.shape[0] = 1;
+    bad->t.shape[1] = IN + 1;
+    bad->t.nbytes = (IN + 1) * 4;
+    bad->t.data = calloc(IN + 1, 4);
+    gf_gw_infer_req req = {"adder", 0, bad, 1, on_done, &w};
+    int retry;
+    ck_assert_int_eq(gf_gw_submit(gw, &req, &http, &retry, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(http, 400);
+    ck_assert_msg(strstr(err.msg, "shape [1, 9] does not match [-1, 8]"), "%s", err.msg);
+    ck_assert_ptr_null(req.inputs);
+    gf_gw_tensor *wrong = calloc(1, sizeof *wrong);
+    wrong->name = strdup("z");
+    gf_gw_infer_req req2 = {"adder", 0, wrong, 1, on_done, &w};
+    ck_assert_int_eq(gf_gw_submit(gw, &req2, &http, &retry, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "no input named 'z' (its inputs: x)"), "%s", err.msg);
+    /* views */
+    json_t *fj = gf_gw_function_json(gw, "adder");
+    ck_assert_ptr_nonnull(fj);
+    json_decref(fj);
+    ck_assert_ptr_null(gf_gw_function_json(gw, "nope"));
+    json_t *md = gf_gw_model_metadata(gw, "adder", 0, &http, &err);
+    ck_assert_ptr_nonnull(md);
+    ck_assert_str_eq(json_string_value(json_object_get(md, "platform")), "gpufaas_mlp");
+    json_decref(md);
+    ck_assert(gf_gw_model_ready(gw, "adder", 1));
+    ck_assert(!gf_gw_model_ready(gw, "adder", 2));
+    gf_buf mt;
+    gf_buf_init(&mt);
+    ck_assert_int_eq(gf_gw_metrics_text(gw, &mt), GF_OK);
+    ck_assert_msg(strstr(mt.data, "gpufaas_requests_total{function=\"adder\",code=\"200\"} 8"),
+                  "%s", mt.data);
+    ck_assert_msg(strstr(mt.data, "gpufaas_workers{state=\"up\"} 1"), "%s", mt.data);
+    gf_buf_deinit(&mt);
+    /* a deploy with weights that do not fit the manifest: 400 naming the tensor */
+    char tmp[512], sha[GF_SHA256_HEX_LEN];
+    gf_gw_deploy_req r = stage(gw, &m, 0, tmp, sizeof tmp, sha);
+    const char *mf = "{\"name\":\"adder\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\","
+                     "\"datatype\":\"FP32\",\"shape\":[-1,5]}],\"outputs\":[{\"name\":\"y\","
+                     "\"datatype\":\"FP32\",\"shape\":[-1,4]}]}";
+    r.manifest = mf;
+    r.manifest_len = strlen(mf);
+    json_t *out;
+    ck_assert_int_eq(gf_gw_deploy(gw, &r, &out, &http, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(http, 400);
+    ck_assert_msg(strstr(err.msg, "tensor '0.weight' has shape [16, 8], expected [-1, 5]"), "%s",
+                  err.msg);
+    ck_assert_int_ne(access(tmp, F_OK), 0); /* the staged file is removed */
+    gf_gw_free(gw);
+}
+END_TEST
+
+typedef struct {
+    gf_gw *gw;
+    waiter *w;
+    volatile int stop;
+    int sent, refused;
+} loader_arg;
+
+static void *load_thread(void *arg)
+{
+    loader_arg *a = arg;
+    while (!a->stop) {
+        int http;
+        gf_err err;
+        if (submit(a->gw, "f", a->w, &http, &err) == GF_OK)
+            a->sent++;
+        else
+            a->refused++;
+        usleep(500);
+    }
+    return NULL;
+}
+
+START_TEST(test_new_version_under_load_and_worker_kill)
+{
+    gf_gw *gw = open_gw("cpu:2", 64 << 20);
+    mlp_w m1, m2;
+    mlp_init(&m1, 11);
+    mlp_init(&m2, 22);
+    json_decref(deploy(gw, "f", &m1, 0, 4, 1000));
+    waiter w;
+    waiter_init(&w);
+    w.ref[1] = &m1;
+    w.ref[2] = &m2;
+    loader_arg la = {gw, &w, 0, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, load_thread, &la);
+    usleep(300 * 1000);
+    json_decref(deploy(gw, "f", &m2, 0, 4, 1000)); /* version 2 under load */
+    usleep(300 * 1000);
+    la.stop = 1;
+    pthread_join(t, NULL);
+    waiter_wait(&w, la.sent);
+    ck_assert_int_eq(la.refused, 0);
+    ck_assert_int_eq(w.ok, la.sent); /* zero failed requests */
+    ck_assert_int_eq(w.bad_values, 0);
+    ck_assert_int_gt(w.version_seen[1], 0);
+    ck_assert_int_gt(w.version_seen[2], 0);
+
+    /* SIGKILL a worker under load: every request gets its answer or a clean
+     * 503, and the worker comes back */
+    json_t *ws = gf_gw_workers_json(gw);
+    json_t *w0 = json_array_get(json_object_get(ws, "workers"), 0);
+    pid_t pid = (pid_t)json_integer_value(json_object_get(w0, "pid"));
+    json_decref(ws);
+    ck_assert_int_gt(pid, 0);
+    waiter w2;
+    waiter_init(&w2);
+    w2.ref[2] = &m2;
+    loader_arg lb = {gw, &w2, 0, 0, 0};
+    pthread_create(&t, NULL, load_thread, &lb);
+    usleep(200 * 1000);
+    kill(pid, SIGKILL);
+    usleep(400 * 1000);
+    lb.stop = 1;
+    pthread_join(t, NULL);
+    waiter_wait(&w2, lb.sent);
+    ck_assert_int_eq(w2.failed_other, 0);
+    ck_assert_int_eq(w2.ok + w2.failed_503, lb.sent);
+    ck_assert_int_eq(w2.bad_values, 0);
+    /* it comes back */
+    int up = 0;
+    for (int i = 0; i < 100 && up < 2; i++) {
+        usleep(100 * 1000);
+        ws = gf_gw_workers_json(gw);
+        up = 0;
+        json_t *arr = json_object_get(ws, "workers");
+        for (size_t k = 0; k < json_array_size(arr); k++)
+            up += strcmp(json_string_value(json_object_get(json_array_get(arr, k), "state")),
+                         "up") == 0;
+        json_decref(ws);
+    }
+    ck_assert_int_eq(up, 2);
+    gf_gw_free(gw);
+}
+END_TEST
+
+START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
+{
+    /* device budget 6 MiB; each function pads to ~1.5 MiB: 8 do not fit */
+    gf_gw *gw = open_gw("cpu:1", 6 << 20);
+    mlp_w ms[8];
+    char name[16];
+    for (int i = 0; i < 8; i++) {
+        mlp_init(&ms[i], 100 + (uint64_t)i);
+        snprintf(name, sizeof name, "m%d", i);
+        json_decref(deploy(gw, name, &ms[i], 400000, 1, 0));
+    }
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 8; i++) {
+            waiter w;
+            waiter_init(&w);
+            w.ref[1] = &ms[i];
+            snprintf(name, sizeof name, "m%d", i);
+            int http;
+            gf_err err;
+            ck_assert_int_eq(submit(gw, name, &w, &http, &err), GF_OK);
+            waiter_wait(&w, 1);
+            ck_assert_int_eq(w.ok, 1);
+            ck_assert_int_eq(w.bad_values, 0);
+        }
+    }
+    usleep(1500 * 1000); /* let EVENT and STATS frames arrive */
+    gf_buf mt;
+    gf_buf_init(&mt);
+    ck_assert_int_eq(gf_gw_metrics_text(gw, &mt), GF_OK);
+    const char *ev = strstr(mt.data, "gpufaas_evictions_total{worker=\"0\"} ");
+    ck_assert_msg(ev != NULL && atoi(ev + strlen("gpufaas_evictions_total{worker=\"0\"} ")) > 0,
+                  "%s", mt.data);
+    ck_assert_msg(strstr(mt.data, "gpufaas_cold_starts_total{function=\"m0\"}") != NULL, "%s",
+                  mt.data);
+    gf_buf_deinit(&mt);
+    gf_gw_free(gw);
+    /* the database saw the swaps */
+    char *db = gf_test_path(tmpdir, "state/gpufaas.db");
+    char *argv[] = {(char *)"/usr/bin/sqlite3", db,
+                    (char *)"select count(*) from swap_events where to_tier='device'", NULL};
+    char *out = NULL;
+    ck_assert_int_eq(gf_test_run_cmd(argv, &out, NULL, 30), 0);
+    ck_assert_msg(atoi(out) >= 8, "swap events: %s", out);
+    free(out);
+    free(db);
+    /* restart: still deployed, still serving */
+    gw = open_gw("cpu:1", 6 << 20);
+    json_t *all = gf_gw_functions_json(gw);
+    ck_assert_uint_eq(json_array_size(json_object_get(all, "functions")), 8);
+    json_decref(all);
+    waiter w;
+    waiter_init(&w);
+    w.ref[1] = &ms[3];
+    int http;
+    gf_err err;
+    ck_assert_int_eq(submit(gw, "m3", &w, &http, &err), GF_OK);
+    waiter_wait(&w, 1);
+    ck_assert_int_eq(w.ok, 1);
+    ck_assert_int_eq(w.bad_values, 0);
+    /* delete: gone, 404 after */
+    ck_assert_int_eq(gf_gw_delete(gw, "m3", &http, &err), GF_OK);
+    ck_assert_int_eq(submit(gw, "m3", &w, &http, &err), GF_ERR_NOT_FOUND);
+    ck_assert_int_eq(gf_gw_delete(gw, "m3", &http, &err), GF_ERR_NOT_FOUND);
+    gf_gw_free(gw);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("gateway_core");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_deploy_infer_batch_and_errors);
+    tcase_add_test(tc, test_new_version_under_load_and_worker_kill);
+    tcase_add_test(tc, test_restart_keeps_functions_and_evictions_are_recorded);
+    suite_add_tcase(s, tc);
+    return gf_test_run_suite(s);
+}
