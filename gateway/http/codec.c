@@ -1,0 +1,1407 @@
+/* gpufaas — inference request parsing and response rendering (gateway/http). */
+#include "gateway/http/codec.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/utf8.h"
+#include "functions/manifest.h"
+
+/* ---- a small strict JSON scanner ----------------------------------------------
+ *
+ * Enough of RFC 8259 to walk a request without building a tree: strings are
+ * decoded (escapes, surrogate pairs, UTF-8 validated), numbers follow the
+ * grammar exactly, nesting is bounded. */
+
+typedef struct gf_js {
+    const char *s;    /* the JSON text (borrowed) */
+    size_t len;       /* its length */
+    size_t pos;       /* read position */
+    size_t depth;     /* arrays/objects currently open */
+    size_t max_depth; /* bound on depth */
+    gf_err *err;      /* where failures are described (may be NULL) */
+} gf_js;
+
+typedef struct gf_js_num {
+    double d;      /* nearest double, always set */
+    int64_t i;     /* exact value when fits_i64 */
+    uint64_t u;    /* exact value when fits_u64 */
+    bool integral; /* written without fraction or exponent */
+    bool fits_i64;
+    bool fits_u64;
+} gf_js_num;
+
+static gf_status js_fail(gf_js *j, const char *what)
+{
+    return gf_err_set(j->err, GF_ERR_FORMAT, "malformed JSON at byte %zu: %s", j->pos, what);
+}
+
+static gf_status js_nomem(gf_js *j)
+{
+    return gf_err_set(j->err, GF_ERR_NOMEM, "out of memory while parsing the request");
+}
+
+static int js_peek(gf_js *j)
+{
+    while (j->pos < j->len) {
+        char c = j->s[j->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            return (unsigned char)c;
+        j->pos++;
+    }
+    return -1;
+}
+
+static bool js_eat(gf_js *j, char c)
+{
+    if (js_peek(j) == (unsigned char)c) {
+        j->pos++;
+        return true;
+    }
+    return false;
+}
+
+static gf_status js_enter(gf_js *j)
+{
+    if (j->depth >= j->max_depth)
+        return gf_err_set(j->err, GF_ERR_TOO_LARGE,
+                          "JSON nesting deeper than %zu levels at byte %zu", j->max_depth, j->pos);
+    j->depth++;
+    j->pos++; /* the '[' or '{' */
+    return GF_OK;
+}
+
+static int js_hex(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Four hex digits at pos (after "\u"). */
+static bool js_hex4(gf_js *j, uint32_t *out)
+{
+    if (j->len - j->pos < 4)
+        return false;
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = js_hex(j->s[j->pos + (size_t)k]);
+        if (h < 0)
+            return false;
+        v = v << 4 | (uint32_t)h;
+    }
+    j->pos += 4;
+    *out = v;
+    return true;
+}
+
+/* A string at the read position, decoded into out (reset first), or only
+ * validated when out is NULL. */
+static gf_status js_string(gf_js *j, gf_buf *out)
+{
+    if (js_peek(j) != '"')
+        return js_fail(j, "expected a string");
+    j->pos++;
+    if (out != NULL)
+        gf_buf_reset(out);
+    size_t run = j->pos; /* start of bytes copied as they are */
+    while (j->pos < j->len) {
+        unsigned char c = (unsigned char)j->s[j->pos];
+        if (c == '"' || c == '\\') {
+            if (out != NULL && gf_buf_append(out, j->s + run, j->pos - run) != GF_OK)
+                return js_nomem(j);
+            j->pos++;
+            if (c == '"')
+                return GF_OK;
+            if (j->pos >= j->len)
+                break;
+            char e = j->s[j->pos++];
+            char one;
+            char enc[4];
+            size_t n = 1;
+            switch (e) {
+            case '"':
+                one = '"';
+                break;
+            case '\\':
+                one = '\\';
+                break;
+            case '/':
+                one = '/';
+                break;
+            case 'b':
+                one = '\b';
+                break;
+            case 'f':
+                one = '\f';
+                break;
+            case 'n':
+                one = '\n';
+                break;
+            case 'r':
+                one = '\r';
+                break;
+            case 't':
+                one = '\t';
+                break;
+            case 'u': {
+                uint32_t cp, lo;
+                if (!js_hex4(j, &cp))
+                    return js_fail(j, "bad \\u escape");
+                if (cp >= 0xDC00 && cp <= 0xDFFF)
+                    return js_fail(j, "lone low surrogate in \\u escape");
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (j->len - j->pos < 2 || j->s[j->pos] != '\\' || j->s[j->pos + 1] != 'u')
+                        return js_fail(j, "lone high surrogate in \\u escape");
+                    j->pos += 2;
+                    if (!js_hex4(j, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                        return js_fail(j, "bad low surrogate in \\u escape");
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                }
+                n = gf_utf8_encode(cp, enc);
+                break;
+            }
+            default:
+                j->pos--;
+                return js_fail(j, "unknown escape in a string");
+            }
+            if (out != NULL && gf_buf_append(out, e == 'u' ? enc : &one, n) != GF_OK)
+                return js_nomem(j);
+            run = j->pos;
+            continue;
+        }
+        if (c < 0x20)
+            return js_fail(j, "control character in a string");
+        if (c < 0x80) {
+            j->pos++;
+            continue;
+        }
+        size_t n = gf_utf8_seq_len(j->s + j->pos, j->len - j->pos);
+        if (n == 0)
+            return js_fail(j, "invalid UTF-8 in a string");
+        j->pos += n;
+    }
+    return js_fail(j, "unterminated string");
+}
+
+static bool js_digit(gf_js *j)
+{
+    return j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9';
+}
+
+static gf_status js_number(gf_js *j, gf_js_num *n)
+{
+    js_peek(j);
+    size_t start = j->pos;
+    bool neg = false;
+    if (j->pos < j->len && j->s[j->pos] == '-') {
+        neg = true;
+        j->pos++;
+    }
+    if (!js_digit(j))
+        return js_fail(j, "expected a number");
+    if (j->s[j->pos] == '0') {
+        j->pos++;
+        if (js_digit(j))
+            return js_fail(j, "leading zero in a number");
+    } else {
+        while (js_digit(j))
+            j->pos++;
+    }
+    size_t int_end = j->pos;
+    n->integral = true;
+    if (j->pos < j->len && j->s[j->pos] == '.') {
+        j->pos++;
+        if (!js_digit(j))
+            return js_fail(j, "digit expected after '.'");
+        while (js_digit(j))
+            j->pos++;
+        n->integral = false;
+    }
+    if (j->pos < j->len && (j->s[j->pos] == 'e' || j->s[j->pos] == 'E')) {
+        j->pos++;
+        if (j->pos < j->len && (j->s[j->pos] == '+' || j->s[j->pos] == '-'))
+            j->pos++;
+        if (!js_digit(j))
+            return js_fail(j, "digit expected in exponent");
+        while (js_digit(j))
+            j->pos++;
+        n->integral = false;
+    }
+    n->fits_i64 = n->fits_u64 = false;
+    if (n->integral) {
+        uint64_t u = 0;
+        bool ovf = false;
+        for (size_t k = start + (neg ? 1 : 0); k < int_end && !ovf; k++)
+            ovf = !gf_u64_mul(u, 10, &u) || !gf_u64_add(u, (uint64_t)(j->s[k] - '0'), &u);
+        if (!ovf && !neg) {
+            n->u = u;
+            n->fits_u64 = true;
+            if (u <= (uint64_t)INT64_MAX) {
+                n->i = (int64_t)u;
+                n->fits_i64 = true;
+            }
+            n->d = (double)u;
+            return GF_OK;
+        }
+        if (!ovf && u <= (uint64_t)INT64_MAX + 1) {
+            n->i = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
+            n->fits_i64 = true;
+            if (u == 0) {
+                n->u = 0;
+                n->fits_u64 = true;
+            }
+            n->d = u == 0 ? -0.0 : (double)n->i;
+            return GF_OK;
+        }
+    }
+    /* strtod needs a terminated copy; numbers are short, but do not trust it */
+    size_t nlen = j->pos - start;
+    char small[64];
+    char *p = nlen < sizeof small ? small : malloc(nlen + 1);
+    if (p == NULL)
+        return js_nomem(j);
+    memcpy(p, j->s + start, nlen);
+    p[nlen] = '\0';
+    n->d = strtod(p, NULL);
+    if (p != small)
+        free(p);
+    return GF_OK;
+}
+
+static gf_status js_literal(gf_js *j, const char *word)
+{
+    size_t n = strlen(word);
+    if (j->len - j->pos < n || memcmp(j->s + j->pos, word, n) != 0)
+        return js_fail(j, "expected a value");
+    j->pos += n;
+    return GF_OK;
+}
+
+/* Skip one value of any type, validating it. */
+static gf_status js_skip(gf_js *j)
+{
+    gf_status st;
+    int c = js_peek(j);
+    switch (c) {
+    case '{':
+        if ((st = js_enter(j)) != GF_OK)
+            return st;
+        if (!js_eat(j, '}')) {
+            do {
+                if ((st = js_string(j, NULL)) != GF_OK)
+                    return st;
+                if (!js_eat(j, ':'))
+                    return js_fail(j, "expected ':'");
+                if ((st = js_skip(j)) != GF_OK)
+                    return st;
+            } while (js_eat(j, ','));
+            if (!js_eat(j, '}'))
+                return js_fail(j, "expected ',' or '}'");
+        }
+        j->depth--;
+        return GF_OK;
+    case '[':
+        if ((st = js_enter(j)) != GF_OK)
+            return st;
+        if (!js_eat(j, ']')) {
+            do {
+                if ((st = js_skip(j)) != GF_OK)
+                    return st;
+            } while (js_eat(j, ','));
+            if (!js_eat(j, ']'))
+                return js_fail(j, "expected ',' or ']'");
+        }
+        j->depth--;
+        return GF_OK;
+    case '"':
+        return js_string(j, NULL);
+    case 't':
+        return js_literal(j, "true");
+    case 'f':
+        return js_literal(j, "false");
+    case 'n':
+        return js_literal(j, "null");
+    default: {
+        gf_js_num n;
+        if (c == '-' || (c >= '0' && c <= '9'))
+            return js_number(j, &n);
+        return js_fail(j, c < 0 ? "unexpected end of JSON" : "expected a value");
+    }
+    }
+}
+
+/* Iterate the members of an object: *first must be true on the first call.
+ * Leaves the key in key and the position at the member's value; *done is set
+ * at the closing brace. */
+static gf_status js_member(gf_js *j, bool *first, gf_buf *key, bool *done)
+{
+    gf_status st;
+    if (*first) {
+        if (js_peek(j) != '{')
+            return js_fail(j, "expected an object");
+        if ((st = js_enter(j)) != GF_OK)
+            return st;
+        *first = false;
+        if (js_eat(j, '}')) {
+            j->depth--;
+            *done = true;
+            return GF_OK;
+        }
+    } else {
+        if (js_eat(j, '}')) {
+            j->depth--;
+            *done = true;
+            return GF_OK;
+        }
+        if (!js_eat(j, ','))
+            return js_fail(j, "expected ',' or '}'");
+    }
+    if ((st = js_string(j, key)) != GF_OK)
+        return st;
+    if (!js_eat(j, ':'))
+        return js_fail(j, "expected ':'");
+    *done = false;
+    return GF_OK;
+}
+
+/* The same for array elements: leaves the position at the next element. */
+static gf_status js_element(gf_js *j, bool *first, bool *done)
+{
+    gf_status st;
+    if (*first) {
+        if (js_peek(j) != '[')
+            return js_fail(j, "expected an array");
+        if ((st = js_enter(j)) != GF_OK)
+            return st;
+        *first = false;
+        if (js_eat(j, ']')) {
+            j->depth--;
+            *done = true;
+            return GF_OK;
+        }
+        *done = false;
+        return GF_OK;
+    }
+    if (js_eat(j, ']')) {
+        j->depth--;
+        *done = true;
+        return GF_OK;
+    }
+    if (!js_eat(j, ','))
+        return js_fail(j, "expected ',' or ']'");
+    *done = false;
+    return GF_OK;
+}
+
+bool gf_codec_depth_ok(const char *s, size_t len, size_t max_depth)
+{
+    size_t depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_depth)
+                return false;
+        } else if (c == ']' || c == '}') {
+            if (depth > 0)
+                depth--;
+        }
+    }
+    return true;
+}
+
+/* ---- the request ----------------------------------------------------------------- */
+
+typedef struct gf_parse_ctx {
+    gf_js j;
+    bool half_as_json;
+    gf_buf key;      /* member names */
+    gf_buf str;      /* string values */
+    const char *bin; /* binary part of the body (after the JSON header) */
+    size_t bin_len;
+    size_t bin_used; /* claimed by inputs so far */
+    gf_codec_request *r;
+} gf_parse_ctx;
+
+/* An input as it is being read: members may come in any order. */
+typedef struct gf_input_acc {
+    char *name;
+    char dtname[24]; /* as given (truncated), for messages */
+    gf_dtype dtype;
+    bool has_dtype;
+    int32_t rank;
+    int64_t shape[GF_MAX_RANK];
+    bool has_shape;
+    bool has_bin;
+    uint64_t bin_size;
+    bool has_data;
+    size_t data_pos;   /* where "data"'s value starts */
+    size_t data_depth; /* scanner depth there */
+    uint64_t leaves;   /* scalars in "data" */
+} gf_input_acc;
+
+static bool key_is(const gf_buf *k, const char *s)
+{
+    size_t n = strlen(s);
+    return k->len == n && memcmp(k->data, s, n) == 0;
+}
+
+/* A copy of the last decoded string as a C string; fails on embedded NUL or
+ * an empty string (names are neither). */
+static gf_status take_name(gf_parse_ctx *c, const char *what, char **out)
+{
+    if (c->str.len == 0 || strlen(c->str.data) != c->str.len)
+        return gf_err_set(c->j.err, GF_ERR_INVALID, "%s must be a non-empty string without NUL",
+                          what);
+    *out = strdup(c->str.data);
+    return *out == NULL ? js_nomem(&c->j) : GF_OK;
+}
+
+/* Count the scalars of a "data" value (a scalar or nested arrays of them),
+ * rejecting anything that cannot be a tensor element. */
+static gf_status scan_data(gf_parse_ctx *c, gf_input_acc *in, uint64_t *leaves)
+{
+    gf_js *j = &c->j;
+    int ch = js_peek(j);
+    if (ch == '[') {
+        bool first = true, done;
+        gf_status st;
+        for (;;) {
+            if ((st = js_element(j, &first, &done)) != GF_OK)
+                return st;
+            if (done)
+                return GF_OK;
+            if ((st = scan_data(c, in, leaves)) != GF_OK)
+                return st;
+        }
+    }
+    if (ch == '"' || ch == '{' || ch == 'n') {
+        const char *what = ch == '"' ? "a string" : ch == '{' ? "an object" : "null";
+        return gf_err_set(j->err, GF_ERR_INVALID,
+                          "input '%s': data holds %s at byte %zu; tensor data is numbers or "
+                          "booleans (BYTES is not supported)",
+                          in->name != NULL ? in->name : "?", what, j->pos);
+    }
+    gf_status st = js_skip(j);
+    if (st == GF_OK)
+        (*leaves)++;
+    return st;
+}
+
+/* Write the scalars of an already scanned "data" value into dst (numel
+ * elements of in->dtype), in row-major order. */
+static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, uint64_t *idx)
+{
+    gf_js *j = &c->j;
+    int ch = js_peek(j);
+    gf_status st;
+    if (ch == '[') {
+        bool first = true, done;
+        for (;;) {
+            if ((st = js_element(j, &first, &done)) != GF_OK)
+                return st;
+            if (done)
+                return GF_OK;
+            if ((st = fill_data(c, in, dst, idx)) != GF_OK)
+                return st;
+        }
+    }
+    uint64_t k = (*idx)++;
+    const char *dt = gf_dtype_kserve_name(in->dtype);
+    if (in->dtype == GF_DT_BOOL) {
+        if (ch == 't' && js_literal(j, "true") == GF_OK) {
+            ((uint8_t *)dst)[k] = 1;
+            return GF_OK;
+        }
+        if (ch == 'f' && js_literal(j, "false") == GF_OK) {
+            ((uint8_t *)dst)[k] = 0;
+            return GF_OK;
+        }
+        return gf_err_set(j->err, GF_ERR_INVALID,
+                          "input '%s': element %" PRIu64 " of data is not true or false (BOOL)",
+                          in->name, k);
+    }
+    if (ch == 't' || ch == 'f')
+        return gf_err_set(j->err, GF_ERR_INVALID,
+                          "input '%s': element %" PRIu64 " of data is a boolean, expected %s",
+                          in->name, k, dt);
+    gf_js_num n;
+    if ((st = js_number(j, &n)) != GF_OK)
+        return st;
+    bool ok = true;
+    switch (in->dtype) {
+    case GF_DT_F32:
+        ((float *)dst)[k] = (float)n.d;
+        break;
+    case GF_DT_F64:
+        ((double *)dst)[k] = n.d;
+        break;
+    case GF_DT_F16:
+        ((uint16_t *)dst)[k] = gf_f32_to_f16((float)n.d);
+        break;
+    case GF_DT_BF16:
+        ((uint16_t *)dst)[k] = gf_f32_to_bf16((float)n.d);
+        break;
+    case GF_DT_I8:
+        ok = n.fits_i64 && n.i >= INT8_MIN && n.i <= INT8_MAX;
+        if (ok)
+            ((int8_t *)dst)[k] = (int8_t)n.i;
+        break;
+    case GF_DT_I16:
+        ok = n.fits_i64 && n.i >= INT16_MIN && n.i <= INT16_MAX;
+        if (ok)
+            ((int16_t *)dst)[k] = (int16_t)n.i;
+        break;
+    case GF_DT_I32:
+        ok = n.fits_i64 && n.i >= INT32_MIN && n.i <= INT32_MAX;
+        if (ok)
+            ((int32_t *)dst)[k] = (int32_t)n.i;
+        break;
+    case GF_DT_I64:
+        ok = n.fits_i64;
+        if (ok)
+            ((int64_t *)dst)[k] = n.i;
+        break;
+    case GF_DT_U8:
+        ok = n.fits_u64 && n.u <= UINT8_MAX;
+        if (ok)
+            ((uint8_t *)dst)[k] = (uint8_t)n.u;
+        break;
+    case GF_DT_U16:
+        ok = n.fits_u64 && n.u <= UINT16_MAX;
+        if (ok)
+            ((uint16_t *)dst)[k] = (uint16_t)n.u;
+        break;
+    case GF_DT_U32:
+        ok = n.fits_u64 && n.u <= UINT32_MAX;
+        if (ok)
+            ((uint32_t *)dst)[k] = (uint32_t)n.u;
+        break;
+    case GF_DT_U64:
+        ok = n.fits_u64;
+        if (ok)
+            ((uint64_t *)dst)[k] = n.u;
+        break;
+    default:
+        ok = false;
+        break;
+    }
+    if (!ok)
+        return gf_err_set(j->err, GF_ERR_INVALID,
+                          "input '%s': element %" PRIu64 " of data (%.17g) is not %s %s", in->name,
+                          k, n.d, n.integral ? "in the range of" : "an integer, as", dt);
+    return GF_OK;
+}
+
+static gf_status parse_shape(gf_parse_ctx *c, gf_input_acc *in)
+{
+    gf_js *j = &c->j;
+    bool first = true, done;
+    gf_status st;
+    in->rank = 0;
+    for (;;) {
+        if ((st = js_element(j, &first, &done)) != GF_OK)
+            return st;
+        if (done)
+            return GF_OK;
+        gf_js_num n;
+        int ch = js_peek(j);
+        if (ch != '-' && (ch < '0' || ch > '9'))
+            return gf_err_set(j->err, GF_ERR_INVALID,
+                              "input '%s': shape must be an array of integers",
+                              in->name != NULL ? in->name : "?");
+        if ((st = js_number(j, &n)) != GF_OK)
+            return st;
+        if (!n.integral || !n.fits_i64 || n.i < 0)
+            return gf_err_set(j->err, GF_ERR_INVALID,
+                              "input '%s': shape dimension %d (%.17g) is not a non-negative "
+                              "integer",
+                              in->name != NULL ? in->name : "?", in->rank, n.d);
+        if (in->rank >= GF_MAX_RANK)
+            return gf_err_set(j->err, GF_ERR_INVALID,
+                              "input '%s': shape has more than %d dimensions",
+                              in->name != NULL ? in->name : "?", GF_MAX_RANK);
+        in->shape[in->rank++] = n.i;
+    }
+}
+
+/* An input's or output's "parameters" object. For an input, binary_data_size
+ * is read; for an output, binary_data. */
+static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const char *name,
+                                     gf_input_acc *in, int *binary)
+{
+    gf_js *j = &c->j;
+    bool first = true, done;
+    gf_status st;
+    for (;;) {
+        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+            return st;
+        if (done)
+            return GF_OK;
+        if (in != NULL && key_is(&c->key, "binary_data_size")) {
+            gf_js_num n;
+            int ch = js_peek(j);
+            if ((ch != '-' && (ch < '0' || ch > '9')) || (st = js_number(j, &n)) != GF_OK ||
+                !n.integral || !n.fits_u64)
+                return gf_err_set(j->err, GF_ERR_INVALID,
+                                  "%s '%s': binary_data_size must be a non-negative integer", what,
+                                  name);
+            in->has_bin = true;
+            in->bin_size = n.u;
+        } else if (binary != NULL && key_is(&c->key, "binary_data")) {
+            if (js_peek(j) == 't' && js_literal(j, "true") == GF_OK)
+                *binary = 1;
+            else if (js_peek(j) == 'f' && js_literal(j, "false") == GF_OK)
+                *binary = 0;
+            else
+                return gf_err_set(j->err, GF_ERR_INVALID,
+                                  "%s '%s': binary_data must be true or false", what, name);
+        } else if (key_is(&c->key, "shared_memory_region")) {
+            return gf_err_set(j->err, GF_ERR_UNSUPPORTED,
+                              "%s '%s': the shared-memory extension is not supported", what, name);
+        } else if (key_is(&c->key, "classification")) {
+            return gf_err_set(j->err, GF_ERR_UNSUPPORTED,
+                              "%s '%s': the classification extension is not supported", what, name);
+        } else if ((st = js_skip(j)) != GF_OK) {
+            return st;
+        }
+    }
+}
+
+static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *out)
+{
+    gf_js *j = &c->j;
+    gf_err *err = j->err;
+    if (in->name == NULL)
+        return gf_err_set(err, GF_ERR_INVALID, "an input has no \"name\"");
+    for (size_t i = 0; i < c->r->n_inputs; i++)
+        if (strcmp(c->r->inputs[i].name, in->name) == 0)
+            return gf_err_set(err, GF_ERR_INVALID, "input '%s' appears twice", in->name);
+    if (!in->has_dtype)
+        return gf_err_set(err, GF_ERR_INVALID, "input '%s' has no \"datatype\"", in->name);
+    if (in->dtype == GF_DT_INVALID)
+        return gf_err_set(err, GF_ERR_INVALID,
+                          "input '%s': unknown datatype '%s' (expected BOOL, UINT8, UINT16, "
+                          "UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, BF16, FP32 or FP64)",
+                          in->name, in->dtname);
+    if (!in->has_shape)
+        return gf_err_set(err, GF_ERR_INVALID, "input '%s' has no \"shape\"", in->name);
+    uint64_t numel, nbytes;
+    char sh[96];
+    gf_shape_str(sh, sizeof sh, in->rank, in->shape);
+    if (gf_shape_numel(in->rank, in->shape, &numel, NULL) != GF_OK ||
+        !gf_u64_mul(numel, gf_dtype_size(in->dtype), &nbytes) || nbytes > SIZE_MAX)
+        return gf_err_set(err, GF_ERR_INVALID, "input '%s': shape %s is too large", in->name, sh);
+    if (in->has_bin && in->has_data)
+        return gf_err_set(err, GF_ERR_INVALID,
+                          "input '%s' has both \"data\" and the binary_data_size parameter",
+                          in->name);
+    if (!in->has_bin && !in->has_data)
+        return gf_err_set(err, GF_ERR_INVALID,
+                          "input '%s' has no \"data\" (nor a binary_data_size parameter)",
+                          in->name);
+    if (in->has_bin) {
+        if (in->bin_size != nbytes)
+            return gf_err_set(err, GF_ERR_INVALID,
+                              "input '%s': binary_data_size is %" PRIu64 " but shape %s of %s "
+                              "needs %" PRIu64 " bytes",
+                              in->name, in->bin_size, sh, gf_dtype_kserve_name(in->dtype), nbytes);
+        if (c->bin == NULL)
+            return gf_err_set(err, GF_ERR_INVALID,
+                              "input '%s' has binary_data_size but the request has no "
+                              "Inference-Header-Content-Length header",
+                              in->name);
+        if (nbytes > c->bin_len - c->bin_used)
+            return gf_err_set(err, GF_ERR_INVALID,
+                              "input '%s': binary_data_size %" PRIu64 " exceeds the %zu bytes of "
+                              "binary data left in the body",
+                              in->name, nbytes, c->bin_len - c->bin_used);
+    } else {
+        if ((in->dtype == GF_DT_F16 || in->dtype == GF_DT_BF16) && !c->half_as_json)
+            return gf_err_set(err, GF_ERR_INVALID,
+                              "input '%s': %s data must be sent as binary (binary tensor data "
+                              "extension); JSON has no %s numbers",
+                              in->name, gf_dtype_kserve_name(in->dtype),
+                              gf_dtype_kserve_name(in->dtype));
+        if (in->leaves != numel)
+            return gf_err_set(err, GF_ERR_INVALID,
+                              "input '%s': data has %" PRIu64
+                              " elements but shape %s needs %" PRIu64,
+                              in->name, in->leaves, sh, numel);
+    }
+    void *data = malloc(nbytes > 0 ? (size_t)nbytes : 1);
+    if (data == NULL)
+        return js_nomem(j);
+    if (in->has_bin) {
+        if (nbytes > 0)
+            memcpy(data, c->bin + c->bin_used, (size_t)nbytes);
+        c->bin_used += (size_t)nbytes;
+    } else {
+        size_t save_pos = j->pos, save_depth = j->depth;
+        j->pos = in->data_pos;
+        j->depth = in->data_depth;
+        uint64_t idx = 0;
+        gf_status st = fill_data(c, in, data, &idx);
+        j->pos = save_pos;
+        j->depth = save_depth;
+        if (st != GF_OK) {
+            free(data);
+            return st;
+        }
+    }
+    memset(out, 0, sizeof *out);
+    gf_status st =
+        gf_tensor_init(&out->t, in->dtype, in->rank, in->shape, data, GF_MEM_HOST, -1, err);
+    if (st != GF_OK) {
+        free(data);
+        return st;
+    }
+    out->name = in->name;
+    in->name = NULL;
+    return GF_OK;
+}
+
+static gf_status parse_input(gf_parse_ctx *c)
+{
+    gf_js *j = &c->j;
+    gf_input_acc in;
+    memset(&in, 0, sizeof in);
+    bool first = true, done;
+    unsigned seen = 0;
+    gf_status st;
+    if (js_peek(j) != '{') {
+        st = gf_err_set(j->err, GF_ERR_INVALID, "each entry of \"inputs\" must be an object");
+        goto out;
+    }
+    for (;;) {
+        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+            goto out;
+        if (done)
+            break;
+        static const char *const keys[] = {"name", "datatype", "shape", "parameters", "data"};
+        unsigned bit = 0;
+        for (unsigned k = 0; k < 5; k++)
+            if (key_is(&c->key, keys[k]))
+                bit = 1u << k;
+        if (bit & seen) {
+            st = gf_err_set(j->err, GF_ERR_INVALID, "input '%s': \"%s\" given twice",
+                            in.name != NULL ? in.name : "?", c->key.data);
+            goto out;
+        }
+        seen |= bit;
+        if (bit == 1u << 0 || bit == 1u << 1) {
+            if (js_peek(j) != '"') {
+                st = gf_err_set(j->err, GF_ERR_INVALID, "input \"%s\" must be a string",
+                                c->key.data);
+                goto out;
+            }
+            if ((st = js_string(j, &c->str)) != GF_OK)
+                goto out;
+            if (bit == 1u << 0) {
+                if ((st = take_name(c, "an input's name", &in.name)) != GF_OK)
+                    goto out;
+            } else {
+                in.has_dtype = true;
+                in.dtype = gf_dtype_from_kserve_name(c->str.data, c->str.len);
+                snprintf(in.dtname, sizeof in.dtname, "%s", c->str.data);
+                if (c->str.len == 5 && memcmp(c->str.data, "BYTES", 5) == 0) {
+                    st = gf_err_set(j->err, GF_ERR_UNSUPPORTED,
+                                    "input '%s': datatype BYTES is not supported",
+                                    in.name != NULL ? in.name : "?");
+                    goto out;
+                }
+            }
+        } else if (bit == 1u << 2) {
+            if (js_peek(j) != '[') {
+                st = gf_err_set(j->err, GF_ERR_INVALID,
+                                "input '%s': shape must be an array of integers",
+                                in.name != NULL ? in.name : "?");
+                goto out;
+            }
+            if ((st = parse_shape(c, &in)) != GF_OK)
+                goto out;
+            in.has_shape = true;
+        } else if (bit == 1u << 3) {
+            if (js_peek(j) != '{') {
+                st = gf_err_set(j->err, GF_ERR_INVALID, "input '%s': parameters must be an object",
+                                in.name != NULL ? in.name : "?");
+                goto out;
+            }
+            if ((st = parse_tensor_params(c, "input", in.name != NULL ? in.name : "?", &in,
+                                          NULL)) != GF_OK)
+                goto out;
+        } else if (bit == 1u << 4) {
+            js_peek(j);
+            in.has_data = true;
+            in.data_pos = j->pos;
+            in.data_depth = j->depth;
+            if ((st = scan_data(c, &in, &in.leaves)) != GF_OK)
+                goto out;
+        } else if ((st = js_skip(j)) != GF_OK) {
+            goto out;
+        }
+    }
+    if (c->r->n_inputs >= GF_MANIFEST_MAX_IO) {
+        st = gf_err_set(j->err, GF_ERR_INVALID, "more than %d inputs", GF_MANIFEST_MAX_IO);
+        goto out;
+    }
+    st = input_finish(c, &in, &c->r->inputs[c->r->n_inputs]);
+    if (st == GF_OK)
+        c->r->n_inputs++;
+out:
+    free(in.name);
+    return st;
+}
+
+static gf_status parse_output_sel(gf_parse_ctx *c)
+{
+    gf_js *j = &c->j;
+    gf_codec_output_sel sel = {NULL, -1};
+    bool first = true, done;
+    gf_status st;
+    if (js_peek(j) != '{')
+        return gf_err_set(j->err, GF_ERR_INVALID, "each entry of \"outputs\" must be an object");
+    for (;;) {
+        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+            goto fail;
+        if (done)
+            break;
+        if (key_is(&c->key, "name")) {
+            if (sel.name != NULL || js_peek(j) != '"') {
+                st = gf_err_set(j->err, GF_ERR_INVALID, "an output's \"name\" must be one string");
+                goto fail;
+            }
+            if ((st = js_string(j, &c->str)) != GF_OK ||
+                (st = take_name(c, "an output's name", &sel.name)) != GF_OK)
+                goto fail;
+        } else if (key_is(&c->key, "parameters")) {
+            if (js_peek(j) != '{') {
+                st = gf_err_set(j->err, GF_ERR_INVALID, "an output's parameters must be an object");
+                goto fail;
+            }
+            if ((st = parse_tensor_params(c, "output", sel.name != NULL ? sel.name : "?", NULL,
+                                          &sel.binary)) != GF_OK)
+                goto fail;
+        } else if ((st = js_skip(j)) != GF_OK) {
+            goto fail;
+        }
+    }
+    if (sel.name == NULL) {
+        st = gf_err_set(j->err, GF_ERR_INVALID, "an entry of \"outputs\" has no \"name\"");
+        goto fail;
+    }
+    for (size_t i = 0; i < c->r->n_outputs; i++)
+        if (strcmp(c->r->outputs[i].name, sel.name) == 0) {
+            st = gf_err_set(j->err, GF_ERR_INVALID, "output '%s' is requested twice", sel.name);
+            goto fail;
+        }
+    if (c->r->n_outputs >= GF_MANIFEST_MAX_IO) {
+        st = gf_err_set(j->err, GF_ERR_INVALID, "more than %d outputs requested",
+                        GF_MANIFEST_MAX_IO);
+        goto fail;
+    }
+    c->r->outputs[c->r->n_outputs++] = sel;
+    return GF_OK;
+fail:
+    free(sel.name);
+    return st;
+}
+
+static gf_status parse_request_params(gf_parse_ctx *c)
+{
+    gf_js *j = &c->j;
+    bool first = true, done;
+    gf_status st;
+    if (js_peek(j) != '{')
+        return gf_err_set(j->err, GF_ERR_INVALID, "\"parameters\" must be an object");
+    for (;;) {
+        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+            return st;
+        if (done)
+            return GF_OK;
+        if (key_is(&c->key, "binary_data_output")) {
+            if (js_peek(j) == 't' && js_literal(j, "true") == GF_OK)
+                c->r->binary_output = true;
+            else if (js_peek(j) == 'f' && js_literal(j, "false") == GF_OK)
+                c->r->binary_output = false;
+            else
+                return gf_err_set(j->err, GF_ERR_INVALID,
+                                  "parameter binary_data_output must be true or false");
+        } else if ((st = js_skip(j)) != GF_OK) {
+            return st;
+        }
+    }
+}
+
+static gf_status parse_request(gf_parse_ctx *c)
+{
+    gf_js *j = &c->j;
+    bool first = true, done;
+    unsigned seen = 0;
+    gf_status st;
+    int c0 = js_peek(j);
+    if (c0 < 0)
+        return js_fail(j, "empty body; expected a JSON object");
+    if (c0 != '{') {
+        /* malformed, or well-formed but not an object: say which */
+        gf_status st0 = js_skip(j);
+        if (st0 == GF_OK && js_peek(j) >= 0)
+            st0 = js_fail(j, "unexpected data after the JSON value");
+        return st0 != GF_OK
+                   ? st0
+                   : gf_err_set(j->err, GF_ERR_INVALID, "the request must be a JSON object");
+    }
+    for (;;) {
+        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+            return st;
+        if (done)
+            break;
+        static const char *const keys[] = {"id", "parameters", "inputs", "outputs"};
+        unsigned bit = 0;
+        for (unsigned k = 0; k < 4; k++)
+            if (key_is(&c->key, keys[k]))
+                bit = 1u << k;
+        if (bit & seen)
+            return gf_err_set(j->err, GF_ERR_INVALID, "\"%s\" given twice", c->key.data);
+        seen |= bit;
+        if (bit == 1u << 0) {
+            if (js_peek(j) != '"')
+                return gf_err_set(j->err, GF_ERR_INVALID, "\"id\" must be a string");
+            if ((st = js_string(j, &c->str)) != GF_OK)
+                return st;
+            if (strlen(c->str.data) != c->str.len)
+                return gf_err_set(j->err, GF_ERR_INVALID, "\"id\" must not contain NUL");
+            if ((c->r->id = strdup(c->str.data)) == NULL)
+                return js_nomem(j);
+        } else if (bit == 1u << 1) {
+            if ((st = parse_request_params(c)) != GF_OK)
+                return st;
+        } else if (bit == 1u << 2 || bit == 1u << 3) {
+            bool is_in = bit == 1u << 2;
+            bool afirst = true, adone;
+            if (js_peek(j) != '[')
+                return gf_err_set(j->err, GF_ERR_INVALID, "\"%s\" must be an array",
+                                  is_in ? "inputs" : "outputs");
+            for (;;) {
+                if ((st = js_element(j, &afirst, &adone)) != GF_OK)
+                    return st;
+                if (adone)
+                    break;
+                if ((st = is_in ? parse_input(c) : parse_output_sel(c)) != GF_OK)
+                    return st;
+            }
+        } else if ((st = js_skip(j)) != GF_OK) {
+            return st;
+        }
+    }
+    if (js_peek(j) >= 0)
+        return js_fail(j, "unexpected data after the JSON object");
+    if (c->r->n_inputs == 0)
+        return gf_err_set(j->err, GF_ERR_INVALID, "the request has no inputs");
+    if (c->bin != NULL && c->bin_used != c->bin_len)
+        return gf_err_set(j->err, GF_ERR_INVALID,
+                          "%zu bytes of binary data after the JSON header belong to no input "
+                          "(binary_data_size parameters add up to %zu)",
+                          c->bin_len - c->bin_used, c->bin_used);
+    return GF_OK;
+}
+
+void gf_codec_request_deinit(gf_codec_request *r)
+{
+    if (r == NULL)
+        return;
+    gf_gw_tensors_free(r->inputs, r->n_inputs);
+    for (size_t i = 0; i < r->n_outputs; i++)
+        free(r->outputs[i].name);
+    free(r->outputs);
+    free(r->id);
+    memset(r, 0, sizeof *r);
+}
+
+gf_status gf_codec_request_parse(const char *body, size_t len, const char *header_len,
+                                 const gf_codec_opts *opts, gf_codec_request *out, int *http_status,
+                                 gf_err *err)
+{
+    memset(out, 0, sizeof *out);
+    *http_status = 400;
+    size_t json_len = len;
+    const char *bin = NULL;
+    size_t bin_len = 0;
+    if (header_len != NULL) {
+        uint64_t v = 0;
+        const char *p = header_len;
+        bool digits = *p != '\0';
+        for (; *p != '\0' && digits; p++)
+            digits = *p >= '0' && *p <= '9' && gf_u64_mul(v, 10, &v) &&
+                     gf_u64_add(v, (uint64_t)(*p - '0'), &v);
+        if (!digits)
+            return gf_err_set(err, GF_ERR_INVALID,
+                              "Inference-Header-Content-Length '%.40s' is not a number",
+                              header_len);
+        if (v == 0 || v > len)
+            return gf_err_set(err, GF_ERR_INVALID,
+                              "Inference-Header-Content-Length %s is out of range: the body has "
+                              "%zu bytes",
+                              header_len, len);
+        json_len = (size_t)v;
+        bin = body + json_len;
+        bin_len = len - json_len;
+    }
+    gf_parse_ctx c;
+    memset(&c, 0, sizeof c);
+    c.j.s = body;
+    c.j.len = json_len;
+    c.j.max_depth = opts != NULL && opts->max_depth != 0 ? opts->max_depth : GF_CODEC_MAX_DEPTH;
+    c.j.err = err;
+    c.half_as_json = opts != NULL && opts->half_as_json;
+    c.bin = bin;
+    c.bin_len = bin_len;
+    c.r = out;
+    gf_buf_init(&c.key);
+    gf_buf_init(&c.str);
+    gf_status st;
+    out->inputs = calloc(GF_MANIFEST_MAX_IO, sizeof *out->inputs);
+    out->outputs = calloc(GF_MANIFEST_MAX_IO, sizeof *out->outputs);
+    if (out->inputs == NULL || out->outputs == NULL)
+        st = js_nomem(&c.j);
+    else
+        st = parse_request(&c);
+    gf_buf_deinit(&c.key);
+    gf_buf_deinit(&c.str);
+    if (st != GF_OK) {
+        gf_codec_request_deinit(out);
+        if (st == GF_ERR_NOMEM)
+            *http_status = 500;
+        return st;
+    }
+    if (out->n_outputs == 0) {
+        free(out->outputs);
+        out->outputs = NULL;
+    }
+    *http_status = 200;
+    return GF_OK;
+}
+
+/* ---- responses ------------------------------------------------------------------- */
+
+/* Shortest of %.7g / %.9g that reads back as the same float. */
+static gf_status put_float(gf_buf *b, float f)
+{
+    if (isnan(f))
+        return gf_buf_append_str(b, "NaN");
+    if (isinf(f))
+        return gf_buf_append_str(b, f > 0 ? "Infinity" : "-Infinity");
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "%.7g", (double)f);
+    if (strtof(tmp, NULL) != f)
+        snprintf(tmp, sizeof tmp, "%.9g", (double)f);
+    return gf_buf_append_str(b, tmp);
+}
+
+static gf_status put_double(gf_buf *b, double d)
+{
+    if (isnan(d))
+        return gf_buf_append_str(b, "NaN");
+    if (isinf(d))
+        return gf_buf_append_str(b, d > 0 ? "Infinity" : "-Infinity");
+    char tmp[40];
+    snprintf(tmp, sizeof tmp, "%.15g", d);
+    if (strtod(tmp, NULL) != d)
+        snprintf(tmp, sizeof tmp, "%.17g", d);
+    return gf_buf_append_str(b, tmp);
+}
+
+/* Element k of an integer tensor, widened; false for other dtypes. */
+static bool elem_int(const gf_tensor *t, uint64_t k, int64_t *i, uint64_t *u, bool *is_signed)
+{
+    const void *d = t->data;
+    *is_signed = true;
+    switch (t->dtype) {
+    case GF_DT_I8:
+        *i = ((const int8_t *)d)[k];
+        return true;
+    case GF_DT_I16:
+        *i = ((const int16_t *)d)[k];
+        return true;
+    case GF_DT_I32:
+        *i = ((const int32_t *)d)[k];
+        return true;
+    case GF_DT_I64:
+        *i = ((const int64_t *)d)[k];
+        return true;
+    default:
+        break;
+    }
+    *is_signed = false;
+    switch (t->dtype) {
+    case GF_DT_U8:
+        *u = ((const uint8_t *)d)[k];
+        return true;
+    case GF_DT_U16:
+        *u = ((const uint16_t *)d)[k];
+        return true;
+    case GF_DT_U32:
+        *u = ((const uint32_t *)d)[k];
+        return true;
+    case GF_DT_U64:
+        *u = ((const uint64_t *)d)[k];
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* "data": [...] flattened, every element of t. */
+static gf_status put_data(gf_buf *b, const gf_tensor *t)
+{
+    uint64_t n = gf_tensor_numel(t);
+    gf_status st = gf_buf_append(b, "[", 1);
+    const void *d = t->data;
+    for (uint64_t k = 0; k < n && st == GF_OK; k++) {
+        if (k > 0 && (st = gf_buf_append(b, ",", 1)) != GF_OK)
+            break;
+        int64_t i;
+        uint64_t u;
+        bool is_signed;
+        if (elem_int(t, k, &i, &u, &is_signed)) {
+            st = is_signed ? gf_buf_printf(b, "%" PRId64, i) : gf_buf_printf(b, "%" PRIu64, u);
+            continue;
+        }
+        switch (t->dtype) {
+        case GF_DT_BOOL:
+            st = gf_buf_append_str(b, ((const uint8_t *)d)[k] ? "true" : "false");
+            break;
+        case GF_DT_F16:
+            st = put_float(b, gf_f16_to_f32(((const uint16_t *)d)[k]));
+            break;
+        case GF_DT_BF16:
+            st = put_float(b, gf_bf16_to_f32(((const uint16_t *)d)[k]));
+            break;
+        case GF_DT_F32:
+            st = put_float(b, ((const float *)d)[k]);
+            break;
+        case GF_DT_F64:
+            st = put_double(b, ((const double *)d)[k]);
+            break;
+        default:
+            st = GF_ERR_INTERNAL;
+            break;
+        }
+    }
+    if (st == GF_OK)
+        st = gf_buf_append(b, "]", 1);
+    return st;
+}
+
+static gf_status put_shape(gf_buf *b, const gf_tensor *t)
+{
+    gf_status st = gf_buf_append(b, "[", 1);
+    for (int32_t d = 0; d < t->rank && st == GF_OK; d++)
+        st = gf_buf_printf(b, d == 0 ? "%" PRId64 : ",%" PRId64, t->shape[d]);
+    return st == GF_OK ? gf_buf_append(b, "]", 1) : st;
+}
+
+/* One output object; binary: announce binary_data_size instead of data. */
+static gf_status put_output(gf_buf *b, const gf_gw_tensor *o, bool binary)
+{
+    gf_status st = gf_buf_append_str(b, "{\"name\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(b, o->name, strlen(o->name));
+    if (st == GF_OK)
+        st = gf_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":", gf_dtype_kserve_name(o->t.dtype));
+    if (st == GF_OK)
+        st = put_shape(b, &o->t);
+    if (st == GF_OK && binary)
+        st = gf_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", o->t.nbytes);
+    else if (st == GF_OK) {
+        st = gf_buf_append_str(b, ",\"data\":");
+        if (st == GF_OK)
+            st = put_data(b, &o->t);
+        if (st == GF_OK)
+            st = gf_buf_append(b, "}", 1);
+    }
+    return st;
+}
+
+/* The outputs a request selects: indices into res->outputs, and whether
+ * each goes as binary. */
+typedef struct gf_sel {
+    size_t *idx;
+    bool *bin;
+    size_t n;
+} gf_sel;
+
+static void sel_free(gf_sel *s)
+{
+    free(s->idx);
+    free(s->bin);
+}
+
+static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, bool binary_allowed,
+                          gf_sel *s, int *http_status, gf_err *err)
+{
+    size_t cap = res->n_outputs + (req != NULL ? req->n_outputs : 0) + 1;
+    s->idx = calloc(cap, sizeof *s->idx);
+    s->bin = calloc(cap, sizeof *s->bin);
+    s->n = 0;
+    if (s->idx == NULL || s->bin == NULL) {
+        *http_status = 500;
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory rendering the response");
+    }
+    bool dflt = binary_allowed && req != NULL && req->binary_output;
+    if (req == NULL || req->n_outputs == 0) {
+        for (size_t i = 0; i < res->n_outputs; i++) {
+            s->idx[i] = i;
+            s->bin[i] = dflt;
+        }
+        s->n = res->n_outputs;
+    } else {
+        for (size_t k = 0; k < req->n_outputs; k++) {
+            size_t i = 0;
+            while (i < res->n_outputs && strcmp(res->outputs[i].name, req->outputs[k].name) != 0)
+                i++;
+            if (i == res->n_outputs) {
+                char names[256] = "";
+                size_t used = 0;
+                for (size_t m = 0; m < res->n_outputs && used < sizeof names; m++)
+                    used += (size_t)snprintf(names + used, sizeof names - used, "%s'%s'",
+                                             m > 0 ? ", " : "", res->outputs[m].name);
+                *http_status = 400;
+                return gf_err_set(err, GF_ERR_INVALID,
+                                  "unknown output '%s' requested (function '%s' has %s)",
+                                  req->outputs[k].name, res->function, names);
+            }
+            s->idx[k] = i;
+            s->bin[k] =
+                binary_allowed && (req->outputs[k].binary < 0 ? dflt : req->outputs[k].binary == 1);
+        }
+        s->n = req->n_outputs;
+    }
+    for (size_t k = 0; k < s->n && binary_allowed; k++) {
+        gf_dtype dt = res->outputs[s->idx[k]].t.dtype;
+        if (dt == GF_DT_F16 || dt == GF_DT_BF16)
+            s->bin[k] = true; /* JSON has no such numbers */
+    }
+    return GF_OK;
+}
+
+/* ,"id":...,"outputs":[...] */
+static gf_status put_id_outputs(gf_buf *out, const gf_gw_result *res, const gf_codec_request *req,
+                                const gf_sel *s)
+{
+    gf_status st = GF_OK;
+    if (req != NULL && req->id != NULL) {
+        st = gf_buf_append_str(out, ",\"id\":");
+        if (st == GF_OK)
+            st = gf_buf_append_json_str(out, req->id, strlen(req->id));
+    }
+    if (st == GF_OK)
+        st = gf_buf_append_str(out, ",\"outputs\":[");
+    for (size_t k = 0; k < s->n && st == GF_OK; k++) {
+        if (k > 0)
+            st = gf_buf_append(out, ",", 1);
+        if (st == GF_OK)
+            st = put_output(out, &res->outputs[s->idx[k]], s->bin[k]);
+    }
+    return st == GF_OK ? gf_buf_append(out, "]", 1) : st;
+}
+
+/* Undo a partial rendering. */
+static gf_status render_fail(gf_buf *out, size_t start, gf_status st, gf_err *err)
+{
+    out->len = start;
+    if (out->data != NULL)
+        out->data[start] = '\0';
+    if (st == GF_ERR_NOMEM || st == GF_ERR_OVERFLOW || st == GF_ERR_TOO_LARGE)
+        gf_err_set(err, st, "out of memory rendering the response");
+    else
+        gf_err_set(err, st, "cannot render the outputs: %s", gf_strerror(st));
+    return st;
+}
+
+gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
+                             const gf_codec_request *req, gf_buf *out, size_t *header_len,
+                             int *http_status, gf_err *err)
+{
+    *header_len = 0;
+    size_t start = out->len;
+    gf_sel s;
+    gf_status st = sel_make(res, req, true, &s, http_status, err);
+    if (st != GF_OK) {
+        sel_free(&s);
+        return st;
+    }
+    *http_status = 500;
+    st = gf_buf_append_str(out, "{\"model_name\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(out, model_name, strlen(model_name));
+    if (st == GF_OK)
+        st = gf_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", res->version);
+    if (st == GF_OK)
+        st = put_id_outputs(out, res, req, &s);
+    if (st == GF_OK)
+        st = gf_buf_append(out, "}", 1);
+    size_t json_len = out->len - start;
+    bool any_bin = false;
+    for (size_t k = 0; k < s.n && st == GF_OK; k++) {
+        const gf_tensor *t = &res->outputs[s.idx[k]].t;
+        any_bin |= s.bin[k];
+        if (s.bin[k] && t->nbytes > 0)
+            st = gf_buf_append(out, t->data, t->nbytes);
+    }
+    sel_free(&s);
+    if (st != GF_OK)
+        return render_fail(out, start, st, err);
+    *header_len = any_bin ? json_len : 0;
+    *http_status = 200;
+    return GF_OK;
+}
+
+gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *req, gf_buf *out,
+                             int *http_status, gf_err *err)
+{
+    size_t start = out->len;
+    gf_sel s;
+    gf_status st = sel_make(res, req, false, &s, http_status, err);
+    if (st != GF_OK) {
+        sel_free(&s);
+        return st;
+    }
+    *http_status = 500;
+    st = gf_buf_append_str(out, "{\"function\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(out, res->function, strlen(res->function));
+    if (st == GF_OK)
+        st = gf_buf_printf(out, ",\"version\":%" PRId64, res->version);
+    if (st == GF_OK)
+        st = put_id_outputs(out, res, req, &s);
+    if (st == GF_OK)
+        st = gf_buf_printf(out,
+                           ",\"worker\":%d,\"cold\":%s,\"batch_size\":%" PRIu32
+                           ",\"timing_us\":{\"queue\":%" PRIu64 ",\"load\":%" PRIu64
+                           ",\"exec\":%" PRIu64 ",\"total\":%" PRIu64 "}}",
+                           res->worker, res->cold ? "true" : "false", res->batch_size,
+                           res->queue_us, res->load_us, res->exec_us, res->total_us);
+    sel_free(&s);
+    if (st != GF_OK)
+        return render_fail(out, start, st, err);
+    *http_status = 200;
+    return GF_OK;
+}

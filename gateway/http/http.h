@@ -1,0 +1,72 @@
+/* gpufaas — the HTTP front (gateway/http): libmicrohttpd in front of the
+ * gateway core (gateway/core/gateway.h).
+ *
+ * Serves /v1 (the FaaS API), /v2 (the KServe Open Inference Protocol as
+ * Triton serves it) and /metrics; docs/api.md lists every endpoint. Requests
+ * are read by a small pool of polling threads (epoll). A request waiting on
+ * the core (an inference) or on a blocking admin call (deploy, delete, load,
+ * unload; run by one admin thread) has its connection suspended, and resumed
+ * when the answer is there: no thread is held per waiting request.
+ *
+ * Lifecycle: gf_http_start → (serving) → gf_http_quiesce (stop accepting) →
+ * gf_gw_shutdown (the core drains; every waiting request is answered) →
+ * gf_http_stop (wait for responses in flight, then stop) → gf_http_free.
+ */
+#ifndef GF_GATEWAY_HTTP_H
+#define GF_GATEWAY_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "gateway/core/gateway.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GF_HTTP_DEFAULT_MAX_BODY (64ull << 20)   /* bytes of an inference or JSON body */
+#define GF_HTTP_DEFAULT_MAX_UPLOAD (16ull << 30) /* bytes of a deployed weights file */
+
+typedef struct gf_http_config {
+    const char *listen;      /* "host:port", "[v6addr]:port", ":port" (all addresses);
+                                port 0 = any free port (see gf_http_port) */
+    uint64_t max_body;       /* request body limit, bytes (0 = GF_HTTP_DEFAULT_MAX_BODY) */
+    uint64_t max_upload;     /* weights upload limit, bytes (0 = GF_HTTP_DEFAULT_MAX_UPLOAD) */
+    const char *admin_token; /* NULL or "" = admin calls need no token */
+    unsigned threads;        /* polling threads (0 = 2) */
+    unsigned conn_timeout_s; /* idle connection timeout (0 = 60) */
+    unsigned max_conns;      /* open connections at most (0 = 1024) */
+} gf_http_config;
+
+typedef struct gf_http gf_http;
+
+/* Bind cfg->listen and start serving gw (borrowed: it must outlive the
+ * server). cfg and its strings are copied. *out is the caller's
+ * (gf_http_free). GF_ERR_INVALID for a bad address, GF_ERR_IO when it cannot
+ * be bound. */
+gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_err *err);
+
+/* The port actually bound (useful with port 0). */
+uint16_t gf_http_port(const gf_http *h);
+
+/* "http://127.0.0.1:8080", for messages. Lives as long as h. */
+const char *gf_http_url(const gf_http *h);
+
+/* Stop accepting new connections; open ones are still served. Idempotent. */
+void gf_http_quiesce(gf_http *h);
+
+/* Finish queued admin calls, wait up to wait_ms for requests in flight to be
+ * answered, then stop the polling threads and close every connection.
+ * Idempotent. Call after gf_gw_shutdown, so nothing waits on the core. */
+void gf_http_stop(gf_http *h, unsigned wait_ms);
+
+/* Stop if needed and free. NULL is a no-op. */
+void gf_http_free(gf_http *h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_GATEWAY_HTTP_H */

@@ -1,0 +1,153 @@
+/* gpufaas — the HTTP front's insides, shared by server.c (libmicrohttpd glue)
+ * and routes.c (the route table and its handlers). Not for other modules.
+ *
+ * One request = one gf_http_req, allocated on libmicrohttpd's first callback
+ * and freed in its completion callback. A handler has one signature and
+ * answers through gf_http_reply (JSON) or gf_http_reply_bytes (anything
+ * else), which take ownership of the body. A handler that must wait calls
+ * gf_http_async_begin(r, then) before handing the work to another thread;
+ * that thread calls gf_http_async_done(r) when it is finished, and `then`
+ * runs on the polling thread to answer.
+ */
+#ifndef GF_GATEWAY_HTTP_IMPL_H
+#define GF_GATEWAY_HTTP_IMPL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <microhttpd.h>
+
+#include "core/buf.h"
+#include "core/error.h"
+#include "gateway/core/gateway.h"
+#include "gateway/http/codec.h"
+#include "gateway/http/http.h"
+#include "gateway/http/upload.h"
+
+typedef struct gf_http_req gf_http_req;
+
+/* The one handler signature. */
+typedef void (*gf_http_fn)(gf_http_req *r);
+
+enum gf_route_flags {
+    GF_ROUTE_ADMIN = 1u << 0,  /* needs the bearer token when one is configured */
+    GF_ROUTE_UPLOAD = 1u << 1, /* multipart/form-data streamed through gf_upload */
+};
+
+typedef struct gf_route {
+    const char *method;  /* "GET", "POST", "DELETE" */
+    const char *pattern; /* "/v2/models/{m}/versions/{v}/infer": {m} a function name,
+                            {v} a version number */
+    gf_http_fn fn;
+    unsigned flags; /* gf_route_flags */
+} gf_route;
+
+/* The route table (routes.c), matched in order. */
+extern const gf_route gf_http_routes[];
+extern const size_t gf_http_nroutes;
+
+/* A job for the admin thread: fn(r) runs there, then gf_http_async_done(r). */
+typedef struct gf_http_job {
+    gf_http_req *r;
+    gf_http_fn fn;
+    struct gf_http_job *next;
+} gf_http_job;
+
+struct gf_http {
+    gf_gw *gw;          /* borrowed */
+    gf_http_config cfg; /* copy; strings below */
+    char *listen;
+    char *token; /* NULL = no token */
+    size_t token_len;
+    char url[96]; /* "http://host:port" */
+    uint16_t port;
+    struct MHD_Daemon *d;
+    atomic_bool quiesced; /* no new connections; replies say Connection: close */
+    bool stopped;
+    atomic_long active; /* requests between first callback and completion */
+    /* the admin thread */
+    pthread_t admin;
+    bool admin_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    gf_http_job *jobs, *jobs_tail; /* FIFO */
+    bool admin_stop;
+};
+
+struct gf_http_req {
+    gf_http *srv;
+    struct MHD_Connection *conn;
+    const gf_route *route; /* NULL when nothing matched */
+    char method[8];
+    char name[72];   /* the {m} segment, "" when none */
+    int64_t version; /* the {v} segment; 0 = current */
+    uint64_t t0_ns;  /* first callback, monotonic */
+    /* the body */
+    gf_buf body; /* limit = max_body */
+    bool body_too_large;
+    bool started;      /* the handler ran */
+    gf_upload *upload; /* GF_ROUTE_UPLOAD */
+    struct MHD_PostProcessor *pp;
+    /* the reply */
+    unsigned status;
+    struct MHD_Response *resp; /* set by the reply helpers, queued by server.c */
+    bool queued;
+    bool core_answered; /* the status came from the core, which counts it; other
+                           errors are counted with gf_gw_count_http */
+    /* waiting */
+    pthread_mutex_t mu; /* guards the three flags below */
+    bool async_pending;
+    bool async_done;
+    bool suspended;
+    gf_http_fn then; /* runs on the polling thread once done */
+    /* what async work leaves behind */
+    gf_codec_request creq; /* a parsed inference request */
+    gf_gw_result *result;  /* an inference's result */
+    json_t *job_json;      /* an admin call's JSON answer */
+    int job_status;
+    gf_err job_err;
+};
+
+/* Answer with status and a JSON body (owned; NULL = empty body). Exactly one
+ * reply per request. */
+void gf_http_reply(gf_http_req *r, unsigned status, json_t *body);
+
+/* Answer with len bytes (malloc'd, owned; may be NULL when len is 0) of
+ * content_type (static string). infer_header_len > 0 adds the binary
+ * extension's Inference-Header-Content-Length header. */
+void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_type, char *bytes,
+                         size_t len, size_t infer_header_len);
+
+/* Answer {"error": "<message>"} with status. */
+void gf_http_error(gf_http_req *r, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Add a header to the reply already made (Retry-After, Location, ...). */
+void gf_http_header(gf_http_req *r, const char *name, const char *value);
+
+/* A request header (case-insensitive name), NULL when absent. Valid until
+ * the request completes. */
+const char *gf_http_req_header(gf_http_req *r, const char *name);
+
+/* Mark r as waiting; then(r) will run on a polling thread after
+ * gf_http_async_done. Call before handing r to another thread. */
+void gf_http_async_begin(gf_http_req *r, gf_http_fn then);
+
+/* Undo gf_http_async_begin when the hand-over failed (nobody will call
+ * gf_http_async_done). */
+void gf_http_async_cancel(gf_http_req *r);
+
+/* The waiting is over: from any thread, exactly once per begin. */
+void gf_http_async_done(gf_http_req *r);
+
+/* Run fn(r) on the admin thread (for blocking core calls), then
+ * gf_http_async_done(r). The caller has called gf_http_async_begin. */
+void gf_http_run_admin(gf_http_req *r, gf_http_fn fn);
+
+#endif /* GF_GATEWAY_HTTP_IMPL_H */

@@ -1,0 +1,733 @@
+/* gpufaas — the HTTP front: libmicrohttpd glue (gateway/http).
+ *
+ * Request life, in libmicrohttpd's callbacks:
+ *   first call       allocate the gf_http_req, route, check the token, the
+ *                    declared length and (uploads) the content type; an early
+ *                    rejection is answered at once, before any body is read
+ *   calls with data  append to the body (bounded) or feed the upload
+ *   last call        run the handler; it answers, or starts waiting
+ *   waiting          the connection is suspended; gf_http_async_done (any
+ *                    thread) resumes it and the handler's `then` answers
+ *   completion       free the request (and a staged upload left behind)
+ */
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/tensor.h"
+#include "functions/manifest.h"
+#include "gateway/http/http_impl.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- replies ---------------------------------------------------------------------- */
+
+void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_type, char *bytes,
+                         size_t len, size_t infer_header_len)
+{
+    assert(r->resp == NULL && !r->queued);
+    struct MHD_Response *resp;
+    if (bytes == NULL || len == 0) {
+        free(bytes);
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    } else {
+        resp = MHD_create_response_from_buffer(len, bytes, MHD_RESPMEM_MUST_FREE);
+        if (resp == NULL)
+            free(bytes);
+    }
+    if (resp == NULL) {
+        GF_LOG_E("MHD_create_response_from_buffer(%zu) failed", len);
+        return; /* no reply: the connection is closed */
+    }
+    if (content_type != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (infer_header_len > 0) {
+        char v[24];
+        snprintf(v, sizeof v, "%zu", infer_header_len);
+        MHD_add_response_header(resp, "Inference-Header-Content-Length", v);
+    }
+    if (atomic_load(&r->srv->quiesced)) /* shutting down: clients should not reuse it */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    r->resp = resp;
+    r->status = status;
+    if (status >= 400 && !r->core_answered)
+        gf_gw_count_http(r->srv->gw, r->name[0] != '\0' ? r->name : NULL, (int)status);
+}
+
+void gf_http_reply(gf_http_req *r, unsigned status, json_t *body)
+{
+    if (body == NULL) {
+        gf_http_reply_bytes(r, status, NULL, NULL, 0, 0);
+        return;
+    }
+    char *text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(body);
+    if (text == NULL) {
+        gf_http_error(r, 500, "out of memory rendering the response");
+        return;
+    }
+    gf_http_reply_bytes(r, status, "application/json", text, strlen(text), 0);
+}
+
+void gf_http_error(gf_http_req *r, unsigned status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    gf_buf b;
+    gf_buf_init(&b);
+    /* built by hand: the message may quote bytes jansson would refuse */
+    if (gf_buf_append_str(&b, "{\"error\":") != GF_OK ||
+        gf_buf_append_json_str(&b, msg, strlen(msg)) != GF_OK ||
+        gf_buf_append(&b, "}", 1) != GF_OK) {
+        gf_buf_deinit(&b);
+        gf_http_reply_bytes(r, status, NULL, NULL, 0, 0);
+        return;
+    }
+    size_t len;
+    char *text = gf_buf_steal(&b, &len);
+    gf_http_reply_bytes(r, status, "application/json", text, text != NULL ? len : 0, 0);
+}
+
+void gf_http_header(gf_http_req *r, const char *name, const char *value)
+{
+    if (r->resp != NULL)
+        MHD_add_response_header(r->resp, name, value);
+}
+
+const char *gf_http_req_header(gf_http_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+/* ---- waiting ---------------------------------------------------------------------- */
+
+void gf_http_async_begin(gf_http_req *r, gf_http_fn then)
+{
+    pthread_mutex_lock(&r->mu);
+    assert(!r->async_pending);
+    r->then = then;
+    r->async_pending = true;
+    r->async_done = false;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void gf_http_async_cancel(gf_http_req *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->async_pending = false;
+    r->then = NULL;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void gf_http_async_done(gf_http_req *r)
+{
+    pthread_mutex_lock(&r->mu);
+    assert(r->async_pending && !r->async_done);
+    r->async_done = true;
+    bool resume = r->suspended;
+    r->suspended = false;
+    struct MHD_Connection *c = r->conn;
+    pthread_mutex_unlock(&r->mu);
+    /* a suspended connection cannot complete, so r and c are alive here */
+    if (resume)
+        MHD_resume_connection(c);
+}
+
+static void *admin_main(void *arg)
+{
+    gf_http *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (h->jobs == NULL && !h->admin_stop)
+            pthread_cond_wait(&h->cond, &h->mu);
+        gf_http_job *j = h->jobs;
+        if (j == NULL)
+            break; /* stopping, and nothing left */
+        h->jobs = j->next;
+        if (h->jobs == NULL)
+            h->jobs_tail = NULL;
+        pthread_mutex_unlock(&h->mu);
+        j->fn(j->r);
+        gf_http_async_done(j->r);
+        free(j);
+        pthread_mutex_lock(&h->mu);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+void gf_http_run_admin(gf_http_req *r, gf_http_fn fn)
+{
+    gf_http *h = r->srv;
+    gf_http_job *j = malloc(sizeof *j);
+    pthread_mutex_lock(&h->mu);
+    if (j == NULL || h->admin_stop || !h->admin_started) {
+        /* no admin thread (any more) or no memory: run it here */
+        pthread_mutex_unlock(&h->mu);
+        free(j);
+        fn(r);
+        gf_http_async_done(r);
+        return;
+    }
+    j->r = r;
+    j->fn = fn;
+    j->next = NULL;
+    if (h->jobs_tail != NULL)
+        h->jobs_tail->next = j;
+    else
+        h->jobs = j;
+    h->jobs_tail = j;
+    pthread_cond_signal(&h->cond);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* ---- routing ---------------------------------------------------------------------- */
+
+/* Match url against pattern, capturing the {m} and {v} segments (unvalidated;
+ * one too long for its buffer is cut, and then fails validation: the buffers
+ * are longer than any valid name or version). */
+static bool route_match(const char *pattern, const char *url, char *m, size_t mcap, char *v,
+                        size_t vcap)
+{
+    const char *p = pattern, *u = url;
+    for (;;) {
+        if (*p == '\0' || *u == '\0')
+            return *p == '\0' && *u == '\0';
+        if (*p == '{') {
+            const char *pe = strchr(p, '}');
+            const char *ue = strchrnul(u, '/');
+            size_t n = (size_t)(ue - u);
+            if (pe == NULL || n == 0)
+                return false;
+            char *dst = p[1] == 'm' ? m : v;
+            size_t cap = p[1] == 'm' ? mcap : vcap;
+            if (n >= cap)
+                n = cap - 1;
+            memcpy(dst, u, n);
+            dst[n] = '\0';
+            p = pe + 1;
+            u = ue;
+            continue;
+        }
+        if (*p != *u)
+            return false;
+        p++;
+        u++;
+    }
+}
+
+static bool token_equal(const char *given, size_t glen, const char *want, size_t wlen)
+{
+    /* constant time in the given token: every byte is looked at */
+    volatile unsigned char diff = glen != wlen;
+    for (size_t i = 0; i < glen; i++)
+        diff |= (unsigned char)given[i] ^ (unsigned char)(i < wlen ? want[i] : 0);
+    return diff == 0;
+}
+
+/* Parse a positive version number. */
+static bool parse_version(const char *s, int64_t *out)
+{
+    int64_t v = 0;
+    if (*s == '\0')
+        return false;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9' || v > (INT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (*s - '0');
+    }
+    *out = v;
+    return v > 0;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s == NULL || *s == '\0')
+        return false;
+    for (; *s != '\0'; s++)
+        if (*s < '0' || *s > '9' || !gf_u64_mul(v, 10, &v) ||
+            !gf_u64_add(v, (uint64_t)(*s - '0'), &v))
+            return false;
+    *out = v;
+    return true;
+}
+
+/* First callback: route and the checks that need no body. May answer. */
+static void req_begin(gf_http_req *r, const char *url, const char *method)
+{
+    gf_http *h = r->srv;
+    const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
+    char name[72], ver[32];
+    bool path_matched = false;
+    char allow[64] = "";
+    for (size_t i = 0; i < gf_http_nroutes; i++) {
+        const gf_route *rt = &gf_http_routes[i];
+        name[0] = ver[0] = '\0';
+        if (!route_match(rt->pattern, url, name, sizeof name, ver, sizeof ver))
+            continue;
+        path_matched = true;
+        if (strcmp(rt->method, m) != 0) {
+            if (strstr(allow, rt->method) == NULL &&
+                strlen(allow) + strlen(rt->method) + 3 < sizeof allow)
+                snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
+                         allow[0] != '\0' ? ", " : "", rt->method);
+            continue;
+        }
+        r->route = rt;
+        break;
+    }
+    if (r->route == NULL) {
+        if (path_matched) {
+            gf_http_error(r, 405, "method %s is not allowed on %s (allowed: %s)", method, url,
+                          allow);
+            gf_http_header(r, "Allow", allow);
+        } else {
+            gf_http_error(r, 404, "no such endpoint: %s %s", method, url);
+        }
+        return;
+    }
+    if (strstr(r->route->pattern, "{m}") != NULL) {
+        if (!gf_function_name_valid(name)) {
+            gf_http_error(r, 400,
+                          "invalid function name '%.64s' (lowercase letters, digits, '_', '.', "
+                          "'-'; starting with a letter or digit; at most 63 characters)",
+                          name);
+            return;
+        }
+        snprintf(r->name, sizeof r->name, "%s", name);
+    }
+    if (strstr(r->route->pattern, "{v}") != NULL && !parse_version(ver, &r->version)) {
+        gf_http_error(r, 400, "invalid version '%.24s' (a positive integer)", ver);
+        return;
+    }
+    if ((r->route->flags & GF_ROUTE_ADMIN) && h->token != NULL) {
+        const char *auth = gf_http_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0) {
+            gf_http_error(r, 401, "this call needs the admin token: Authorization: Bearer <token>");
+            gf_http_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+            return;
+        }
+        const char *tok = auth + 7;
+        while (*tok == ' ')
+            tok++;
+        if (!token_equal(tok, strlen(tok), h->token, h->token_len)) {
+            gf_http_error(r, 401, "bad admin token");
+            gf_http_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"");
+            return;
+        }
+    }
+    bool upload = (r->route->flags & GF_ROUTE_UPLOAD) != 0;
+    uint64_t limit =
+        upload ? h->cfg.max_upload + GF_MANIFEST_MAX_BYTES + (1u << 20) : h->cfg.max_body;
+    uint64_t cl;
+    const char *cls = gf_http_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cls != NULL && parse_u64(cls, &cl) && cl > limit) {
+        gf_http_error(r, 413,
+                      "request body of %" PRIu64 " bytes is larger than the limit of %" PRIu64
+                      " bytes (%s)",
+                      cl, limit, upload ? "--max-upload" : "--max-body");
+        return;
+    }
+    if (upload) {
+        const char *ct = gf_http_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (ct == NULL || strncasecmp(ct, "multipart/form-data", 19) != 0) {
+            gf_http_error(r, 415,
+                          "deploy expects multipart/form-data with the parts 'manifest' and "
+                          "'weights' (curl -F manifest=@m.json -F weights=@model.safetensors)");
+            return;
+        }
+        gf_err err;
+        if (gf_upload_new(gf_gw_upload_dir(h->gw), h->cfg.max_upload, &r->upload, &err) != GF_OK) {
+            gf_http_error(r, 500, "%s", gf_err_msg(&err));
+            return;
+        }
+        r->pp = MHD_create_post_processor(r->conn, 64 * 1024, gf_upload_iter, r->upload);
+        if (r->pp == NULL) {
+            gf_http_error(r, 415, "multipart/form-data without a usable boundary");
+            return;
+        }
+    }
+}
+
+/* A chunk of the body. */
+static void req_body(gf_http_req *r, const char *data, size_t n)
+{
+    if (r->resp != NULL || r->queued)
+        return; /* answered early: the rest is ignored */
+    if (r->upload != NULL) {
+        if (r->pp != NULL && MHD_post_process(r->pp, data, n) != MHD_YES)
+            gf_upload_fail(r->upload, 400, GF_ERR_FORMAT, "malformed multipart/form-data body");
+        return;
+    }
+    if (r->body_too_large)
+        return;
+    gf_status st = gf_buf_append(&r->body, data, n);
+    if (st != GF_OK) {
+        r->body_too_large = true; /* GF_ERR_TOO_LARGE, or no memory for it */
+        gf_buf_deinit(&r->body);
+    }
+}
+
+/* The body is complete: run the handler. */
+static void req_run(gf_http_req *r)
+{
+    if (r->body_too_large) {
+        gf_http_error(r, 413,
+                      "request body is larger than the limit of %" PRIu64 " bytes (--max-body)",
+                      r->srv->cfg.max_body);
+        return;
+    }
+    if (r->pp != NULL) {
+        if (MHD_destroy_post_processor(r->pp) != MHD_YES)
+            gf_upload_fail(r->upload, 400, GF_ERR_FORMAT,
+                           "the multipart/form-data body ends early (no closing boundary)");
+        r->pp = NULL;
+    }
+    r->route->fn(r);
+}
+
+static enum MHD_Result req_queue(gf_http_req *r)
+{
+    if (r->resp == NULL)
+        return MHD_NO; /* could not even build a reply: close */
+    enum MHD_Result ret = MHD_queue_response(r->conn, r->status, r->resp);
+    MHD_destroy_response(r->resp);
+    r->resp = NULL;
+    r->queued = true;
+    return ret;
+}
+
+/* After the handler or a `then`: answer, keep waiting, or run `then`. */
+static enum MHD_Result req_settle(gf_http_req *r)
+{
+    for (;;) {
+        if (r->resp != NULL)
+            return req_queue(r);
+        pthread_mutex_lock(&r->mu);
+        if (!r->async_pending) {
+            pthread_mutex_unlock(&r->mu);
+            GF_LOG_E("%s %s: the handler gave no reply", r->method,
+                     r->route != NULL ? r->route->pattern : "?");
+            gf_http_error(r, 500, "internal error: no reply");
+            return req_queue(r);
+        }
+        if (!r->async_done) {
+            MHD_suspend_connection(r->conn);
+            r->suspended = true;
+            pthread_mutex_unlock(&r->mu);
+            return MHD_YES;
+        }
+        gf_http_fn then = r->then;
+        r->async_pending = false;
+        r->async_done = false;
+        r->then = NULL;
+        pthread_mutex_unlock(&r->mu);
+        then(r);
+    }
+}
+
+static void req_free(gf_http_req *r)
+{
+    if (r->pp != NULL)
+        MHD_destroy_post_processor(r->pp);
+    gf_upload_free(r->upload);
+    if (r->resp != NULL)
+        MHD_destroy_response(r->resp);
+    gf_buf_deinit(&r->body);
+    gf_codec_request_deinit(&r->creq);
+    if (r->result != NULL)
+        gf_gw_result_free(r->result);
+    json_decref(r->job_json);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+static enum MHD_Result gf_http_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls)
+{
+    (void)version;
+    gf_http *h = cls;
+    gf_http_req *r = *con_cls;
+    if (r == NULL) {
+        r = calloc(1, sizeof *r);
+        if (r == NULL)
+            return MHD_NO;
+        r->srv = h;
+        r->conn = conn;
+        r->t0_ns = now_ns();
+        snprintf(r->method, sizeof r->method, "%s", method);
+        pthread_mutex_init(&r->mu, NULL);
+        gf_buf_init(&r->body);
+        r->body.limit = h->cfg.max_body;
+        gf_err_clear(&r->job_err);
+        atomic_fetch_add(&h->active, 1);
+        *con_cls = r;
+        req_begin(r, url, method);
+        if (r->resp != NULL)
+            return req_queue(r);
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        req_body(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (r->queued)
+        return MHD_YES;
+    if (!r->started) {
+        r->started = true;
+        req_run(r);
+    }
+    return req_settle(r);
+}
+
+static void gf_http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    gf_http *h = cls;
+    gf_http_req *r = *con_cls;
+    if (r == NULL)
+        return;
+    GF_LOG_D("%s %s -> %u (%.3f ms)%s", r->method,
+             r->route != NULL ? r->route->pattern : "(no route)", r->status,
+             (double)(now_ns() - r->t0_ns) / 1e6,
+             toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " [connection ended early]");
+    req_free(r);
+    *con_cls = NULL;
+    atomic_fetch_sub(&h->active, 1);
+}
+
+static void gf_http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    GF_LOG_W("libmicrohttpd: %s", msg);
+}
+
+/* ---- the daemon ------------------------------------------------------------------- */
+
+/* Bind and listen on spec; returns the socket or -1 with err set. */
+static int listen_on(const char *spec, char *url, size_t url_cap, uint16_t *port_out, bool *v6,
+                     gf_err *err)
+{
+    char host[256];
+    const char *port;
+    if (spec[0] == '[') {
+        const char *e = strchr(spec, ']');
+        if (e == NULL || e[1] != ':' || (size_t)(e - spec - 1) >= sizeof host) {
+            gf_err_set(err, GF_ERR_INVALID, "--listen '%s': expected [ADDR]:PORT", spec);
+            return -1;
+        }
+        memcpy(host, spec + 1, (size_t)(e - spec - 1));
+        host[e - spec - 1] = '\0';
+        port = e + 2;
+    } else {
+        const char *c = strrchr(spec, ':');
+        if (c == NULL || (size_t)(c - spec) >= sizeof host) {
+            gf_err_set(err, GF_ERR_INVALID, "--listen '%s': expected HOST:PORT", spec);
+            return -1;
+        }
+        memcpy(host, spec, (size_t)(c - spec));
+        host[c - spec] = '\0';
+        port = c + 1;
+    }
+    uint64_t pv;
+    if (!parse_u64(port, &pv) || pv > 65535) {
+        gf_err_set(err, GF_ERR_INVALID, "--listen '%s': port '%s' is not a number in [0, 65535]",
+                   spec, port);
+        return -1;
+    }
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = host[0] == '\0' ? AF_INET : AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int gai = getaddrinfo(host[0] != '\0' ? host : NULL, port, &hints, &ai);
+    if (gai != 0) {
+        gf_err_set(err, GF_ERR_INVALID, "--listen '%s': %s", spec, gai_strerror(gai));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        gf_err_set(err, GF_ERR_IO, "socket() failed: %s", strerror(errno));
+        freeaddrinfo(ai);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        gf_err_set(err, GF_ERR_IO, "cannot listen on %s: %s", spec, strerror(errno));
+        close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    *v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char addr[INET6_ADDRSTRLEN] = "?";
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &s6->sin6_addr, addr, sizeof addr);
+            *port_out = ntohs(s6->sin6_port);
+            snprintf(url, url_cap, "http://[%s]:%u", addr, *port_out);
+        } else {
+            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &s4->sin_addr, addr, sizeof addr);
+            *port_out = ntohs(s4->sin_port);
+            snprintf(url, url_cap, "http://%s:%u", addr, *port_out);
+        }
+    }
+    return fd;
+}
+
+gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_err *err)
+{
+    gf_http *h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "%s: out of memory", __func__);
+    h->gw = gw;
+    h->cfg = *cfg;
+    if (h->cfg.max_body == 0)
+        h->cfg.max_body = GF_HTTP_DEFAULT_MAX_BODY;
+    if (h->cfg.max_upload == 0)
+        h->cfg.max_upload = GF_HTTP_DEFAULT_MAX_UPLOAD;
+    if (h->cfg.threads == 0)
+        h->cfg.threads = 2;
+    if (h->cfg.conn_timeout_s == 0)
+        h->cfg.conn_timeout_s = 60;
+    if (h->cfg.max_conns == 0)
+        h->cfg.max_conns = 1024;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cond, NULL);
+    atomic_init(&h->active, 0);
+    atomic_init(&h->quiesced, false);
+    h->listen = strdup(cfg->listen != NULL ? cfg->listen : "127.0.0.1:8080");
+    if (cfg->admin_token != NULL && cfg->admin_token[0] != '\0') {
+        h->token = strdup(cfg->admin_token);
+        h->token_len = h->token != NULL ? strlen(h->token) : 0;
+    }
+    if (h->listen == NULL ||
+        (cfg->admin_token != NULL && cfg->admin_token[0] != '\0' && h->token == NULL)) {
+        gf_http_free(h);
+        return gf_err_set(err, GF_ERR_NOMEM, "%s: out of memory", __func__);
+    }
+    h->cfg.listen = h->listen;
+    h->cfg.admin_token = h->token;
+    bool v6 = false;
+    int fd = listen_on(h->listen, h->url, sizeof h->url, &h->port, &v6, err);
+    if (fd < 0) {
+        gf_http_free(h);
+        return err != NULL ? err->code : GF_ERR_IO;
+    }
+    if (pthread_create(&h->admin, NULL, admin_main, h) != 0) {
+        close(fd);
+        gf_http_free(h);
+        return gf_err_set(err, GF_ERR_NOMEM, "%s: cannot start the admin thread", __func__);
+    }
+    h->admin_started = true;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO | (v6 ? MHD_USE_IPv6 : 0);
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, gf_http_access, h, MHD_OPTION_EXTERNAL_LOGGER,
+                            gf_http_mhd_log, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)h->cfg.threads,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)h->cfg.conn_timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)h->cfg.max_conns,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+                            MHD_OPTION_NOTIFY_COMPLETED, gf_http_completed, h, MHD_OPTION_END);
+    if (h->d == NULL) {
+        close(fd);
+        gf_http_free(h);
+        return gf_err_set(err, GF_ERR_IO, "%s: MHD_start_daemon failed", __func__);
+    }
+    *out = h;
+    return GF_OK;
+}
+
+uint16_t gf_http_port(const gf_http *h)
+{
+    return h->port;
+}
+
+const char *gf_http_url(const gf_http *h)
+{
+    return h->url;
+}
+
+void gf_http_quiesce(gf_http *h)
+{
+    if (h->d == NULL || atomic_load(&h->quiesced))
+        return;
+    atomic_store(&h->quiesced, true);
+    MHD_socket s = MHD_quiesce_daemon(h->d);
+    if (s != MHD_INVALID_SOCKET)
+        close(s);
+}
+
+void gf_http_stop(gf_http *h, unsigned wait_ms)
+{
+    if (h->stopped)
+        return;
+    gf_http_quiesce(h);
+    if (h->admin_started) {
+        pthread_mutex_lock(&h->mu);
+        h->admin_stop = true;
+        pthread_cond_broadcast(&h->cond);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->admin, NULL); /* runs what is queued first */
+        h->admin_started = false;
+    }
+    uint64_t deadline = now_ns() + (uint64_t)wait_ms * 1000000u;
+    while (atomic_load(&h->active) > 0 && now_ns() < deadline) {
+        struct timespec ts = {0, 5 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    long left = atomic_load(&h->active);
+    if (left > 0)
+        GF_LOG_W("stopping with %ld requests still in flight", left);
+    if (h->d != NULL) {
+        MHD_stop_daemon(h->d);
+        h->d = NULL;
+    }
+    h->stopped = true;
+}
+
+void gf_http_free(gf_http *h)
+{
+    if (h == NULL)
+        return;
+    gf_http_stop(h, 0);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cond);
+    free(h->listen);
+    free(h->token);
+    free(h);
+}
