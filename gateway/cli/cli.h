@@ -12,6 +12,7 @@ typedef int (*gf_cli_fn)(int argc, char **argv);
 int gf_cmd_version(int argc, char **argv);
 int gf_cmd_inspect(int argc, char **argv);
 int gf_cmd_mkmodel(int argc, char **argv);
+int gf_cmd_serve(int argc, char **argv);
 
 /* True when argv holds -h or --help (before a "--"). */
 bool gf_cli_wants_help(int argc, char **argv);

@@ -12,6 +12,7 @@ static const struct {
     gf_cli_fn fn;
     const char *summary;
 } gf_commands[] = {
+    {"serve", gf_cmd_serve, "run the gateway: workers, the HTTP APIs, /metrics"},
     {"version", gf_cmd_version, "print the version and the backends this build has"},
     {"inspect", gf_cmd_inspect, "list the tensors and metadata of a safetensors file"},
     {"mkmodel", gf_cmd_mkmodel, "write random weights and a manifest for a built-in kind"},

@@ -51,6 +51,8 @@ typedef struct gf_gw_config {
     uint32_t drain_timeout_ms;   /* SIGTERM: how long in-flight work may finish (0 = 10 s) */
     uint64_t retention_rows;     /* invocation rows kept (0 = store default) */
     uint64_t retention_age_s;    /* invocation age kept (0 = store default) */
+    uint64_t cpu_copy_bandwidth; /* benchmarks: cpu workers emulate a host-to-device link of
+                                    this many bytes/s (0 = memcpy speed) */
     const char *const *plugins;  /* shared objects of plugin kinds to load at start
                                     (needs allow_native); may be NULL */
     size_t n_plugins;

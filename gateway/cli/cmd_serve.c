@@ -1,0 +1,303 @@
+/* gpufaas serve — run the gateway: workers, the HTTP APIs, /metrics.
+ *
+ * Every flag can also be set as an environment variable (GPUFAAS_<FLAG>, the
+ * flag's name upper-cased with '-' as '_'); a flag on the command line wins.
+ * SIGTERM or SIGINT: stop accepting, drain the core (in-flight requests
+ * finish up to --drain-timeout), stop the HTTP server, exit 0. The signal
+ * handler only sets a flag; the main thread does the rest.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/units.h"
+#include "gateway/cli/cli.h"
+#include "gateway/core/gateway.h"
+#include "gateway/http/http.h"
+
+/* The flags, in the order --help lists them. */
+enum {
+    F_LISTEN,
+    F_STATE_DIR,
+    F_DEVICES,
+    F_DEVICE_MEMORY,
+    F_HOST_MEMORY,
+    F_ADMIN_TOKEN,
+    F_ALLOW_NATIVE,
+    F_MAX_BODY,
+    F_MAX_UPLOAD,
+    F_QUEUE_LIMIT,
+    F_POLICY,
+    F_DRAIN_TIMEOUT,
+    F_HTTP_THREADS,
+    F_WORKER,
+    F_LOG_LEVEL,
+    F_COUNT_
+};
+
+static const struct {
+    const char *name; /* without "--" */
+    const char *env;
+    const char *arg;  /* NULL: a switch (no value) */
+    const char *dflt; /* shown in --help; NULL = none */
+    const char *help;
+} gf_serve_flags[F_COUNT_] = {
+    [F_LISTEN] = {"listen", "GPUFAAS_LISTEN", "ADDR:PORT", "127.0.0.1:8080",
+                  "address to serve HTTP on (port 0: any free port)"},
+    [F_STATE_DIR] = {"state-dir", "GPUFAAS_STATE_DIR", "DIR", "./var",
+                     "SQLite database and function store"},
+    [F_DEVICES] = {"devices", "GPUFAAS_DEVICES", "SPEC", "auto",
+                   "auto | cpu:N | cuda:0,cuda:1 (one worker each)"},
+    [F_DEVICE_MEMORY] = {"device-memory", "GPUFAAS_DEVICE_MEMORY", "SIZE", NULL,
+                         "device tier budget per worker (K/M/G, powers of 1024)"},
+    [F_HOST_MEMORY] = {"host-memory", "GPUFAAS_HOST_MEMORY", "SIZE", NULL,
+                       "host tier budget per worker"},
+    [F_ADMIN_TOKEN] = {"admin-token", "GPUFAAS_ADMIN_TOKEN", "TOKEN", NULL,
+                       "bearer token for deploy/delete/load/unload (prefer the variable)"},
+    [F_ALLOW_NATIVE] = {"allow-native-functions", "GPUFAAS_ALLOW_NATIVE_FUNCTIONS", NULL, NULL,
+                        "allow plugin (shared object) function kinds"},
+    [F_MAX_BODY] = {"max-body", "GPUFAAS_MAX_BODY", "SIZE", "64M", "request body limit"},
+    [F_MAX_UPLOAD] = {"max-upload", "GPUFAAS_MAX_UPLOAD", "SIZE", "16G",
+                      "weights file limit for a deploy"},
+    [F_QUEUE_LIMIT] = {"queue-limit", "GPUFAAS_QUEUE_LIMIT", "N", "1024",
+                       "requests waiting per function version (429 beyond)"},
+    [F_POLICY] = {"policy", "GPUFAAS_POLICY", "lru|gds", "lru",
+                  "device-tier eviction: LRU or GreedyDual-Size"},
+    [F_DRAIN_TIMEOUT] = {"drain-timeout", "GPUFAAS_DRAIN_TIMEOUT", "SECONDS", "10",
+                         "on SIGTERM, how long in-flight requests may finish"},
+    [F_HTTP_THREADS] = {"http-threads", "GPUFAAS_HTTP_THREADS", "N", "2", "HTTP polling threads"},
+    [F_WORKER] = {"worker", "GPUFAAS_WORKER", "PATH", NULL,
+                  "the gpufaas-worker program (default: found next to gpufaas)"},
+    [F_LOG_LEVEL] = {"log-level", "GPUFAAS_LOG_LEVEL", "LEVEL", "info",
+                     "error | warn | info | debug | trace"},
+};
+
+static volatile sig_atomic_t gf_serve_signal;
+
+static void gf_serve_on_signal(int sig)
+{
+    gf_serve_signal = sig;
+}
+
+static void serve_usage(FILE *out)
+{
+    fprintf(out, "usage: gpufaas serve [options]\n\n"
+                 "Start the gateway: spawn the workers, serve the /v1 FaaS API, the KServe v2\n"
+                 "inference protocol and /metrics over HTTP. Each option can also be set with\n"
+                 "the environment variable shown; the command line wins.\n\noptions:\n");
+    for (int i = 0; i < F_COUNT_; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", gf_serve_flags[i].name,
+                 gf_serve_flags[i].arg != NULL ? " " : "",
+                 gf_serve_flags[i].arg != NULL ? gf_serve_flags[i].arg : "");
+        fprintf(out, "  %-34s %s", left, gf_serve_flags[i].help);
+        if (gf_serve_flags[i].dflt != NULL)
+            fprintf(out, " [%s]", gf_serve_flags[i].dflt);
+        fprintf(out, "\n  %-34s   $%s\n", "", gf_serve_flags[i].env);
+    }
+    fprintf(out, "\nSIGTERM or SIGINT drains in-flight requests, stops the workers and exits 0.\n");
+}
+
+static int serve_bad(const char *flag, const char *msg)
+{
+    fprintf(stderr, "gpufaas serve: --%s: %s\n", flag, msg);
+    return 2;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+    if (strcasecmp(s, "1") == 0 || strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0 ||
+        strcasecmp(s, "on") == 0)
+        *out = true;
+    else if (strcasecmp(s, "0") == 0 || strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0 ||
+             strcasecmp(s, "off") == 0 || s[0] == '\0')
+        *out = false;
+    else
+        return false;
+    return true;
+}
+
+static bool parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v;
+    gf_err e;
+    /* digits only: a plain number is a size without a suffix */
+    if (s[strspn(s, "0123456789")] != '\0' || gf_size_parse(s, &v, &e) != GF_OK || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* mkdir -p: every missing component of path. */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return ENAMETOOLONG;
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return errno;
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    return 0;
+}
+
+int gf_cmd_serve(int argc, char **argv)
+{
+    if (gf_cli_wants_help(argc, argv)) {
+        serve_usage(stdout);
+        return 0;
+    }
+    const char *val[F_COUNT_] = {0};
+    for (int i = 0; i < F_COUNT_; i++) {
+        const char *e = getenv(gf_serve_flags[i].env);
+        if (e != NULL)
+            val[i] = e;
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *s = argv[a];
+        if (strncmp(s, "--", 2) != 0) {
+            fprintf(stderr, "gpufaas serve: unexpected argument '%s'\n", s);
+            return 2;
+        }
+        s += 2;
+        const char *eq = strchr(s, '=');
+        size_t n = eq != NULL ? (size_t)(eq - s) : strlen(s);
+        int f = -1;
+        for (int i = 0; i < F_COUNT_; i++)
+            if (strlen(gf_serve_flags[i].name) == n && strncmp(gf_serve_flags[i].name, s, n) == 0)
+                f = i;
+        if (f < 0) {
+            fprintf(stderr, "gpufaas serve: unknown option '%s'\n\n", argv[a]);
+            serve_usage(stderr);
+            return 2;
+        }
+        if (gf_serve_flags[f].arg == NULL) {
+            if (eq != NULL)
+                val[f] = eq + 1;
+            else
+                val[f] = "1";
+        } else if (eq != NULL) {
+            val[f] = eq + 1;
+        } else if (a + 1 < argc) {
+            val[f] = argv[++a];
+        } else {
+            return serve_bad(gf_serve_flags[f].name, "needs a value");
+        }
+    }
+    for (int i = 0; i < F_COUNT_; i++)
+        if (val[i] == NULL)
+            val[i] = gf_serve_flags[i].dflt;
+
+    gf_gw_config gc;
+    memset(&gc, 0, sizeof gc);
+    gf_http_config hc;
+    memset(&hc, 0, sizeof hc);
+    gf_err err;
+    uint64_t u;
+    gf_log_level level = GF_LOG_DEFAULT;
+    if (getenv("GPUFAAS_LOG_LEVEL") != NULL ||
+        val[F_LOG_LEVEL] != gf_serve_flags[F_LOG_LEVEL].dflt) {
+        if (gf_log_level_parse(val[F_LOG_LEVEL], &level) != 0)
+            return serve_bad("log-level", "expected error, warn, info, debug or trace");
+    }
+    hc.listen = val[F_LISTEN];
+    gc.state_dir = val[F_STATE_DIR];
+    if (gc.state_dir[0] == '\0')
+        return serve_bad("state-dir", "must not be empty");
+    gc.devices = val[F_DEVICES];
+    if (val[F_DEVICE_MEMORY] != NULL) {
+        if (gf_size_parse(val[F_DEVICE_MEMORY], &gc.device_memory, &err) != GF_OK)
+            return serve_bad("device-memory", gf_err_msg(&err));
+    }
+    if (val[F_HOST_MEMORY] != NULL) {
+        if (gf_size_parse(val[F_HOST_MEMORY], &gc.host_memory, &err) != GF_OK)
+            return serve_bad("host-memory", gf_err_msg(&err));
+    }
+    hc.admin_token = val[F_ADMIN_TOKEN];
+    if (val[F_ALLOW_NATIVE] != NULL && !parse_bool(val[F_ALLOW_NATIVE], &gc.allow_native))
+        return serve_bad("allow-native-functions", "expected 1/0, true/false, yes/no");
+    if (gf_size_parse(val[F_MAX_BODY], &hc.max_body, &err) != GF_OK || hc.max_body < 1024)
+        return serve_bad("max-body", err.code != GF_OK ? gf_err_msg(&err) : "at least 1K");
+    gf_err_clear(&err);
+    if (gf_size_parse(val[F_MAX_UPLOAD], &hc.max_upload, &err) != GF_OK || hc.max_upload < 1024)
+        return serve_bad("max-upload", err.code != GF_OK ? gf_err_msg(&err) : "at least 1K");
+    if (!parse_uint(val[F_QUEUE_LIMIT], 1, 1u << 24, &u))
+        return serve_bad("queue-limit", "expected an integer in [1, 16777216]");
+    gc.queue_limit = (size_t)u;
+    if (strcasecmp(val[F_POLICY], "lru") == 0)
+        gc.policy = GF_EVICT_LRU;
+    else if (strcasecmp(val[F_POLICY], "gds") == 0)
+        gc.policy = GF_EVICT_GDS;
+    else
+        return serve_bad("policy", "expected lru or gds");
+    if (!parse_uint(val[F_DRAIN_TIMEOUT], 0, 3600, &u))
+        return serve_bad("drain-timeout", "expected seconds in [0, 3600]");
+    gc.drain_timeout_ms = u == 0 ? 1 : (uint32_t)(u * 1000);
+    if (!parse_uint(val[F_HTTP_THREADS], 1, 64, &u))
+        return serve_bad("http-threads", "expected an integer in [1, 64]");
+    hc.threads = (unsigned)u;
+    gc.worker_path = val[F_WORKER];
+
+    gf_log_init("gateway", level);
+    int e = make_dirs(gc.state_dir);
+    if (e != 0) {
+        fprintf(stderr, "gpufaas serve: cannot create the state directory %s: %s\n", gc.state_dir,
+                strerror(e));
+        return 1;
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = gf_serve_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    gf_gw *gw = NULL;
+    gf_err_clear(&err);
+    GF_LOG_I("starting: state %s, devices %s, policy %s", gc.state_dir, gc.devices,
+             gc.policy == GF_EVICT_GDS ? "gds" : "lru");
+    if (gf_gw_new(&gc, &gw, &err) != GF_OK) {
+        fprintf(stderr, "gpufaas serve: %s\n", gf_err_msg(&err));
+        return 1;
+    }
+    gf_http *h = NULL;
+    if (gf_http_start(gw, &hc, &h, &err) != GF_OK) {
+        fprintf(stderr, "gpufaas serve: %s\n", gf_err_msg(&err));
+        gf_gw_free(gw);
+        return 1;
+    }
+    GF_LOG_I("listening on %s%s", gf_http_url(h),
+             hc.admin_token != NULL && hc.admin_token[0] != '\0' ? " (admin token required)" : "");
+    printf("gpufaas: serving on %s\n", gf_http_url(h));
+    fflush(stdout);
+
+    while (gf_serve_signal == 0) {
+        struct timespec ts = {0, 100 * 1000 * 1000}; /* a signal cuts it short */
+        nanosleep(&ts, NULL);
+    }
+    int sig = gf_serve_signal;
+    GF_LOG_I("%s: no longer accepting connections, draining", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    gf_http_quiesce(h);
+    gf_gw_shutdown(gw);
+    gf_http_stop(h, 5000);
+    gf_http_free(h);
+    gf_gw_free(gw);
+    GF_LOG_I("stopped");
+    return 0;
+}
