@@ -451,7 +451,8 @@ static void complete_device_job(gf_cache *c, gf_cache_model *m, gf_status st, co
             emit(c, GF_CACHE_EV_LOAD, m, GF_TIER_STORE, GF_TIER_HOST, m->layout_bytes, us, NULL);
         }
         touch(c, m);
-        emit(c, GF_CACHE_EV_LOAD, m, m->src, GF_TIER_DEVICE, m->range_bytes, us, NULL);
+        /* bytes copied; the pages it holds are gf_cache_model_device_bytes */
+        emit(c, GF_CACHE_EV_LOAD, m, m->src, GF_TIER_DEVICE, m->layout_bytes, us, NULL);
     } else {
         c->st.load_failures++;
         GF_LOG_W("model '%s': load failed: %s", m->key, m->load_msg);

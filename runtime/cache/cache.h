@@ -82,7 +82,7 @@ typedef struct gf_cache_event {
     gf_cache_event_kind kind;
     const char *key;       /* the model's key; valid during the callback */
     gf_tier from, to;
-    uint64_t bytes;
+    uint64_t bytes;        /* load: bytes copied; eviction: bytes the tier freed */
     uint64_t micros;       /* load: from acquire to the last byte on the device */
     const char *message;   /* GF_CACHE_EV_FAIL only, else NULL */
 } gf_cache_event;
