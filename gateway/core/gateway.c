@@ -1,10 +1,13 @@
 /* gpufaas — the gateway core: start and stop, submitting requests, deploying
  * and deleting functions, and the JSON and metrics views. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +83,62 @@ static char *path_join(const char *a, const char *b)
     return p;
 }
 
+/* Take the state directory's lock: one gateway per state directory. The
+ * descriptor stays open (and the lock held) until gf_gw_free. */
+static gf_status lock_state_dir(gf_gw *gw, gf_err *err)
+{
+    char *path = path_join(gw->state_dir, "gpufaas.lock");
+    if (path == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        gf_status st = gf_err_set(err, GF_ERR_IO, "open(%s): %s", path, strerror(errno));
+        free(path);
+        return st;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        gf_status st = gf_err_set(err, GF_ERR_BUSY, "state directory %s is in use by another "
+                                  "gpufaas serve (pid %s)", gw->state_dir,
+                                  pid[0] ? pid : "unknown");
+        free(path);
+        return st;
+    }
+    free(path);
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        GF_LOG_W("could not record the pid in the state directory's lock file");
+    gw->lock_fd = fd;
+    return GF_OK;
+}
+
+/* Remove what a previous run left in the upload directory (uploads cut
+ * short by a crash). */
+static void clean_uploads(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *p = path_join(dir, e->d_name);
+        if (p != NULL && unlink(p) == 0)
+            removed++;
+        free(p);
+    }
+    closedir(d);
+    if (removed > 0)
+        GF_LOG_I("removed %d unfinished upload(s) left by a previous run", removed);
+}
+
 static char *find_worker_binary(const char *configured)
 {
     if (configured != NULL)
@@ -123,6 +182,7 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
     atomic_init(&gw->next_id, 1);
     atomic_init(&gw->stopping, false);
     atomic_init(&gw->inflight_reqs, 0);
+    gw->lock_fd = -1;
     gf_status st;
     const char *sd = cfg->state_dir != NULL ? cfg->state_dir : "./var";
     if ((st = make_dirs(sd, err)) != GF_OK)
@@ -132,6 +192,8 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
         st = gf_err_set(err, GF_ERR_IO, "state directory %s: %s", sd, strerror(errno));
         goto fail;
     }
+    if ((st = lock_state_dir(gw, err)) != GF_OK)
+        goto fail;
     gw->functions_dir = path_join(gw->state_dir, "functions");
     gw->upload_dir = path_join(gw->state_dir, "uploads");
     if (gw->functions_dir == NULL || gw->upload_dir == NULL) {
@@ -141,6 +203,7 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
     if ((st = make_dirs(gw->functions_dir, err)) != GF_OK ||
         (st = make_dirs(gw->upload_dir, err)) != GF_OK)
         goto fail;
+    clean_uploads(gw->upload_dir);
     gw->worker_path = find_worker_binary(cfg->worker_path);
     if (gw->worker_path == NULL) {
         st = gf_err_set(err, GF_ERR_NOT_FOUND, "cannot find the gpufaas-worker program (set "
@@ -245,6 +308,8 @@ void gf_gw_free(gf_gw *gw)
     free(gw->functions_dir);
     free(gw->upload_dir);
     free(gw->worker_path);
+    if (gw->lock_fd >= 0)
+        close(gw->lock_fd); /* releases the state directory */
     pthread_mutex_destroy(&gw->lock);
     pthread_cond_destroy(&gw->cond);
     pthread_mutex_destroy(&gw->qlock);

@@ -162,6 +162,7 @@ struct gw_worker {
 struct gf_gw {
     gf_gw_config cfg;
     char *state_dir;         /* absolute */
+    int lock_fd;             /* holds the state directory's flock */
     char *upload_dir;
     char *functions_dir;
     char *worker_path;

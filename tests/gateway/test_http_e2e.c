@@ -1012,12 +1012,24 @@ START_TEST(test_serve_flags)
     /* the same port twice: a clear failure */
     char port[128];
     snprintf(port, sizeof port, "%s", strrchr(srv.url, '/') + 1);
+    char other_state[600];
+    snprintf(other_state, sizeof other_state, "%s-other", srv.state);
     char *argv4[] = {
-        (char *)g, "serve",     "--listen", port,       "--state-dir",
-        srv.state, "--devices", "cpu:1",    "--worker", (char *)gf_test_prog("GF_WORKER"),
+        (char *)g,   "serve",     "--listen", port,       "--state-dir",
+        other_state, "--devices", "cpu:1",    "--worker", (char *)gf_test_prog("GF_WORKER"),
         NULL};
     int rc = gf_test_run_cmd(argv4, &out, &err, 60);
     ck_assert_msg(rc == 1 && strstr(err, "cannot listen on") != NULL, "rc %d: %s", rc, err);
+    free(out), free(err);
+
+    /* the same state directory twice: refused, naming the running server */
+    char *argv5[] = {
+        (char *)g, "serve",     "--listen", "127.0.0.1:0", "--state-dir",
+        srv.state, "--devices", "cpu:1",    "--worker",    (char *)gf_test_prog("GF_WORKER"),
+        NULL};
+    rc = gf_test_run_cmd(argv5, &out, &err, 60);
+    ck_assert_msg(rc == 1 && strstr(err, "is in use by another gpufaas serve") != NULL,
+                  "rc %d: %s", rc, err);
     free(out), free(err);
 }
 END_TEST

@@ -425,6 +425,15 @@ START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
     free(db);
     /* restart: still deployed, still serving */
     gw = open_gw("cpu:1", 6 << 20);
+    /* a second gateway on the same state directory is refused */
+    char *state = gf_test_path(tmpdir, "state");
+    gf_gw_config cfg2 = {.state_dir = state, .devices = "cpu:1",
+                         .worker_path = gf_test_prog("GF_WORKER")};
+    gf_gw *gw2 = (gf_gw *)0x1;
+    gf_err err2;
+    ck_assert_int_eq(gf_gw_new(&cfg2, &gw2, &err2), GF_ERR_BUSY);
+    ck_assert_msg(strstr(err2.msg, "is in use by another gpufaas serve (pid "), "%s", err2.msg);
+    free(state);
     json_t *all = gf_gw_functions_json(gw);
     ck_assert_uint_eq(json_array_size(json_object_get(all, "functions")), 8);
     json_decref(all);
