@@ -5,147 +5,71 @@
  * (tests/functions/ref_models.py). */
 #include <check.h>
 #include <curl/curl.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
 #include "core/safetensors.h"
+#include "httpharness.h"
 #include "testutil.h"
 
 #define TOKEN "s3cret-token"
 
 /* ---- the server process ------------------------------------------------------------ */
 
-typedef struct server {
-    pid_t pid;
-    char url[256];
-    char *dir;   /* temporary directory: state, logs, model files */
-    char *state; /* dir/var */
-    char *log;   /* dir/serve.log (stderr) */
-} server;
-
-static server srv;
+static gf_hh_server srv;
+static char *test_dir;  /* temporary directory: state (var), serve.log, model files */
 static char *model_dir; /* ref_models.py output */
 
 static void dump_log(void)
 {
-    size_t n;
-    char *t = srv.log != NULL ? gf_test_read_file(srv.log, &n) : NULL;
-    if (t != NULL) {
-        fprintf(stderr, "---- serve.log (last 4000 bytes) ----\n%s\n----\n",
-                n > 4000 ? t + n - 4000 : t);
-        free(t);
-    }
+    gf_hh_server_dump_log(&srv, 4000);
 }
 
-/* Start gpufaas serve with the extra arguments (NULL-terminated); returns
- * when it prints where it listens. */
+/* Start gpufaas serve with 2 cpu workers and the extra arguments
+ * (NULL-terminated); returns when it prints where it listens. */
 static void server_start_args(const char *const *extra)
 {
     const char *argv[32];
     int a = 0;
-    argv[a++] = gf_test_prog("GF_GPUFAAS");
-    argv[a++] = "serve";
-    argv[a++] = "--listen";
-    argv[a++] = "127.0.0.1:0";
-    argv[a++] = "--state-dir";
-    argv[a++] = srv.state;
-    argv[a++] = "--devices";
-    argv[a++] = "cpu:2";
-    argv[a++] = "--device-memory";
-    argv[a++] = "256M";
-    argv[a++] = "--host-memory";
-    argv[a++] = "256M";
-    argv[a++] = "--worker";
-    argv[a++] = gf_test_prog("GF_WORKER");
+    const char *base[] = {"--devices",     "cpu:2", "--device-memory",          "256M",
+                          "--host-memory", "256M",  "--worker", gf_test_prog("GF_WORKER")};
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+        argv[a++] = base[i];
     for (; extra != NULL && *extra != NULL; extra++)
         argv[a++] = *extra;
     argv[a] = NULL;
-    int p[2];
-    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int logfd = open(srv.log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        int devnull = open("/dev/null", O_RDONLY);
-        dup2(devnull, STDIN_FILENO);
-        dup2(p[1], STDOUT_FILENO);
-        dup2(logfd, STDERR_FILENO);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+    char msg[256];
+    if (gf_hh_server_start(&srv, gf_test_prog("GF_GPUFAAS"), argv, 60, msg, sizeof msg) != 0) {
+        dump_log();
+        ck_abort_msg("%s", msg);
     }
-    close(p[1]);
-    srv.pid = pid;
-    char line[256];
-    size_t n = 0;
-    time_t deadline = time(NULL) + 60;
-    while (n == 0 || line[n - 1] != '\n') {
-        struct pollfd pf = {p[0], POLLIN, 0};
-        int left = (int)(deadline - time(NULL));
-        if (left <= 0 || poll(&pf, 1, left * 1000) <= 0) {
-            dump_log();
-            ck_abort_msg("gpufaas serve did not print its address within 60 s");
-        }
-        ssize_t r = read(p[0], line + n, 1);
-        if (r <= 0) {
-            dump_log();
-            ck_abort_msg("gpufaas serve exited before listening");
-        }
-        n++;
-        ck_assert_uint_lt(n, sizeof line - 1);
-    }
-    line[n - 1] = '\0';
-    close(p[0]);
-    const char *pre = "gpufaas: serving on ";
-    ck_assert_msg(strncmp(line, pre, strlen(pre)) == 0, "unexpected first line: %s", line);
-    snprintf(srv.url, sizeof srv.url, "%s", line + strlen(pre));
 }
 
 /* SIGTERM, and the exit status (-1: had to be killed after timeout_s). */
 static int server_stop_status(int timeout_s)
 {
-    if (srv.pid <= 0)
-        return 0;
-    kill(srv.pid, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < timeout_s * 20; i++) {
-        pid_t w = waitpid(srv.pid, &status, WNOHANG);
-        if (w == srv.pid) {
-            srv.pid = 0;
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        }
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    kill(srv.pid, SIGKILL);
-    waitpid(srv.pid, NULL, 0);
-    srv.pid = 0;
-    return -1;
+    return gf_hh_server_stop(&srv, timeout_s);
 }
 
 static void setup(void)
 {
-    memset(&srv, 0, sizeof srv);
-    srv.dir = gf_test_tmpdir();
-    srv.state = gf_test_path(srv.dir, "var");
-    srv.log = gf_test_path(srv.dir, "serve.log");
+    test_dir = gf_test_tmpdir();
+    char *state = gf_test_path(test_dir, "var");
+    char *log = gf_test_path(test_dir, "serve.log");
+    gf_hh_server_init(&srv, state, log);
+    free(state);
+    free(log);
     /* the model and the numpy reference outputs */
-    model_dir = gf_test_path(srv.dir, "model");
+    model_dir = gf_test_path(test_dir, "model");
     const char *py = getenv("GF_PYTHON"), *src = getenv("GF_SOURCE_ROOT");
     ck_assert_msg(py != NULL && src != NULL, "GF_PYTHON and GF_SOURCE_ROOT must be set (meson)");
     char *script = gf_test_path(src, "tests/functions/ref_models.py");
@@ -164,64 +88,20 @@ static void teardown(void)
     int st = server_stop_status(30);
     if (st != 0)
         dump_log();
-    gf_test_rmtree(srv.dir);
-    free(srv.state);
-    free(srv.log);
+    gf_test_rmtree(test_dir);
+    test_dir = NULL;
     free(model_dir);
     model_dir = NULL;
     ck_assert_msg(st == 0, "gpufaas serve exited with %d after SIGTERM", st);
 }
 
-/* ---- HTTP with libcurl --------------------------------------------------------------- */
+/* ---- HTTP ------------------------------------------------------------------------------ */
 
-typedef struct resp {
-    long status;
-    CURLcode rc;
-    gf_buf body;
-    char ihcl[32]; /* Inference-Header-Content-Length */
-    char ctype[128];
-    char location[128];
-    char retry_after[16];
-    char conn[32];
-} resp;
-
-static size_t on_body(char *p, size_t s, size_t n, void *u)
-{
-    resp *r = u;
-    return gf_buf_append(&r->body, p, s * n) == GF_OK ? s * n : 0;
-}
-
-static void header_value(const char *line, size_t n, const char *name, char *dst, size_t cap)
-{
-    size_t k = strlen(name);
-    if (n <= k + 1 || strncasecmp(line, name, k) != 0 || line[k] != ':')
-        return;
-    const char *v = line + k + 1;
-    size_t vl = n - k - 1;
-    while (vl > 0 && (*v == ' ' || *v == '\t'))
-        v++, vl--;
-    while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
-        vl--;
-    snprintf(dst, cap, "%.*s", (int)vl, v);
-}
-
-static size_t on_header(char *p, size_t s, size_t n, void *u)
-{
-    resp *r = u;
-    size_t len = s * n;
-    header_value(p, len, "Inference-Header-Content-Length", r->ihcl, sizeof r->ihcl);
-    header_value(p, len, "Content-Type", r->ctype, sizeof r->ctype);
-    header_value(p, len, "Location", r->location, sizeof r->location);
-    header_value(p, len, "Retry-After", r->retry_after, sizeof r->retry_after);
-    header_value(p, len, "Connection", r->conn, sizeof r->conn);
-    return len;
-}
-
-static __thread CURL *tl_curl; /* one per thread: keep-alive */
+typedef gf_hh_resp resp;
 
 static void resp_free(resp *r)
 {
-    gf_buf_deinit(&r->body);
+    gf_hh_resp_free(r);
 }
 
 /* method path [headers] [body]; body NULL = none. chunked: send without a
@@ -229,38 +109,7 @@ static void resp_free(resp *r)
 static long http_ex(const char *method, const char *path, const char *const *headers,
                     const void *body, size_t len, bool chunked, resp *r)
 {
-    memset(r, 0, sizeof *r);
-    gf_buf_init(&r->body);
-    if (tl_curl == NULL)
-        tl_curl = curl_easy_init();
-    CURL *c = tl_curl;
-    curl_easy_reset(c);
-    char url[512];
-    snprintf(url, sizeof url, "%s%s", srv.url, path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    struct curl_slist *hl = NULL;
-    for (; headers != NULL && *headers != NULL; headers++)
-        hl = curl_slist_append(hl, *headers);
-    if (body != NULL) {
-        if (chunked)
-            hl = curl_slist_append(hl, "Transfer-Encoding: chunked");
-        hl = curl_slist_append(hl, "Content-Type: application/json");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    } else if (strcmp(method, "HEAD") == 0) {
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    }
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    r->rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_slist_free_all(hl);
-    return r->rc == CURLE_OK ? r->status : -(long)r->rc;
+    return gf_hh_http(srv.url, method, path, headers, body, len, chunked, r);
 }
 
 static long http(const char *method, const char *path, const char *body, resp *r)
@@ -275,51 +124,15 @@ static void expect_error(long got, resp *r, long want_status, const char *want)
 {
     ck_assert_msg(got == want_status, "status %ld, want %ld: %s", got, want_status,
                   r->body.data != NULL ? r->body.data : "");
-    json_t *j = json_loadb(r->body.data != NULL ? r->body.data : "", r->body.len, 0, NULL);
-    ck_assert_msg(j != NULL, "error body is not JSON: %s", r->body.data);
-    const char *msg = json_string_value(json_object_get(j, "error"));
-    ck_assert_msg(msg != NULL, "no \"error\" in %s", r->body.data);
-    ck_assert_msg(strstr(msg, want) != NULL, "error '%s' lacks '%s'", msg, want);
-    ck_assert_str_eq(r->ctype, "application/json");
-    json_decref(j);
+    char why[512];
+    ck_assert_msg(gf_hh_is_json_error(r, want, why, sizeof why), "%s", why);
 }
 
 /* POST /v1/functions as curl -F manifest=@... -F weights=@... does. */
 static long deploy_files(const char *manifest_path, const char *weights_path, const char *token,
                          resp *r)
 {
-    memset(r, 0, sizeof *r);
-    gf_buf_init(&r->body);
-    CURL *c = curl_easy_init();
-    curl_mime *mime = curl_mime_init(c);
-    curl_mimepart *p = curl_mime_addpart(mime);
-    curl_mime_name(p, "manifest");
-    curl_mime_filedata(p, manifest_path);
-    if (weights_path != NULL) {
-        p = curl_mime_addpart(mime);
-        curl_mime_name(p, "weights");
-        curl_mime_filedata(p, weights_path);
-    }
-    char url[512], auth[128];
-    snprintf(url, sizeof url, "%s/v1/functions", srv.url);
-    struct curl_slist *hl = NULL;
-    if (token != NULL) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-        hl = curl_slist_append(hl, auth);
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_MIMEPOST, mime);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    r->rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_slist_free_all(hl);
-    curl_mime_free(mime);
-    curl_easy_cleanup(c);
-    return r->rc == CURLE_OK ? r->status : -(long)r->rc;
+    return gf_hh_deploy(srv.url, manifest_path, weights_path, token, r);
 }
 
 /* Deploy the reference model under name, with max_queue_delay_us set when
@@ -335,7 +148,7 @@ static void deploy_ref_delay(const char *name, long delay_us)
     if (delay_us >= 0)
         json_object_set_new(j, "max_queue_delay_us", json_integer(delay_us));
     char *named = json_dumps(j, 0);
-    char *np = gf_test_path(srv.dir, "named.json");
+    char *np = gf_test_path(test_dir, "named.json");
     gf_test_write_file(np, named, strlen(named));
     char *wp = gf_test_path(model_dir, "weights.safetensors");
     resp r;
@@ -769,9 +582,9 @@ START_TEST(test_bad_input_each_4xx)
     /* deploys the core rejects: each its 4xx, nothing half-deployed */
     char *mp = gf_test_path(model_dir, "manifest.json");
     char *wp = gf_test_path(model_dir, "weights.safetensors");
-    char *junk = gf_test_path(srv.dir, "junk.bin");
+    char *junk = gf_test_path(test_dir, "junk.bin");
     gf_test_write_file(junk, "not a safetensors file", 22);
-    char *badm = gf_test_path(srv.dir, "bad.json");
+    char *badm = gf_test_path(test_dir, "bad.json");
     gf_test_write_file(badm, "{\"name\":\"x\"", 11);
     long st = deploy_files(mp, junk, TOKEN, &r);
     ck_assert_msg(st == 400, "junk weights: %ld %s", st, r.body.data);
@@ -837,9 +650,7 @@ static void *client_main(void *p)
         }
         resp_free(&r);
     }
-    if (tl_curl != NULL)
-        curl_easy_cleanup(tl_curl);
-    tl_curl = NULL;
+    gf_hh_thread_end();
     return NULL;
 }
 
@@ -892,9 +703,7 @@ static void *batch_client(void *p)
         json_decref(j);
     }
     resp_free(&r);
-    if (tl_curl != NULL)
-        curl_easy_cleanup(tl_curl);
-    tl_curl = NULL;
+    gf_hh_thread_end();
     return NULL;
 }
 
