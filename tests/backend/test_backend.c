@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -204,6 +205,70 @@ START_TEST(test_pages_scattered)
     free(src);
     free(back);
     free(all);
+    gf_backend_free(be);
+}
+END_TEST
+
+/* Mapping and unmapping a page never leaves a moment where an address range
+ * of ours is free: another thread's mmap (malloc, a sanitizer's allocator)
+ * could be handed it, and then lose it to our placeholder (a crash far from
+ * here). While one thread maps and unmaps pages in a loop, another asks
+ * mmap for exactly those addresses: it must never get them. */
+typedef struct probe_arg {
+    volatile int stop;
+    char *va;      /* the reserved range */
+    size_t len;    /* its bytes */
+    size_t page;
+    long probes, stolen;
+} probe_arg;
+
+static void *probe_range(void *p)
+{
+    probe_arg *a = p;
+    for (size_t off = 0; !a->stop; off = (off + a->page) % a->len) {
+        char *want = a->va + off;
+        char *m = mmap(want, a->page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == want)
+            a->stolen++; /* it was free; left alone, the test fails */
+        else if (m != MAP_FAILED)
+            munmap(m, a->page);
+        a->probes++;
+    }
+    return NULL;
+}
+
+START_TEST(test_map_unmap_leave_no_hole)
+{
+    if (!g_is_cpu)
+        return; /* a property of the cpu backend's address-space juggling */
+    enum { PAGES = 4 };
+    gf_backend *be = open_be(PAGES * PAGE, NULL, NULL);
+    size_t page = gf_dev_page_size(be);
+    gf_err err;
+    int64_t pages[PAGES];
+    for (int i = 0; i < PAGES; i++)
+        ck_assert_int_eq(gf_dev_page_alloc(be, &pages[i], &err), GF_OK);
+    char *va;
+    ck_assert_int_eq(gf_dev_vreserve(be, PAGES * page, (void **)&va, &err), GF_OK);
+    probe_arg a = {0, va, PAGES * page, page, 0, 0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, probe_range, &a), 0);
+    gf_status st = GF_OK;
+    for (int round = 0; round < 3000 && st == GF_OK && a.stolen == 0; round++) {
+        for (int i = 0; i < PAGES && st == GF_OK; i++)
+            st = gf_dev_map(be, va + (size_t)i * page, pages[i], &err);
+        for (int i = 0; i < PAGES && st == GF_OK; i++)
+            st = gf_dev_unmap(be, va + (size_t)i * page, &err);
+    }
+    a.stop = 1;
+    pthread_join(t, NULL);
+    ck_assert_int_gt(a.probes, 0);
+    ck_assert_msg(a.stolen == 0, "mmap was handed one of our ranges %ld times in %ld probes",
+                  a.stolen, a.probes);
+    ck_assert_msg(st == GF_OK, "%s", err.msg);
+    gf_dev_vrelease(be, va, PAGES * page);
+    for (int i = 0; i < PAGES; i++)
+        gf_dev_page_free(be, pages[i]);
     gf_backend_free(be);
 }
 END_TEST
@@ -500,6 +565,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_info);
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_pages_scattered);
+    tcase_add_test(tc, test_map_unmap_leave_no_hole);
     tcase_add_test(tc, test_vreserve_rejects_partial_pages);
     tcase_add_test(tc, test_copy_ordering_and_many_in_flight);
     tcase_add_test(tc, test_event_waits_for_its_copy);

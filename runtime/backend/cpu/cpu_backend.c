@@ -510,13 +510,22 @@ static gf_status cpu_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
     if ((uintptr_t)addr % c->sys_page != 0)
         return gf_err_set(err, GF_ERR_INVALID, "map address %p is not page-aligned", addr);
     char *slot = c->park + (size_t)page * be->page_size;
-    void *p = mremap(slot, be->page_size, be->page_size, MREMAP_MAYMOVE | MREMAP_FIXED, addr);
+    /* Move the page tables to addr (replacing its placeholder in one step).
+     * MREMAP_DONTUNMAP leaves the slot mapped, with empty page tables: a
+     * plain move would free the slot's range for a moment, and another
+     * thread's mmap (malloc's, a sanitizer's) could be handed it before we
+     * took it back. */
+    void *p = mremap(slot, be->page_size, be->page_size,
+                     MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, addr);
+    if (p == MAP_FAILED && errno == EINVAL) {
+        /* before Linux 5.13 (no MREMAP_DONTUNMAP for shared mappings): map
+         * the page afresh over the placeholder; the slot keeps its mapping */
+        p = mmap(addr, be->page_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
+                 c->memfd, (off_t)page * (off_t)be->page_size);
+    }
     if (p == MAP_FAILED)
         return gf_err_set(err, GF_ERR_DEVICE, "mremap(page %lld to %p): %s", (long long)page,
                           addr, strerror(errno));
-    if (cpu_placeholder(slot, be->page_size) != 0)
-        GF_LOG_W("could not hold the parking slot of page %lld: %s", (long long)page,
-                 strerror(errno));
     c->mapped_at[page] = addr;
     return GF_OK;
 }
@@ -534,7 +543,12 @@ static gf_status cpu_unmap(gf_backend *be, void *addr, gf_err *err)
     if (page < 0)
         return gf_err_set(err, GF_ERR_INVALID, "no page is mapped at %p", addr);
     char *slot = c->park + (size_t)page * be->page_size;
-    void *p = mremap(addr, be->page_size, be->page_size, MREMAP_MAYMOVE | MREMAP_FIXED, slot);
+    /* the page tables back to the slot; addr stays mapped (see cpu_map) until
+     * the placeholder replaces it in one step */
+    void *p = mremap(addr, be->page_size, be->page_size,
+                     MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, slot);
+    if (p == MAP_FAILED && errno == EINVAL)
+        p = slot; /* before Linux 5.13: the slot kept its own mapping of the page */
     if (p == MAP_FAILED)
         return gf_err_set(err, GF_ERR_DEVICE, "mremap(%p back to its slot): %s", addr,
                           strerror(errno));
