@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,6 +87,8 @@ int gf_hh_server_start(gf_hh_server *s, const char *exe, const char *const *args
         return -1;
     }
     if (pid == 0) {
+        /* a test that fails ends without its teardown: take the server down too */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         int logfd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         int devnull = open("/dev/null", O_RDONLY);
         dup2(devnull, STDIN_FILENO);
@@ -196,9 +199,8 @@ static long resp_end(CURL *c, gf_hh_resp *r)
     return r->rc == CURLE_OK ? r->status : -(long)r->rc;
 }
 
-long gf_hh_http(const char *base, const char *method, const char *path,
-                const char *const *headers, const void *body, size_t len, bool chunked,
-                gf_hh_resp *r)
+long gf_hh_http(const char *base, const char *method, const char *path, const char *const *headers,
+                const void *body, size_t len, bool chunked, gf_hh_resp *r)
 {
     if (tl_curl == NULL)
         tl_curl = curl_easy_init();

@@ -44,7 +44,7 @@ void gf_hh_server_dump_log(const gf_hh_server *s, size_t tail);
 typedef struct gf_hh_resp {
     long status; /* HTTP status; 0 when no answer */
     CURLcode rc;
-    gf_buf body; /* NUL-terminated when not empty */
+    gf_buf body;   /* NUL-terminated when not empty */
     char ihcl[32]; /* Inference-Header-Content-Length */
     char ctype[128];
     char location[128];
@@ -57,9 +57,8 @@ typedef struct gf_hh_resp {
  * Content-Length). Uses this thread's keep-alive connection. *r is filled
  * (gf_hh_resp_free). Returns the status, or -(CURLcode) when the transfer
  * failed. */
-long gf_hh_http(const char *base, const char *method, const char *path,
-                const char *const *headers, const void *body, size_t len, bool chunked,
-                gf_hh_resp *r);
+long gf_hh_http(const char *base, const char *method, const char *path, const char *const *headers,
+                const void *body, size_t len, bool chunked, gf_hh_resp *r);
 
 /* POST base/v1/functions as `curl -F manifest=@M -F weights=@W` does (W may be
  * NULL to leave that part out), with the bearer token when non-NULL. On a
