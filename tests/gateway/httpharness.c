@@ -17,11 +17,11 @@
 
 /* ---- the server process ------------------------------------------------------------ */
 
-void gf_hh_server_init(gf_hh_server *s, const char *state_dir, const char *log_path)
+void gf_hh_server_init(gf_hh_server *s, const char *dir)
 {
     memset(s, 0, sizeof *s);
-    snprintf(s->state, sizeof s->state, "%s", state_dir);
-    snprintf(s->log, sizeof s->log, "%s", log_path);
+    snprintf(s->state, sizeof s->state, "%s/var", dir);
+    snprintf(s->log, sizeof s->log, "%s/serve.log", dir);
 }
 
 void gf_hh_server_dump_log(const gf_hh_server *s, size_t tail)

@@ -21,8 +21,9 @@ typedef struct gf_hh_server {
     char log[512];   /* its stderr is appended here */
 } gf_hh_server;
 
-/* Prepare s for a server on state_dir logging to log_path (both copied). */
-void gf_hh_server_init(gf_hh_server *s, const char *state_dir, const char *log_path);
+/* Prepare s for a server whose state is dir/var and whose log is
+ * dir/serve.log (dir is borrowed only during the call). */
+void gf_hh_server_init(gf_hh_server *s, const char *dir);
 
 /* Start `exe serve --listen 127.0.0.1:0 --state-dir <state> args...` (args
  * NULL-terminated, may be NULL; a flag given twice: the later one wins) and

@@ -63,11 +63,7 @@ static int server_stop_status(int timeout_s)
 static void setup(void)
 {
     test_dir = gf_test_tmpdir();
-    char *state = gf_test_path(test_dir, "var");
-    char *log = gf_test_path(test_dir, "serve.log");
-    gf_hh_server_init(&srv, state, log);
-    free(state);
-    free(log);
+    gf_hh_server_init(&srv, test_dir);
     /* the model and the numpy reference outputs */
     model_dir = gf_test_path(test_dir, "model");
     const char *py = getenv("GF_PYTHON"), *src = getenv("GF_SOURCE_ROOT");

@@ -45,11 +45,7 @@ static char *test_dir; /* the server's state (var), its log, the model files */
 static void setup(void)
 {
     test_dir = gf_test_tmpdir();
-    char *state = gf_test_path(test_dir, "var");
-    char *log = gf_test_path(test_dir, "serve.log");
-    gf_hh_server_init(&srv, state, log);
-    free(state);
-    free(log);
+    gf_hh_server_init(&srv, test_dir);
 }
 
 static void teardown(void)
