@@ -699,11 +699,24 @@ static gw_version *current_or_404(gf_gw *gw, const char *name, int *http_status,
 
 gf_status gf_gw_repo_load(gf_gw *gw, const char *name, int *http_status, gf_err *err)
 {
+    return gf_gw_repo_load_on(gw, name, -1, http_status, err);
+}
+
+gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, int *http_status,
+                             gf_err *err)
+{
     pthread_mutex_lock(&gw->lock);
     gw_version *v = current_or_404(gw, name, http_status, err);
     gf_status st = v == NULL ? GF_ERR_NOT_FOUND : GF_OK;
-    if (v != NULL) {
-        gw_worker *w = gw_route(gw, v, -1, NULL);
+    if (v != NULL && worker >= gw->n_workers) {
+        *http_status = 404;
+        st = gf_err_set(err, GF_ERR_NOT_FOUND, "no worker %d (this server has %d)", worker,
+                        gw->n_workers);
+    } else if (v != NULL && worker >= 0 && gw->workers[worker].state != GW_W_UP) {
+        *http_status = 503;
+        st = gf_err_set(err, GF_ERR_CLOSED, "worker %d is not up", worker);
+    } else if (v != NULL) {
+        gw_worker *w = worker >= 0 ? &gw->workers[worker] : gw_route(gw, v, -1, NULL);
         if (w == NULL) {
             *http_status = 503;
             st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");

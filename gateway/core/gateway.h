@@ -154,6 +154,11 @@ gf_status gf_gw_delete(gf_gw *gw, const char *name, int *http_status, gf_err *er
 /* Repository extension: load = prefetch the current version onto a worker's
  * device (the router's choice); unload = evict it from every worker. */
 gf_status gf_gw_repo_load(gf_gw *gw, const char *name, int *http_status, gf_err *err);
+/* Load onto worker `worker`'s device (-1: the router's choice, as
+ * gf_gw_repo_load). 404 for a worker that does not exist, 503 when it is not
+ * up. */
+gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, int *http_status,
+                             gf_err *err);
 gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, int *http_status, gf_err *err);
 
 /* ---- reading state (JSON for the APIs) --------------------------------------- */

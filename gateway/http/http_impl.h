@@ -110,6 +110,7 @@ struct gf_http_req {
     gf_codec_request creq; /* a parsed inference request */
     gf_gw_result *result;  /* an inference's result */
     json_t *job_json;      /* an admin call's JSON answer */
+    int load_worker;       /* repository load: the worker its parameters name, -1 = any */
     int job_status;
     gf_err job_err;
 };

@@ -7,6 +7,7 @@
  * thread, because they block).
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,7 +242,7 @@ static void h_repo_index(gf_http_req *r)
 static void job_repo_load(gf_http_req *r)
 {
     r->job_status = 500;
-    gf_gw_repo_load(r->srv->gw, r->name, &r->job_status, &r->job_err);
+    gf_gw_repo_load_on(r->srv->gw, r->name, r->load_worker, &r->job_status, &r->job_err);
 }
 
 static void job_repo_unload(gf_http_req *r)
@@ -271,9 +272,25 @@ static void repo_call(gf_http_req *r, gf_http_fn job)
     gf_http_run_admin(r, job);
 }
 
+/* gpufaas's extension: {"parameters": {"worker": N}} loads onto worker N. */
 static void h_repo_load(gf_http_req *r)
 {
-    repo_call(r, job_repo_load);
+    json_t *body;
+    if (!small_json_body(r, &body))
+        return;
+    json_t *w = json_object_get(json_object_get(body, "parameters"), "worker");
+    r->load_worker = -1;
+    if (w != NULL && (!json_is_integer(w) || json_integer_value(w) < 0 ||
+                      json_integer_value(w) > INT_MAX)) {
+        json_decref(body);
+        gf_http_error(r, 400, "parameters.worker must be a worker id (an integer >= 0)");
+        return;
+    }
+    if (w != NULL)
+        r->load_worker = (int)json_integer_value(w);
+    json_decref(body);
+    gf_http_async_begin(r, finish_empty);
+    gf_http_run_admin(r, job_repo_load);
 }
 
 static void h_repo_unload(gf_http_req *r)
