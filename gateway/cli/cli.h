@@ -13,6 +13,15 @@ int gf_cmd_version(int argc, char **argv);
 int gf_cmd_inspect(int argc, char **argv);
 int gf_cmd_mkmodel(int argc, char **argv);
 int gf_cmd_serve(int argc, char **argv);
+/* The client commands (they talk to a server over HTTP; gateway/cli/client.h). */
+int gf_cmd_deploy(int argc, char **argv);
+int gf_cmd_invoke(int argc, char **argv);
+int gf_cmd_ls(int argc, char **argv);
+int gf_cmd_rm(int argc, char **argv);
+int gf_cmd_ps(int argc, char **argv);
+int gf_cmd_load(int argc, char **argv);
+int gf_cmd_unload(int argc, char **argv);
+int gf_cmd_top(int argc, char **argv);
 
 /* True when argv holds -h or --help (before a "--"). */
 bool gf_cli_wants_help(int argc, char **argv);

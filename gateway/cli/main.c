@@ -13,6 +13,14 @@ static const struct {
     const char *summary;
 } gf_commands[] = {
     {"serve", gf_cmd_serve, "run the gateway: workers, the HTTP APIs, /metrics"},
+    {"deploy", gf_cmd_deploy, "upload a function: weights and manifest (progress on a terminal)"},
+    {"invoke", gf_cmd_invoke, "run a function on JSON or .npy input and print its outputs"},
+    {"ls", gf_cmd_ls, "list functions: versions, kind, size, state, where placed"},
+    {"rm", gf_cmd_rm, "delete functions"},
+    {"ps", gf_cmd_ps, "list workers: device, state, memory per tier, resident models"},
+    {"load", gf_cmd_load, "load a function onto a worker's device"},
+    {"unload", gf_cmd_unload, "evict a function from every worker"},
+    {"top", gf_cmd_top, "a live view: memory per tier, requests/s and p99, swaps"},
     {"version", gf_cmd_version, "print the version and the backends this build has"},
     {"inspect", gf_cmd_inspect, "list the tensors and metadata of a safetensors file"},
     {"mkmodel", gf_cmd_mkmodel, "write random weights and a manifest for a built-in kind"},

@@ -1,0 +1,477 @@
+/* gpufaas deploy NAME --kind K --weights FILE [--manifest FILE | --input SPEC...
+ * --output SPEC...] — upload a function (POST /v1/functions, admin).
+ *
+ * The manifest comes from --manifest, or is built from the flags; flags given
+ * next to --manifest override its fields. The weights are streamed from the
+ * file by libcurl's mime API (never read into memory), with a progress bar on
+ * a terminal (bytes, rate, ETA) or a few plain lines otherwise, on stderr.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/dtype.h"
+#include "gateway/cli/cli.h"
+#include "gateway/cli/client.h"
+
+#define MAX_SPECS 64 /* the manifest's limit on inputs and outputs */
+
+static void deploy_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gpufaas deploy NAME --kind KIND --weights FILE.safetensors\n"
+            "                      [--manifest FILE.json | --input SPEC... --output SPEC...]\n"
+            "                      [options]\n\n"
+            "Upload a function: its weights (a safetensors file, streamed) and its manifest.\n"
+            "The server validates both, stores them as a new version of NAME and makes it\n"
+            "current. An admin call. Prints the new version and how to invoke it.\n\n"
+            "options:\n"
+            "  --kind KIND           the function kind: mlp, resnet, bert, or a plugin's\n"
+            "  --weights FILE        the safetensors file\n"
+            "  --manifest FILE       a manifest (JSON); the options below override its fields\n"
+            "  --input SPEC          an input as NAME:DATATYPE:DIMS, e.g. x:FP32:-1,64\n"
+            "                        (-1 = any size; a leading -1 is the batch); repeat per input\n"
+            "  --output SPEC         an output, the same way\n"
+            "  --max-batch N         max_batch_size: the largest batch the server forms\n"
+            "  --max-delay-us N      max_queue_delay_us: how long a batch may wait to fill\n"
+            "  --slo-ms MS           slo_ms: the latency target the router works to\n"
+            "  --config JSON         the kind's config object, e.g. '{\"softmax\": true}'\n"
+            "  -q, --quiet           no progress output\n\n");
+    gf_cli_common_usage(out);
+}
+
+/* ---- the manifest ---------------------------------------------------------------------- */
+
+/* "x:FP32:-1,64" -> {"name": "x", "datatype": "FP32", "shape": [-1, 64]}; NULL
+ * after reporting a malformed spec. The name may itself contain ':'. */
+static json_t *parse_spec(const gf_cli_client *c, const char *opt, const char *spec)
+{
+    const char *dims = strrchr(spec, ':');
+    const char *dt = NULL;
+    if (dims != NULL)
+        for (const char *p = dims - 1; p >= spec; p--)
+            if (*p == ':') {
+                dt = p;
+                break;
+            }
+    if (dims == NULL || dt == NULL || dt == spec || dims[1] == '\0') {
+        gf_cli_errorf(c, "--%s '%s': expected NAME:DATATYPE:DIMS, e.g. x:FP32:-1,64", opt, spec);
+        return NULL;
+    }
+    char dtype[16];
+    size_t dl = (size_t)(dims - dt - 1);
+    if (dl == 0 || dl >= sizeof dtype) {
+        gf_cli_errorf(c, "--%s '%s': bad datatype", opt, spec);
+        return NULL;
+    }
+    for (size_t i = 0; i < dl; i++)
+        dtype[i] = (char)(dt[1 + i] >= 'a' && dt[1 + i] <= 'z' ? dt[1 + i] - 32 : dt[1 + i]);
+    dtype[dl] = '\0';
+    gf_dtype d = gf_dtype_from_kserve_name(dtype, dl);
+    if (d == GF_DT_INVALID)
+        d = gf_dtype_from_st_name(dtype, dl);
+    if (d == GF_DT_INVALID) {
+        gf_cli_errorf(c,
+                      "--%s '%s': unknown datatype '%s' (BOOL, UINT8..UINT64, INT8..INT64, "
+                      "FP16, BF16, FP32, FP64)",
+                      opt, spec, dtype);
+        return NULL;
+    }
+    json_t *shape = json_array();
+    const char *p = dims + 1;
+    while (shape != NULL) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno != 0 || (v < 1 && v != -1) || (*end != ',' && *end != '\0')) {
+            gf_cli_errorf(c,
+                          "--%s '%s': dimensions are positive integers or -1, separated by "
+                          "','",
+                          opt, spec);
+            json_decref(shape);
+            return NULL;
+        }
+        json_array_append_new(shape, json_integer(v));
+        if (*end == '\0')
+            break;
+        p = end + 1;
+    }
+    json_t *o = json_pack("{s:s%, s:s, s:o}", "name", spec, (size_t)(dt - spec), "datatype",
+                          gf_dtype_kserve_name(d), "shape", shape);
+    if (o == NULL)
+        gf_cli_errorf(c, "out of memory");
+    return o;
+}
+
+typedef struct deploy_opts {
+    const char *name, *kind, *weights, *manifest, *config;
+    const char *inputs[MAX_SPECS], *outputs[MAX_SPECS];
+    int n_inputs, n_outputs;
+    long long max_batch, max_delay_us; /* -1 = not given */
+    double slo_ms;                     /* < 0 = not given */
+    bool quiet;
+} deploy_opts;
+
+/* The manifest as JSON text (malloc'd), or NULL after reporting why. */
+static char *build_manifest(const gf_cli_client *c, const deploy_opts *o)
+{
+    json_t *m = NULL;
+    json_error_t je;
+    if (o->manifest != NULL) {
+        m = json_load_file(o->manifest, JSON_REJECT_DUPLICATES, &je);
+        if (m == NULL) {
+            gf_cli_errorf(c, "%s: %s (line %d, column %d)", o->manifest, je.text, je.line,
+                          je.column);
+            return NULL;
+        }
+        if (!json_is_object(m)) {
+            gf_cli_errorf(c, "%s: a manifest is a JSON object", o->manifest);
+            json_decref(m);
+            return NULL;
+        }
+        const char *mname = gf_cli_json_str(m, "name", NULL);
+        if (mname != NULL && strcmp(mname, o->name) != 0)
+            fprintf(stderr, "note: %s names the function '%s'; deploying it as '%s'\n", o->manifest,
+                    mname, o->name);
+    } else {
+        if (o->kind == NULL || o->n_inputs == 0 || o->n_outputs == 0) {
+            gf_cli_errorf(c, "without --manifest, give --kind, --input and --output (e.g. --kind "
+                             "mlp --input x:FP32:-1,64 --output y:FP32:-1,10)");
+            return NULL;
+        }
+        m = json_object();
+        if (m == NULL)
+            goto oom;
+    }
+    if (json_object_set_new(m, "name", json_string(o->name)) != 0)
+        goto oom;
+    if (o->kind != NULL && json_object_set_new(m, "kind", json_string(o->kind)) != 0)
+        goto oom;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *const *specs = pass == 0 ? o->inputs : o->outputs;
+        int n = pass == 0 ? o->n_inputs : o->n_outputs;
+        if (n == 0)
+            continue;
+        json_t *arr = json_array();
+        if (arr == NULL || json_object_set_new(m, pass == 0 ? "inputs" : "outputs", arr) != 0)
+            goto oom;
+        for (int i = 0; i < n; i++) {
+            json_t *t = parse_spec(c, pass == 0 ? "input" : "output", specs[i]);
+            if (t == NULL) {
+                json_decref(m);
+                return NULL;
+            }
+            json_array_append_new(arr, t);
+        }
+    }
+    if (o->max_batch >= 0 &&
+        json_object_set_new(m, "max_batch_size", json_integer(o->max_batch)) != 0)
+        goto oom;
+    if (o->max_delay_us >= 0 &&
+        json_object_set_new(m, "max_queue_delay_us", json_integer(o->max_delay_us)) != 0)
+        goto oom;
+    if (o->slo_ms >= 0 && json_object_set_new(m, "slo_ms", json_real(o->slo_ms)) != 0)
+        goto oom;
+    if (o->config != NULL) {
+        json_t *cfg = json_loads(o->config, JSON_REJECT_DUPLICATES, &je);
+        if (cfg == NULL || !json_is_object(cfg)) {
+            if (cfg == NULL)
+                gf_cli_errorf(c, "--config: %s (column %d)", je.text, je.column);
+            else
+                gf_cli_errorf(c, "--config: the kind's config is a JSON object");
+            json_decref(cfg);
+            json_decref(m);
+            return NULL;
+        }
+        if (json_object_set_new(m, "config", cfg) != 0)
+            goto oom;
+    }
+    char *text = json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+    if (text == NULL)
+        gf_cli_errorf(c, "out of memory");
+    return text;
+oom:
+    json_decref(m);
+    gf_cli_errorf(c, "out of memory");
+    return NULL;
+}
+
+/* ---- progress --------------------------------------------------------------------------- */
+
+typedef struct progress {
+    bool tty, quiet;
+    double t0, last; /* seconds, monotonic */
+    bool finished;   /* the 100% line was written */
+} progress;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void fmt_eta(double s, char *buf, size_t cap)
+{
+    if (!(s >= 0) || s > 359999)
+        snprintf(buf, cap, "--:--");
+    else if (s >= 3600)
+        snprintf(buf, cap, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
+    else
+        snprintf(buf, cap, "%d:%02d", (int)s / 60, (int)s % 60);
+}
+
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    progress *p = arg;
+    if (p->quiet || p->finished || ultotal <= 0)
+        return 0;
+    double t = mono_s(), el = t - p->t0;
+    bool done = ulnow >= ultotal;
+    if (!done && t - p->last < (p->tty ? 0.1 : 2.0))
+        return 0;
+    p->last = t;
+    double rate = el > 0 ? (double)ulnow / el : 0;
+    char now[32], total[32], rs[32], eta[16];
+    gf_cli_fmt_size((uint64_t)ulnow, now, sizeof now);
+    gf_cli_fmt_size((uint64_t)ultotal, total, sizeof total);
+    gf_cli_fmt_size((uint64_t)rate, rs, sizeof rs);
+    fmt_eta(rate > 0 ? (double)(ultotal - ulnow) / rate : -1, eta, sizeof eta);
+    int pct = (int)((double)ulnow * 100.0 / (double)ultotal);
+    if (p->tty) {
+        struct winsize ws;
+        int cols = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+        int bar = cols - 60;
+        bar = bar > 40 ? 40 : bar;
+        char b[48];
+        int fill = bar > 0 ? (int)((double)bar * (double)ulnow / (double)ultotal) : 0;
+        for (int i = 0; i < bar; i++)
+            b[i] = i < fill ? '#' : '-';
+        b[bar > 0 ? bar : 0] = '\0';
+        fprintf(stderr, "\r%3d%% %s%s%s %s / %s  %s/s  ETA %s\033[K", pct, bar > 0 ? "[" : "", b,
+                bar > 0 ? "]" : "", now, total, rs, eta);
+        if (done)
+            fprintf(stderr, "\n");
+    } else if (done) {
+        fprintf(stderr, "uploaded %s in %.1f s (%s/s)\n", total, el, rs);
+    } else {
+        fprintf(stderr, "uploading: %s / %s (%d%%), %s/s, ETA %s\n", now, total, pct, rs, eta);
+    }
+    p->finished = done;
+    return 0;
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+static int deploy_run(gf_cli_client *c, const deploy_opts *o)
+{
+    int fd = open(o->weights, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0) {
+        gf_cli_errorf(c, "cannot open the weights %s: %s", o->weights, strerror(errno));
+        return 1;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        gf_cli_errorf(c, "the weights %s are not a regular file", o->weights);
+        close(fd);
+        return 1;
+    }
+    close(fd);
+    char *manifest = build_manifest(c, o);
+    if (manifest == NULL)
+        return 1;
+    gf_cli_resp r;
+    gf_cli_resp_init(&r);
+    int rc = 1;
+    curl_mime *mime = NULL;
+    CURL *e = gf_cli_prepare(c, "POST", "/v1/functions", &r);
+    if (e == NULL)
+        goto out;
+    mime = curl_mime_init(e);
+    curl_mimepart *pm = mime != NULL ? curl_mime_addpart(mime) : NULL;
+    curl_mimepart *pw = mime != NULL ? curl_mime_addpart(mime) : NULL;
+    if (pm == NULL || pw == NULL || curl_mime_name(pm, "manifest") != CURLE_OK ||
+        curl_mime_data(pm, manifest, CURL_ZERO_TERMINATED) != CURLE_OK ||
+        curl_mime_type(pm, "application/json") != CURLE_OK ||
+        curl_mime_name(pw, "weights") != CURLE_OK ||
+        curl_mime_filedata(pw, o->weights) != CURLE_OK ||
+        curl_mime_type(pw, "application/octet-stream") != CURLE_OK) {
+        gf_cli_errorf(c, "cannot build the upload of %s", o->weights);
+        goto out;
+    }
+    curl_easy_setopt(e, CURLOPT_MIMEPOST, mime);
+    progress p = {
+        .tty = isatty(STDERR_FILENO) == 1,
+        .quiet = o->quiet,
+        .t0 = mono_s(),
+    };
+    p.last = p.t0;
+    if (!o->quiet && !p.tty) {
+        char size[32];
+        fprintf(stderr, "uploading %s (%s) to %s\n", o->weights,
+                gf_cli_fmt_size((uint64_t)sb.st_size, size, sizeof size), c->server);
+    }
+    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(e, CURLOPT_XFERINFODATA, &p);
+    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    int st = gf_cli_perform(c, NULL, &r);
+    if (p.tty && !p.quiet && !p.finished)
+        fprintf(stderr, "\n"); /* end the bar's line */
+    if (st != 0)
+        goto out;
+    if (r.status < 200 || r.status > 299) {
+        gf_cli_report_http(c, &r);
+        goto out;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(r.body.data != NULL ? r.body.data : "", r.body.len, 0, &je);
+    if (j == NULL) {
+        gf_cli_errorf(c, "the server's answer is not JSON: %s", je.text);
+        goto out;
+    }
+    if (c->json) {
+        rc = gf_cli_print_json(c, j);
+    } else {
+        char size[32];
+        gf_cli_fmt_size((uint64_t)gf_cli_json_int(j, "bytes", 0), size, sizeof size);
+        printf("deployed %s version %lld (%s, %s, sha256 %.12s)\n",
+               gf_cli_json_str(j, "name", o->name), gf_cli_json_int(j, "version", 0),
+               gf_cli_json_str(j, "kind", "?"), size, gf_cli_json_str(j, "sha256", "?"));
+        const json_t *ins = json_object_get(j, "inputs");
+        for (size_t i = 0; i < json_array_size(ins); i++) {
+            const json_t *t = json_array_get(ins, i);
+            char shape[128];
+            printf("%-10s %s %s %s\n", i == 0 ? "inputs:" : "", gf_cli_json_str(t, "name", "?"),
+                   gf_cli_json_str(t, "datatype", "?"),
+                   gf_cli_fmt_shape(json_object_get(t, "shape"), shape, sizeof shape));
+        }
+        printf("invoke:    gpufaas invoke %s --data '[...]'  (or --file input.json, --npy x.npy)\n",
+               o->name);
+        printf("           POST %s%s\n", c->server, gf_cli_json_str(j, "invoke", ""));
+        printf("           POST %s%s\n", c->server, gf_cli_json_str(j, "v2", ""));
+        rc = 0;
+    }
+    json_decref(j);
+out:
+    curl_mime_free(mime); /* after the transfer: libcurl reads it while sending */
+    gf_cli_resp_deinit(&r);
+    free(manifest);
+    return rc;
+}
+
+int gf_cmd_deploy(int argc, char **argv)
+{
+    if (gf_cli_wants_help(argc, argv)) {
+        deploy_usage(stdout);
+        return 0;
+    }
+    gf_cli_client c;
+    gf_cli_client_init(&c, "deploy");
+    deploy_opts o = {.max_batch = -1, .max_delay_us = -1, .slo_ms = -1};
+    int rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r = gf_cli_client_opt(&c, argc, argv, &i);
+        if (r < 0)
+            goto out;
+        if (r > 0)
+            continue;
+        if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) {
+            o.quiet = true;
+            continue;
+        }
+        static const char *const with_value[] = {"kind",   "weights", "manifest",
+                                                 "input",  "output",  "max-batch",
+                                                 "slo-ms", "config",  "max-delay-us"};
+        int which = -1;
+        for (int k = 0; k < (int)(sizeof with_value / sizeof with_value[0]) && which < 0; k++) {
+            r = gf_cli_take(&c, argc, argv, &i, with_value[k], &v);
+            if (r < 0)
+                goto out;
+            if (r > 0)
+                which = k;
+        }
+        switch (which) {
+        case 0:
+            o.kind = v;
+            continue;
+        case 1:
+            o.weights = v;
+            continue;
+        case 2:
+            o.manifest = v;
+            continue;
+        case 3:
+        case 4: {
+            int *n = which == 3 ? &o.n_inputs : &o.n_outputs;
+            if (*n == MAX_SPECS) {
+                gf_cli_errorf(&c, "at most %d --%s", MAX_SPECS, with_value[which]);
+                goto out;
+            }
+            (which == 3 ? o.inputs : o.outputs)[(*n)++] = v;
+            continue;
+        }
+        case 5:
+            if (!gf_cli_parse_int(v, 1, 65536, &o.max_batch)) {
+                gf_cli_errorf(&c, "--max-batch: '%s' is not an integer in 1..65536", v);
+                goto out;
+            }
+            continue;
+        case 6: {
+            char *end;
+            errno = 0;
+            o.slo_ms = strtod(v, &end);
+            if (end == v || *end != '\0' || errno != 0 || !(o.slo_ms > 0)) {
+                gf_cli_errorf(&c, "--slo-ms: '%s' is not a positive number of milliseconds", v);
+                goto out;
+            }
+            continue;
+        }
+        case 7:
+            o.config = v;
+            continue;
+        case 8:
+            if (!gf_cli_parse_int(v, 0, 10000000, &o.max_delay_us)) {
+                gf_cli_errorf(&c, "--max-delay-us: '%s' is not an integer in 0..10000000", v);
+                goto out;
+            }
+            continue;
+        default:
+            break;
+        }
+        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            gf_cli_errorf(&c, "unknown option '%s'", argv[i]);
+            deploy_usage(stderr);
+            goto out;
+        }
+        if (o.name != NULL) {
+            gf_cli_errorf(&c, "unexpected argument '%s'", argv[i]);
+            goto out;
+        }
+        o.name = argv[i];
+    }
+    if (o.name == NULL || o.weights == NULL) {
+        gf_cli_errorf(&c, "%s",
+                      o.name == NULL ? "give the function's NAME" : "give --weights FILE");
+        deploy_usage(stderr);
+        goto out;
+    }
+    rc = 1;
+    if (!gf_cli_name_ok(&c, o.name))
+        goto out;
+    rc = deploy_run(&c, &o);
+out:
+    gf_cli_client_deinit(&c);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* gpufaas ps — the worker processes (GET /v1/workers): device, state, memory
+ * used and budget per tier, and the models each one holds. */
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway/cli/cli.h"
+#include "gateway/cli/client.h"
+
+static void ps_usage(FILE *out)
+{
+    fprintf(out, "usage: gpufaas ps [options]\n\n"
+                 "List the server's workers: id, device, state, pid, device and host memory\n"
+                 "(used / budget), requests in flight, restarts, and the models resident in\n"
+                 "each (FUNCTION:VERSION and the tier: device or host).\n\n");
+    gf_cli_common_usage(out);
+}
+
+/* "2.0 MiB / 4.0 MiB" from {"used", "budget"}. */
+static void mem_str(const json_t *m, char *buf, size_t cap)
+{
+    char used[32], budget[32];
+    gf_cli_fmt_size((uint64_t)gf_cli_json_int(m, "used", 0), used, sizeof used);
+    gf_cli_fmt_size((uint64_t)gf_cli_json_int(m, "budget", 0), budget, sizeof budget);
+    snprintf(buf, cap, "%s / %s", used, budget);
+}
+
+int gf_cmd_ps(int argc, char **argv)
+{
+    if (gf_cli_wants_help(argc, argv)) {
+        ps_usage(stdout);
+        return 0;
+    }
+    gf_cli_client c;
+    gf_cli_client_init(&c, "ps");
+    int n_pos = 0, rc = gf_cli_parse_simple(&c, argc, argv, ps_usage, NULL, 0, &n_pos);
+    if (rc != 0)
+        goto out;
+    json_t *j = gf_cli_get_json(&c, "/v1/workers");
+    rc = 1;
+    if (j == NULL)
+        goto out;
+    if (c.json) {
+        rc = gf_cli_print_json(&c, j);
+        json_decref(j);
+        goto out;
+    }
+    gf_cli_table t;
+    gf_cli_table_init(&t, 9);
+    gf_cli_table_row(&t, "ID", "DEVICE", "STATE", "PID", "DEVICE MEMORY", "HOST MEMORY",
+                     "IN FLIGHT", "RESTARTS", "MODELS");
+    const json_t *ws = json_object_get(j, "workers");
+    for (size_t i = 0; i < json_array_size(ws); i++) {
+        const json_t *w = json_array_get(ws, i);
+        char id[24], pid[24], dev[80], host[80], infl[24], rest[24], models[1024];
+        snprintf(id, sizeof id, "%lld", gf_cli_json_int(w, "id", -1));
+        snprintf(pid, sizeof pid, "%lld", gf_cli_json_int(w, "pid", 0));
+        snprintf(infl, sizeof infl, "%lld", gf_cli_json_int(w, "in_flight", 0));
+        snprintf(rest, sizeof rest, "%lld", gf_cli_json_int(w, "restarts", 0));
+        mem_str(json_object_get(w, "device_memory"), dev, sizeof dev);
+        mem_str(json_object_get(w, "host_memory"), host, sizeof host);
+        size_t off = 0;
+        const json_t *ms = json_object_get(w, "models");
+        models[0] = '\0';
+        for (size_t k = 0; k < json_array_size(ms) && off + 1 < sizeof models; k++) {
+            const json_t *m = json_array_get(ms, k);
+            int n = snprintf(models + off, sizeof models - off, "%s%s:%lld (%s)", k ? ", " : "",
+                             gf_cli_json_str(m, "function", "?"), gf_cli_json_int(m, "version", 0),
+                             gf_cli_json_str(m, "tier", "?"));
+            if (n < 0 || (size_t)n >= sizeof models - off)
+                break;
+            off += (size_t)n;
+        }
+        gf_cli_table_row(&t, id, gf_cli_json_str(w, "device", "?"),
+                         gf_cli_json_str(w, "state", "?"), pid, dev, host, infl, rest,
+                         off > 0 ? models : "-");
+    }
+    rc = gf_cli_table_print(&t, &c, stdout);
+    gf_cli_table_deinit(&t);
+    json_decref(j);
+out:
+    gf_cli_client_deinit(&c);
+    return rc;
+}
