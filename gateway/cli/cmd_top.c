@@ -701,7 +701,11 @@ int gf_cmd_top(int argc, char **argv)
         }
         screen sc = {.failed = false};
         gf_buf_init(&sc.lines);
-        render(&s, &sc, 0);
+        long long cols = 100; /* the bars' width: $COLUMNS when set, as a shell has it */
+        const char *ce = getenv("COLUMNS");
+        if (ce != NULL && !gf_cli_parse_int(ce, 40, 1000, &cols))
+            cols = 100;
+        render(&s, &sc, (int)cols);
         if (sc.failed)
             gf_cli_errorf(&c, "out of memory");
         else
