@@ -268,6 +268,11 @@ int gf_cli_perform(gf_cli_client *c, struct curl_slist *headers, gf_cli_resp *r)
     struct curl_slist *h = NULL, *all = NULL;
     char auth[1100];
     if (c->token != NULL) {
+        for (const char *t = c->token; *t != '\0'; t++)
+            if ((unsigned char)*t < 0x20 || *t == 0x7f) {
+                gf_cli_errorf(c, "the token contains control characters");
+                return 1;
+            }
         if (snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token) >= (int)sizeof auth) {
             gf_cli_errorf(c, "the token is too long");
             return 1;

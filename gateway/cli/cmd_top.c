@@ -281,7 +281,8 @@ static void draw_bar(char *dst, int width, uint64_t budget, uint64_t used, const
             continue;
         uint64_t bytes = (uint64_t)gf_cli_json_int(p, "bytes", 0);
         in_models += bytes;
-        int cells = budget > 0 ? (int)llround((double)bytes * width / (double)budget) : 0;
+        double share = budget > 0 ? (double)bytes * width / (double)budget : 0;
+        int cells = share >= width ? width : (int)llround(share);
         if (cells < 1)
             cells = 1;
         if (cells > width - pos)
@@ -295,7 +296,8 @@ static void draw_bar(char *dst, int width, uint64_t budget, uint64_t used, const
         pos += cells;
     }
     if (used > in_models && budget > 0) {
-        int cells = (int)llround((double)(used - in_models) * width / (double)budget);
+        double share = (double)(used - in_models) * width / (double)budget;
+        int cells = share >= width ? width : (int)llround(share);
         for (int k = 0; k < cells && pos < width; k++)
             dst[pos++] = '#';
     }
