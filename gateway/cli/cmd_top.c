@@ -47,7 +47,8 @@ static void top_usage(FILE *out)
                  "options:\n"
                  "  --interval SECONDS  time between refreshes [1]\n"
                  "  --once              print one snapshot (two scrapes, one interval apart)\n"
-                 "                      as plain text, without a terminal\n\n");
+                 "                      as plain text (or, with --json, as JSON), without a\n"
+                 "                      terminal\n\n");
     gf_cli_common_usage(out);
 }
 
@@ -380,10 +381,31 @@ static void draw_workers(top_state *s, screen *sc, int cols)
     }
 }
 
+/* A function's figures over the last interval. */
+typedef struct fn_rates {
+    bool have;             /* two scrapes: the rates mean something */
+    double req, err, cold; /* per second */
+    double p99;            /* seconds; NaN without requests */
+} fn_rates;
+
+static fn_rates rates_of(const top_state *s, const char *name)
+{
+    fn_rates r = {false, 0, 0, 0, NAN};
+    double dt = s->prev.ok ? s->cur.t - s->prev.t : 0;
+    if (dt <= 0)
+        return r;
+    const char *rq = "gpufaas_requests_total", *cs = "gpufaas_cold_starts_total";
+    r.have = true;
+    r.req = sum_increase(&s->cur, &s->prev, rq, "function", name, false) / dt;
+    r.err = sum_increase(&s->cur, &s->prev, rq, "function", name, true) / dt;
+    r.cold = sum_increase(&s->cur, &s->prev, cs, "function", name, false) / dt;
+    r.p99 = p99_of(&s->cur, &s->prev, name);
+    return r;
+}
+
 static void draw_functions(top_state *s, screen *sc)
 {
     const json_t *fns = json_object_get(s->cur.functions, "functions");
-    double dt = s->prev.ok ? s->cur.t - s->prev.t : 0;
     int nw = 8;
     for (size_t i = 0; i < json_array_size(fns); i++) {
         int l = (int)strlen(gf_cli_json_str(json_array_get(fns, i), "name", ""));
@@ -397,19 +419,13 @@ static void draw_functions(top_state *s, screen *sc)
         const json_t *f = json_array_get(fns, i);
         const char *name = gf_cli_json_str(f, "name", "?");
         char req[24] = "-", err[24] = "-", p99[24] = "-", cold[24] = "-", ver[24] = "-";
-        if (dt > 0) {
-            const char *rq = "gpufaas_requests_total";
-            snprintf(req, sizeof req, "%.1f",
-                     sum_increase(&s->cur, &s->prev, rq, "function", name, false) / dt);
-            snprintf(err, sizeof err, "%.1f",
-                     sum_increase(&s->cur, &s->prev, rq, "function", name, true) / dt);
-            snprintf(cold, sizeof cold, "%.1f",
-                     sum_increase(&s->cur, &s->prev, "gpufaas_cold_starts_total", "function", name,
-                                  false) /
-                         dt);
-            double q = p99_of(&s->cur, &s->prev, name);
-            if (!isnan(q))
-                gf_cli_fmt_seconds(q, p99, sizeof p99);
+        fn_rates r = rates_of(s, name);
+        if (r.have) {
+            snprintf(req, sizeof req, "%.1f", r.req);
+            snprintf(err, sizeof err, "%.1f", r.err);
+            snprintf(cold, sizeof cold, "%.1f", r.cold);
+            if (!isnan(r.p99))
+                gf_cli_fmt_seconds(r.p99, p99, sizeof p99);
         }
         long long v = gf_cli_json_int(f, "version", -1);
         if (v >= 0)
@@ -455,6 +471,45 @@ static void render(top_state *s, screen *sc, int cols)
         put(sc, "(none seen yet)");
     for (int i = 0; i < s->n_events; i++)
         put(sc, "%s", s->events[i]);
+}
+
+/* --once --json: the same figures as one JSON object. NULL on OOM. */
+static json_t *snapshot_json(const top_state *s)
+{
+    double dt = s->prev.ok ? s->cur.t - s->prev.t : 0;
+    json_t *fns = json_array(), *traffic = json_array(), *events = json_array();
+    const json_t *fl = json_object_get(s->cur.functions, "functions");
+    for (size_t i = 0; i < json_array_size(fl) && fns != NULL; i++) {
+        const json_t *f = json_array_get(fl, i);
+        fn_rates r = rates_of(s, gf_cli_json_str(f, "name", "?"));
+        json_t *o = json_pack("{s:O, s:O, s:O}", "name", json_object_get(f, "name"), "version",
+                              json_object_get(f, "version"), "placements",
+                              json_object_get(f, "placements"));
+        if (o == NULL) /* a member missing from the server's answer */
+            o = json_pack("{s:s}", "name", gf_cli_json_str(f, "name", "?"));
+        json_object_set_new(o, "requests_per_s", r.have ? json_real(r.req) : json_null());
+        json_object_set_new(o, "errors_per_s", r.have ? json_real(r.err) : json_null());
+        json_object_set_new(o, "cold_starts_per_s", r.have ? json_real(r.cold) : json_null());
+        json_object_set_new(o, "p99_s", !isnan(r.p99) ? json_real(r.p99) : json_null());
+        json_array_append_new(fns, o);
+    }
+    for (size_t k = 0; k < s->cur.metrics.n && dt > 0 && traffic != NULL; k++) {
+        const gf_prom_sample *m = &s->cur.metrics.v[k];
+        const char *w = gf_prom_label(m, "worker"), *from = gf_prom_label(m, "from"),
+                   *to = gf_prom_label(m, "to");
+        if (strcmp(m->name, "gpufaas_swap_bytes_total") != 0 || w == NULL || from == NULL ||
+            to == NULL)
+            continue;
+        json_array_append_new(traffic,
+                              json_pack("{s:s, s:s, s:s, s:f}", "worker", w, "from", from, "to", to,
+                                        "bytes_per_s", increase(&s->prev.metrics, m) / dt));
+    }
+    for (int i = 0; i < s->n_events && events != NULL; i++)
+        json_array_append_new(events, json_string(s->events[i]));
+    return json_pack("{s:s, s:f, s:O, s:O, s:o, s:o, s:o}", "server", s->c->server, "interval_s",
+                     dt, "workers", json_object_get(s->cur.workers, "workers"), "placements",
+                     json_object_get(s->cur.placements, "placements"), "functions", fns,
+                     "swap_rates", traffic, "recent_swaps", events);
 }
 
 /* Write the frame: at most rows lines of at most cols characters; with
@@ -678,6 +733,11 @@ int gf_cmd_top(int argc, char **argv)
             goto out;
         }
     }
+    if (c.json && !once) {
+        gf_cli_errorf(&c, "--json needs --once (a live view is for people)");
+        rc = 2;
+        goto out;
+    }
     rc = 1;
     if (!once && (isatty(STDIN_FILENO) != 1 || isatty(STDOUT_FILENO) != 1)) {
         gf_cli_errorf(&c,
@@ -686,7 +746,6 @@ int gf_cmd_top(int argc, char **argv)
                       isatty(STDOUT_FILENO) != 1 ? "standard output" : "standard input");
         goto out;
     }
-    c.json = false;
     c.timeout_ms = FETCH_TIMEOUT_MS;
     /* the first scrape: an unreachable server is an error before the screen changes */
     fetch(&c, &s.cur);
@@ -699,6 +758,14 @@ int gf_cmd_top(int argc, char **argv)
         if (s.err[0] != '\0') {
             c.err_sink = NULL;
             gf_cli_errorf(&c, "%s", s.err);
+            goto out;
+        }
+        if (c.json) {
+            json_t *j = snapshot_json(&s);
+            rc = j != NULL ? gf_cli_print_json(&c, j) : 1;
+            if (j == NULL)
+                gf_cli_errorf(&c, "out of memory");
+            json_decref(j);
             goto out;
         }
         screen sc = {.failed = false};

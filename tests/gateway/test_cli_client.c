@@ -862,6 +862,18 @@ START_TEST(test_top_signals_and_no_tty)
     HAS(out, "FUNCTION");
     HASNT(out, "\033");
     freeboth(&out, &err);
+    ck_assert_int_eq(cli(&out, &err, "top", "--once", "--json", "--interval", "0.2", NULL), 0);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_msg(j != NULL, "not JSON: %s", out);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "workers")), 2);
+    ck_assert(json_is_array(json_object_get(j, "functions")));
+    ck_assert(json_is_array(json_object_get(j, "recent_swaps")));
+    ck_assert(json_number_value(json_object_get(j, "interval_s")) > 0.1);
+    json_decref(j);
+    freeboth(&out, &err);
+    ck_assert_int_eq(cli(&out, &err, "top", "--json", NULL), 2);
+    HAS(err, "--json needs --once");
+    freeboth(&out, &err);
 }
 END_TEST
 
