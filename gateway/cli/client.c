@@ -70,6 +70,9 @@ void gf_cli_errorf(const gf_cli_client *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *m = msg; *m != '\0'; m++) /* a server's message must not drive the terminal */
+        if ((unsigned char)*m < 0x20 || *m == 0x7f)
+            *m = ' ';
     if (c->err_sink != NULL) {
         size_t n = strnlen(msg, GF_CLI_SINK_MAX - 1);
         memcpy(c->err_sink, msg, n);

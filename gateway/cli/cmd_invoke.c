@@ -586,8 +586,10 @@ static void print_leaf(const json_t *v)
         printf("%.6g", json_real_value(v));
     else if (json_is_boolean(v))
         printf("%s", json_is_true(v) ? "true" : "false");
-    else if (json_is_string(v))
+    else if (json_is_string(v) && !isnan(leaf_value(v))) /* Infinity, -Infinity */
         printf("%s", json_string_value(v));
+    else if (json_is_string(v) && strcmp(json_string_value(v), "NaN") == 0)
+        printf("NaN");
     else
         printf("?");
 }
