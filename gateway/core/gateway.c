@@ -356,6 +356,7 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
     gw_version *v = NULL;
     gf_gw_tensor *ordered = NULL;
     gw_req *q = NULL;
+    bool known = false; /* the function exists (for the metrics label) */
     if (atomic_load(&gw->stopping)) {
         *http_status = 503;
         st = gf_err_set(err, GF_ERR_CLOSED, "the server is shutting down");
@@ -369,7 +370,8 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
     }
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gw_function_find(gw, req->function);
-    if (f != NULL && !f->deleted)
+    known = f != NULL && !f->deleted;
+    if (known)
         v = gw_version_find(f, req->version);
     if (v == NULL) {
         pthread_mutex_unlock(&gw->lock);
@@ -483,6 +485,9 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
     return GF_OK;
 fail:
     gf_gw_tensors_free(given, n_given);
+    /* answered here, without a callback: count it (labelled with the
+     * function only when it exists, so random names cannot grow /metrics) */
+    gf_gw_count_http(gw, known ? req->function : NULL, *http_status);
     if (v != NULL) {
         gf_gw_tensors_free(ordered, v->mf->n_inputs);
         gw_version_unref(v);

@@ -273,6 +273,12 @@ START_TEST(test_deploy_infer_batch_and_errors)
     ck_assert_msg(strstr(mt.data, "gpufaas_requests_total{function=\"adder\",code=\"200\"} 8"),
                   "%s", mt.data);
     ck_assert_msg(strstr(mt.data, "gpufaas_workers{state=\"up\"} 1"), "%s", mt.data);
+    /* requests refused at submit are counted too: the bad shape and the
+     * unknown input under the function, the unknown function without a name */
+    ck_assert_msg(strstr(mt.data, "gpufaas_requests_total{function=\"adder\",code=\"400\"} 2"),
+                  "%s", mt.data);
+    ck_assert_msg(strstr(mt.data, "gpufaas_requests_total{function=\"\",code=\"404\"} 1"), "%s",
+                  mt.data);
     gf_buf_deinit(&mt);
     /* a deploy with weights that do not fit the manifest: 400 naming the tensor */
     char tmp[512], sha[GF_SHA256_HEX_LEN];
