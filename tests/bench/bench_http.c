@@ -1,0 +1,423 @@
+/* Benchmark: the HTTP front under keep-alive load, and what it adds to the
+ * worker round trip.
+ *
+ *   bench_http [GPUFAAS_PATH [WORKER_PATH [SECONDS]]]
+ *
+ * Starts a real `gpufaas serve` (one cpu worker) on a free loopback port,
+ * deploys a tiny mlp (16 -> 32 -> 4, FP32, max_queue_delay_us 0) over HTTP
+ * and drives POST /v2/models/tiny/infer (batch 1, JSON) from a load
+ * generator of its own: one thread, epoll, C keep-alive connections, one
+ * request in flight per connection (no pipelining), each connection sending
+ * its next request as soon as the answer is read (closed loop). Latency is
+ * measured per request, from the write to the last byte of the answer.
+ * SECONDS (default 3) are measured at each concurrency after 0.5 s of
+ * warm-up. Every answer's status is checked, and one answer per concurrency
+ * is compared with the model's naive reference.
+ *
+ * Before that, the worker round trip alone (the same model on a
+ * gpufaas-worker driven over its socketpair, as bench_ipc does).
+ *
+ *   rps_cN, p50_ms_cN, p99_ms_cN   requests/s and latency at N = 1, 16, 64
+ *   ipc_p50_us                     the worker round trip alone
+ *   added_p50_us                   p50 at concurrency 1 minus ipc_p50_us: what
+ *                                  HTTP, parsing, the batcher, the router and
+ *                                  rendering add
+ * Targets on 2 cores: rps_c64 >= 20000, p99_ms_c64 < 5, added_p50_us < 100.
+ * The server, its worker and this load generator share the machine's cores.
+ * Prints key=value lines; never fails on speed. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gf_config.h"
+#include "httpharness.h"
+#include "ipcrtt.h"
+#include "wharness.h"
+
+#define IN 16
+#define OUT 4
+#define MAX_CONNS 64
+#define WARMUP_S 0.5
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- the load generator ---------------------------------------------------------- */
+
+typedef struct conn {
+    int fd;
+    double t0;     /* when the request in flight was written */
+    size_t sent;   /* bytes of the request written so far */
+    char in[8192]; /* the answer so far */
+    size_t got;
+    bool busy; /* a request is in flight */
+} conn;
+
+typedef struct loadgen {
+    const char *req; /* the whole HTTP request */
+    size_t req_len;
+    int epfd;
+    conn conns[MAX_CONNS];
+    int n;
+    double *lat; /* seconds, per measured request */
+    size_t n_lat, cap_lat;
+    long errors;       /* answers that were not 200 */
+    size_t n_total;    /* answers read, warm-up included, over every run */
+    char sample[2048]; /* one 200 answer's body */
+    bool have_sample;
+} loadgen;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_http: %s\n", what);
+    exit(1);
+}
+
+/* Write (the rest of) the request; wait for EPOLLOUT when the socket is full. */
+static void conn_send(loadgen *g, conn *c)
+{
+    while (c->sent < g->req_len) {
+        ssize_t w = write(c->fd, g->req + c->sent, g->req_len - c->sent);
+        if (w < 0 && errno == EAGAIN) {
+            struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+            epoll_ctl(g->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+            return;
+        }
+        if (w <= 0)
+            die("write to the server failed");
+        c->sent += (size_t)w;
+    }
+}
+
+static void conn_start(loadgen *g, conn *c)
+{
+    c->t0 = now_s();
+    c->sent = 0;
+    c->got = 0;
+    c->busy = true;
+    conn_send(g, c);
+}
+
+/* Length of a complete answer at the start of c->in, 0 when incomplete. */
+static size_t answer_len(conn *c, int *status, size_t *body_off)
+{
+    c->in[c->got] = '\0';
+    char *end = strstr(c->in, "\r\n\r\n");
+    if (end == NULL)
+        return 0;
+    *status = atoi(c->in + 9); /* "HTTP/1.1 200 OK" */
+    size_t cl = 0;
+    for (char *h = strstr(c->in, "\r\n"); h != NULL && h < end; h = strstr(h + 2, "\r\n"))
+        if (strncasecmp(h + 2, "Content-Length:", 15) == 0)
+            cl = (size_t)strtoull(h + 17, NULL, 10);
+    *body_off = (size_t)(end + 4 - c->in);
+    return c->got >= *body_off + cl ? *body_off + cl : 0;
+}
+
+/* Read what arrived; on a complete answer record it and start the next
+ * request unless sending has stopped. */
+static void conn_readable(loadgen *g, conn *c, double measure_from, double stop_at)
+{
+    ssize_t r = read(c->fd, c->in + c->got, sizeof c->in - 1 - c->got);
+    if (r < 0 && errno == EAGAIN)
+        return;
+    if (r <= 0)
+        die("the server closed a connection");
+    c->got += (size_t)r;
+    int status;
+    size_t body;
+    size_t len = answer_len(c, &status, &body);
+    if (len == 0) {
+        if (c->got == sizeof c->in - 1)
+            die("an answer larger than the buffer");
+        return;
+    }
+    if (len != c->got)
+        die("bytes after the answer (the server answered twice?)");
+    double t1 = now_s();
+    c->busy = false;
+    g->n_total++;
+    if (status != 200) {
+        g->errors++;
+        if (g->errors <= 3)
+            fprintf(stderr, "bench_http: status %d: %.200s\n", status, c->in + body);
+    } else if (!g->have_sample) {
+        snprintf(g->sample, sizeof g->sample, "%s", c->in + body);
+        g->have_sample = true;
+    }
+    if (c->t0 >= measure_from && t1 <= stop_at) {
+        if (g->n_lat == g->cap_lat) {
+            g->cap_lat = g->cap_lat ? 2 * g->cap_lat : 65536;
+            g->lat = realloc(g->lat, g->cap_lat * sizeof *g->lat);
+            if (g->lat == NULL)
+                die("out of memory");
+        }
+        g->lat[g->n_lat++] = t1 - c->t0;
+    }
+    if (t1 < stop_at)
+        conn_start(g, c);
+}
+
+/* A connected, non-blocking keep-alive connection to the server. */
+static int connect_to(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        die("socket failed");
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        die("connect failed");
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+        die("fcntl failed");
+    return fd;
+}
+
+/* Run n connections for warm-up + seconds; g->lat holds the latencies of
+ * the requests written after the warm-up and answered before the end. */
+static void run_load(loadgen *g, uint16_t port, int n, double seconds)
+{
+    g->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (g->epfd < 0)
+        die("epoll_create1 failed");
+    g->n = n;
+    g->n_lat = 0;
+    g->errors = 0;
+    g->have_sample = false;
+    for (int i = 0; i < n; i++) {
+        conn *c = &g->conns[i];
+        memset(c, 0, sizeof *c);
+        c->fd = connect_to(port);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+            die("epoll_ctl failed");
+    }
+    double measure_from = now_s() + WARMUP_S, stop_at = measure_from + seconds;
+    for (int i = 0; i < n; i++)
+        conn_start(g, &g->conns[i]);
+    struct epoll_event evs[MAX_CONNS];
+    for (;;) {
+        int k = epoll_wait(g->epfd, evs, MAX_CONNS, 1000);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            die("epoll_wait failed");
+        for (int i = 0; i < k; i++) {
+            conn *c = evs[i].data.ptr;
+            if (evs[i].events & (EPOLLERR | EPOLLHUP))
+                die("a connection failed");
+            if (evs[i].events & EPOLLOUT) {
+                struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+                epoll_ctl(g->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+                conn_send(g, c);
+            }
+            if (evs[i].events & EPOLLIN)
+                conn_readable(g, c, measure_from, stop_at);
+        }
+        int busy = 0;
+        for (int i = 0; i < n; i++)
+            busy += g->conns[i].busy;
+        if (busy == 0)
+            break; /* only after stop_at does a connection stay idle */
+    }
+    for (int i = 0; i < n; i++)
+        close(g->conns[i].fd);
+    close(g->epfd);
+}
+
+/* ---- the run ---------------------------------------------------------------------- */
+
+/* CPU time (user + system) a process has used so far, in microseconds; 0
+ * when it cannot be read. */
+static double cpu_us(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The pid of worker 0, from GET /v1/workers. */
+static pid_t worker_pid(const char *url)
+{
+    gf_hh_resp r;
+    pid_t pid = 0;
+    if (gf_hh_http(url, "GET", "/v1/workers", NULL, NULL, 0, false, &r) == 200) {
+        json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+        json_t *w = json_array_get(json_object_get(j, "workers"), 0);
+        pid = (pid_t)json_integer_value(json_object_get(w, "pid"));
+        json_decref(j);
+    }
+    gf_hh_resp_free(&r);
+    return pid;
+}
+
+/* The sample answer holds the model's outputs for x. */
+static bool sample_correct(const char *body, const gf_wh_mlp *m, const float *x)
+{
+    float ref[OUT], got[OUT];
+    gf_wh_mlp_ref(m, x, 1, ref);
+    json_t *j = json_loads(body, 0, NULL);
+    json_t *d = json_object_get(json_array_get(json_object_get(j, "outputs"), 0), "data");
+    bool ok = json_array_size(d) == OUT;
+    for (size_t i = 0; ok && i < OUT; i++)
+        got[i] = (float)json_number_value(json_array_get(d, i));
+    json_decref(j);
+    return ok && gf_wh_max_rel_err(got, ref, OUT) < 1e-4;
+}
+
+int main(int argc, char **argv)
+{
+    const char *gpufaas = argc > 1 ? argv[1] : GF_BUILD_DIR "/gateway/gpufaas";
+    const char *worker = argc > 2 ? argv[2] : GF_BUILD_DIR "/runtime/worker/gpufaas-worker";
+    double seconds = argc > 3 ? atof(argv[3]) : 3.0;
+    if (seconds <= 0)
+        die("usage: bench_http [GPUFAAS_PATH [WORKER_PATH [SECONDS]]]");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+    /* the worker round trip alone, first, with nothing else running */
+    gf_ipcrtt ipc;
+    if (gf_ipcrtt_run("cpu", worker, 500, 20000, &ipc) != 0)
+        die("the worker round trip failed");
+
+    char dir[] = "/tmp/gfbenchhttp.XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        die("mkdtemp failed");
+    gf_wh_mlp m;
+    int64_t dims[] = {IN, 32, OUT};
+    gf_wh_mlp_make(&m, 1, 2, dims, false, 64);
+    char weights[96], manifest[96];
+    snprintf(weights, sizeof weights, "%s/tiny.safetensors", dir);
+    snprintf(manifest, sizeof manifest, "%s/tiny.json", dir);
+    gf_err e;
+    if (gf_wh_mlp_write(&m, weights, &e) != GF_OK)
+        die("writing the model failed");
+    /* the harness's manifest, answering at once instead of waiting for a batch */
+    char *mtext = gf_wh_mlp_manifest(&m, "tiny");
+    json_t *mj = json_loads(mtext, 0, NULL);
+    free(mtext);
+    json_object_set_new(mj, "max_queue_delay_us", json_integer(0));
+    if (mj == NULL || json_dump_file(mj, manifest, JSON_COMPACT) != 0)
+        die("writing the manifest failed");
+    json_decref(mj);
+
+    gf_hh_server srv;
+    gf_hh_server_init(&srv, dir);
+    const char *args[] = {"--devices", "cpu:1", "--worker", worker, "--log-level", "warn", NULL};
+    char msg[256];
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (gf_hh_server_start(&srv, gpufaas, args, 60, msg, sizeof msg) != 0) {
+        gf_hh_server_dump_log(&srv, 4000);
+        die(msg);
+    }
+    gf_hh_resp r;
+    if (gf_hh_deploy(srv.url, manifest, weights, NULL, &r) != 201)
+        die("the deploy failed");
+    gf_hh_resp_free(&r);
+    pid_t wpid = worker_pid(srv.url);
+    gf_hh_thread_end();
+
+    float x[IN];
+    char body[512];
+    int bl = snprintf(
+        body, sizeof body,
+        "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,%d],\"data\":[", IN);
+    for (int i = 0; i < IN; i++) {
+        x[i] = (float)i / 16.0f - 0.5f;
+        bl += snprintf(body + bl, sizeof body - (size_t)bl, "%s%.9g", i ? "," : "", (double)x[i]);
+    }
+    bl += snprintf(body + bl, sizeof body - (size_t)bl, "]}]}");
+    char req[1024];
+    int rl = snprintf(req, sizeof req,
+                      "POST /v2/models/tiny/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                      bl, body);
+    uint16_t port = (uint16_t)atoi(strrchr(srv.url, ':') + 1);
+
+    printf("device=%s\n", ipc.device_name);
+    printf("cores=%ld (gpufaas serve, its worker and this load generator share them)\n", cores);
+    printf("seconds=%.1f\n", seconds);
+    printf("ipc_p50_us=%.1f\n", ipc.p50_us);
+    printf("ipc_p99_us=%.1f\n", ipc.p99_us);
+    fflush(stdout);
+    static loadgen g;
+    g.req = req;
+    g.req_len = (size_t)rl;
+    static const int levels[] = {1, 16, 64};
+    double p50_c1 = 0;
+    int rc = 0;
+    for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+        int c = levels[l];
+        double gw0 = cpu_us(srv.pid), wk0 = wpid > 0 ? cpu_us(wpid) : 0;
+        size_t done0 = g.n_total;
+        run_load(&g, port, c, seconds);
+        double answered = (double)(g.n_total - done0);
+        if (g.n_lat == 0)
+            die("no request completed");
+        qsort(g.lat, g.n_lat, sizeof *g.lat, cmp_d);
+        double p50 = g.lat[g.n_lat / 2], p99 = g.lat[g.n_lat * 99 / 100];
+        if (c == 1)
+            p50_c1 = p50;
+        printf("rps_c%d=%.0f\n", c, (double)g.n_lat / seconds);
+        printf("p50_ms_c%d=%.3f\n", c, p50 * 1e3);
+        printf("p99_ms_c%d=%.3f\n", c, p99 * 1e3);
+        /* CPU time per request: steadier than latency on a shared machine */
+        printf("gateway_cpu_us_per_req_c%d=%.1f\n", c, (cpu_us(srv.pid) - gw0) / answered);
+        if (wpid > 0)
+            printf("worker_cpu_us_per_req_c%d=%.1f\n", c, (cpu_us(wpid) - wk0) / answered);
+        if (g.errors > 0 || !g.have_sample || !sample_correct(g.sample, &m, x)) {
+            printf("errors_c%d=%ld%s\n", c, g.errors, g.have_sample ? "" : " (no answer to check)");
+            rc = 1;
+        }
+        fflush(stdout);
+    }
+    printf("added_p50_us=%.1f\n", p50_c1 * 1e6 - ipc.p50_us);
+
+    int st = gf_hh_server_stop(&srv, 30);
+    if (st != 0) {
+        gf_hh_server_dump_log(&srv, 4000);
+        rc = 1;
+    }
+    curl_global_cleanup();
+    free(g.lat);
+    gf_wh_mlp_free(&m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        rc = 1;
+    return rc;
+}
