@@ -184,11 +184,25 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
 
 /* ---- queues ---------------------------------------------------------------------------- */
 
+static bool dispatch_now(gf_gw *gw, gw_req *q);
+
 gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err)
 {
     gw_version *v = q->v;
     size_t limit = gw->cfg.queue_limit ? gw->cfg.queue_limit : 1024;
     pthread_mutex_lock(&gw->qlock);
+    /* A request that would not wait for batch-mates (no queue delay, or not
+     * batchable), with nothing queued before it and no other request in
+     * flight to share a batch with, goes to its worker from this thread:
+     * waking the batcher would cost a context switch, the larger part of a
+     * small request's time. Under load requests still meet in the queue. */
+    if ((v->mf->max_queue_delay_us == 0 || !v->batchable) && v->q_head == NULL &&
+        atomic_load(&gw->inflight_reqs) == 1) {
+        pthread_mutex_unlock(&gw->qlock);
+        if (dispatch_now(gw, q))
+            return GF_OK;
+        pthread_mutex_lock(&gw->qlock); /* no worker took it: the batcher answers it */
+    }
     if (v->q_len >= limit) {
         pthread_mutex_unlock(&gw->qlock);
         return gf_err_set(err, GF_ERR_BUSY, "function '%s' has %zu requests waiting, its limit: "
@@ -353,6 +367,45 @@ static void dispatch(gf_gw *gw, gw_batch *b)
     pthread_mutex_unlock(&gw->lock);
     if (back != NULL)
         gw_batch_fail(gw, back, GF_ERR_CLOSED, 503, "no worker is available to run the request");
+}
+
+/* Send q alone, now, from this thread. False (q untouched, still holding its
+ * inputs) when it cannot be encoded or no worker takes it: the caller queues
+ * it, so an error is answered later, from the batcher, as any other. */
+static bool dispatch_now(gf_gw *gw, gw_req *q)
+{
+    gw_batch *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return false;
+    b->v = q->v;
+    gw_version_ref(b->v);
+    b->worker = -1;
+    b->reqs = q;
+    b->n_reqs = 1;
+    b->rows = q->rows;
+    q->next = NULL;
+    gf_err err;
+    if (encode_batch(gw, b, &err) != GF_OK) {
+        batch_free(b);
+        return false;
+    }
+    pthread_mutex_lock(&gw->lock);
+    gw_batch *back = gw_dispatch_batch(gw, b, -1);
+    if (back == NULL) {
+        /* the frame holds the inputs now; q cannot be answered (and freed)
+         * before gw->lock is released, so free them here */
+        for (size_t i = 0; i < q->v->mf->n_inputs; i++) {
+            free(q->inputs[i].t.data);
+            q->inputs[i].t.data = NULL;
+        }
+    }
+    pthread_mutex_unlock(&gw->lock);
+    if (back != NULL) {
+        batch_free(back);
+        return false;
+    }
+    gw_metric_observe(gw->metrics, GW_M_BATCH_SIZE, NULL, 1);
+    return true;
 }
 
 static void *batcher_main(void *arg)

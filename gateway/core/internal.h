@@ -116,6 +116,7 @@ void gw_frame_unref(gw_frame *f);
 typedef struct gw_send {
     struct gw_send *next;
     gw_frame *frame;
+    size_t off; /* bytes of it already written (by gw_worker_send) */
 } gw_send;
 
 /* A LOAD waiting for its answer. */
@@ -143,6 +144,7 @@ struct gw_worker {
     pthread_cond_t scond;
     gw_send *sq_head, *sq_tail;
     bool sq_stop;            /* the writer should exit */
+    bool sq_writing;         /* the writer is writing a frame (outside slock) */
     gw_pending_load *loads;  /* LOADs in flight */
     bool exited;             /* the process was reaped */
     int exit_code;           /* when exited: its status (128 + signal when killed) */

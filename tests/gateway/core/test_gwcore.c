@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,17 +299,137 @@ START_TEST(test_deploy_infer_batch_and_errors)
 }
 END_TEST
 
+/* Inputs larger than the socket's buffer, alone and from several threads at
+ * once: a request that finds the worker idle is written from the submitting
+ * thread and what the socket does not take at once is finished by the
+ * writer; others queue behind it. Every row of every answer is checked. */
+#define BIG_ROWS 30000
+
+typedef struct big_req {
+    pthread_mutex_t *lock;
+    pthread_cond_t *cond;
+    int *done;
+    const mlp_w *m;
+    float *x; /* BIG_ROWS * IN */
+    int status;
+    int bad_rows;
+} big_req;
+
+static void big_done(void *arg, gf_gw_result *r)
+{
+    big_req *b = arg;
+    int bad = 0;
+    if (r->status == GF_OK && r->n_outputs == 1 && r->outputs[0].t.shape[0] == BIG_ROWS) {
+        const float *got = r->outputs[0].t.data;
+        for (int64_t row = 0; row < BIG_ROWS; row++) {
+            double want[OUT];
+            mlp_ref(b->m, b->x + row * IN, want);
+            for (int o = 0; o < OUT; o++)
+                bad += fabs(got[row * OUT + o] - want[o]) > 1e-4 * (1 + fabs(want[o]));
+        }
+    } else {
+        bad = BIG_ROWS;
+    }
+    pthread_mutex_lock(b->lock);
+    b->status = r->http_status;
+    b->bad_rows = bad;
+    (*b->done)++;
+    pthread_cond_broadcast(b->cond);
+    pthread_mutex_unlock(b->lock);
+    gf_gw_result_free(r);
+}
+
+static void big_submit(gf_gw *gw, big_req *b)
+{
+    gf_gw_tensor *in = calloc(1, sizeof *in);
+    in->name = strdup("x");
+    in->t.dtype = GF_DT_F32;
+    in->t.rank = 2;
+    in->t.shape[0] = BIG_ROWS;
+    in->t.shape[1] = IN;
+    in->t.nbytes = (size_t)BIG_ROWS * IN * sizeof(float);
+    in->t.data = malloc(in->t.nbytes);
+    memcpy(in->t.data, b->x, in->t.nbytes);
+    in->t.mem = GF_MEM_HOST;
+    in->t.device_id = -1;
+    gf_gw_infer_req req = {"big", 0, in, 1, big_done, b};
+    int http, retry;
+    gf_err err;
+    ck_assert_msg(gf_gw_submit(gw, &req, &http, &retry, &err) == GF_OK, "%s", err.msg);
+}
+
+typedef struct big_client {
+    gf_gw *gw;
+    big_req *reqs;
+    int n;
+} big_client;
+
+static void *big_client_main(void *arg)
+{
+    big_client *c = arg;
+    for (int i = 0; i < c->n; i++)
+        big_submit(c->gw, &c->reqs[i]);
+    return NULL;
+}
+
+START_TEST(test_large_frames_in_pieces)
+{
+    gf_gw *gw = open_gw("cpu:1", 64 << 20);
+    mlp_w m;
+    mlp_init(&m, 5);
+    json_decref(deploy(gw, "big", &m, 0, 65536, 0));
+    enum { NB = 13 };
+    big_req reqs[NB];
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int done = 0;
+    gf_test_rng g;
+    gf_test_rng_seed(&g, 77);
+    for (int i = 0; i < NB; i++) {
+        reqs[i] = (big_req){&lock, &cond, &done, &m, malloc((size_t)BIG_ROWS * IN * 4), 0, 0};
+        for (int k = 0; k < BIG_ROWS * IN; k++)
+            reqs[i].x[k] = gf_test_rng_float(&g, -1.0f, 1.0f);
+    }
+    /* alone: the worker is idle, so it is written from here, in pieces */
+    big_submit(gw, &reqs[0]);
+    pthread_mutex_lock(&lock);
+    while (done < 1)
+        pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    /* then from 4 threads at once */
+    pthread_t t[4];
+    big_client c[4];
+    for (int i = 0; i < 4; i++) {
+        c[i] = (big_client){gw, &reqs[1 + 3 * i], 3};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, big_client_main, &c[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    pthread_mutex_lock(&lock);
+    while (done < NB)
+        pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < NB; i++) {
+        ck_assert_msg(reqs[i].status == 200 && reqs[i].bad_rows == 0,
+                      "request %d: status %d, %d wrong rows", i, reqs[i].status,
+                      reqs[i].bad_rows);
+        free(reqs[i].x);
+    }
+    gf_gw_free(gw);
+}
+END_TEST
+
 typedef struct {
     gf_gw *gw;
     waiter *w;
-    volatile int stop;
+    atomic_int stop; /* set by the test thread while the loader reads it */
     int sent, refused;
 } loader_arg;
 
 static void *load_thread(void *arg)
 {
     loader_arg *a = arg;
-    while (!a->stop) {
+    while (!atomic_load(&a->stop)) {
         int http;
         gf_err err;
         if (submit(a->gw, "f", a->w, &http, &err) == GF_OK)
@@ -337,7 +458,7 @@ START_TEST(test_new_version_under_load_and_worker_kill)
     usleep(300 * 1000);
     json_decref(deploy(gw, "f", &m2, 0, 4, 1000)); /* version 2 under load */
     usleep(300 * 1000);
-    la.stop = 1;
+    atomic_store(&la.stop, 1);
     pthread_join(t, NULL);
     waiter_wait(&w, la.sent);
     ck_assert_int_eq(la.refused, 0);
@@ -361,7 +482,7 @@ START_TEST(test_new_version_under_load_and_worker_kill)
     usleep(200 * 1000);
     kill(pid, SIGKILL);
     usleep(400 * 1000);
-    lb.stop = 1;
+    atomic_store(&lb.stop, 1);
     pthread_join(t, NULL);
     waiter_wait(&w2, lb.sent);
     ck_assert_int_eq(w2.failed_other, 0);
@@ -467,6 +588,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_deploy_infer_batch_and_errors);
+    tcase_add_test(tc, test_large_frames_in_pieces);
     tcase_add_test(tc, test_new_version_under_load_and_worker_kill);
     tcase_add_test(tc, test_restart_keeps_functions_and_evictions_are_recorded);
     suite_add_tcase(s, tc);
