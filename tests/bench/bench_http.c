@@ -271,6 +271,23 @@ static double cpu_us(pid_t pid)
     return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* Requests and batches sent to workers so far, from /metrics
+ * (gpufaas_batch_size_sum and _count). */
+static void batches(const char *url, double *reqs, double *n)
+{
+    gf_hh_resp r;
+    *reqs = *n = 0;
+    if (gf_hh_http(url, "GET", "/metrics", NULL, NULL, 0, false, &r) == 200) {
+        const char *s = strstr(r.body.data, "\ngpufaas_batch_size_sum ");
+        const char *c = strstr(r.body.data, "\ngpufaas_batch_size_count ");
+        if (s != NULL && c != NULL) {
+            *reqs = strtod(s + strlen("\ngpufaas_batch_size_sum "), NULL);
+            *n = strtod(c + strlen("\ngpufaas_batch_size_count "), NULL);
+        }
+    }
+    gf_hh_resp_free(&r);
+}
+
 /* The pid of worker 0, from GET /v1/workers. */
 static pid_t worker_pid(const char *url)
 {
@@ -382,6 +399,8 @@ int main(int argc, char **argv)
     int rc = 0;
     for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
         int c = levels[l];
+        double breq0, bn0, breq1, bn1;
+        batches(srv.url, &breq0, &bn0);
         double gw0 = cpu_us(srv.pid), wk0 = wpid > 0 ? cpu_us(wpid) : 0;
         size_t done0 = g.n_total;
         run_load(&g, port, c, seconds);
@@ -399,6 +418,9 @@ int main(int argc, char **argv)
         printf("gateway_cpu_us_per_req_c%d=%.1f\n", c, (cpu_us(srv.pid) - gw0) / answered);
         if (wpid > 0)
             printf("worker_cpu_us_per_req_c%d=%.1f\n", c, (cpu_us(wpid) - wk0) / answered);
+        batches(srv.url, &breq1, &bn1);
+        if (bn1 > bn0)
+            printf("batch_mean_c%d=%.2f\n", c, (breq1 - breq0) / (bn1 - bn0));
         if (g.errors > 0 || !g.have_sample || !sample_correct(g.sample, &m, x)) {
             printf("errors_c%d=%ld%s\n", c, g.errors, g.have_sample ? "" : " (no answer to check)");
             rc = 1;
@@ -406,6 +428,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     printf("added_p50_us=%.1f\n", p50_c1 * 1e6 - ipc.p50_us);
+    gf_hh_thread_end();
 
     int st = gf_hh_server_stop(&srv, 30);
     if (st != 0) {
