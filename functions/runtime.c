@@ -486,8 +486,9 @@ static int api_param(gf_fn_ctx *ctx, size_t index, gf_tensor *out)
     return 0;
 }
 
-/* Device memory for this call, evicting idle models once when the budget is
- * exhausted. Freed after the call. */
+/* Device memory for this call, evicting idle models when the budget is
+ * exhausted (again when another thread took the room first). Freed after
+ * the call. */
 static int ctx_alloc(gf_fn_ctx *ctx, size_t bytes, void **out, const char *what)
 {
     if (ctx->n_allocs == ctx->cap_allocs) {
@@ -503,6 +504,15 @@ static int ctx_alloc(gf_fn_ctx *ctx, size_t bytes, void **out, const char *what)
     if (st == GF_ERR_NO_DEVICE_MEM && ctx->cache != NULL) {
         uint64_t free_now = gf_cache_evict_idle(ctx->cache, bytes);
         st = gf_dev_alloc(ctx->be, bytes, out, &e);
+        /* the room an eviction made can be taken before this allocation
+         * gets it: a swap-in waiting for room (the next request's, leased
+         * ahead) wakes first. Evict again then; each such swap-in takes one
+         * model's pages, so a few rounds suffice. */
+        for (int round = 0; st == GF_ERR_NO_DEVICE_MEM && free_now >= bytes && round < 4;
+             round++) {
+            free_now = gf_cache_evict_idle(ctx->cache, bytes);
+            st = gf_dev_alloc(ctx->be, bytes, out, &e);
+        }
         if (st != GF_OK) {
             uint64_t used, budget;
             gf_dev_usage(ctx->be, &used, &budget);
