@@ -144,6 +144,7 @@ struct gw_worker {
     pthread_cond_t scond;
     gw_send *sq_head, *sq_tail;
     bool sq_stop;            /* the writer should exit */
+    bool sq_dead;            /* the writer failed: frames sent now are dropped */
     bool sq_writing;         /* the writer is writing a frame (outside slock) */
     gw_pending_load *loads;  /* LOADs in flight */
     bool exited;             /* the process was reaped */

@@ -60,6 +60,12 @@ static size_t write_now(int fd, const char *p, size_t len)
 void gw_worker_send(gw_worker *w, gw_frame *f)
 {
     pthread_mutex_lock(&w->slock);
+    if (w->sq_dead) {
+        /* the connection is gone (its writer failed): drop the frame; what it
+         * carried is answered when the reader fails the connection */
+        pthread_mutex_unlock(&w->slock);
+        return;
+    }
     size_t off = 0;
     if (w->sq_head == NULL && !w->sq_writing && !w->sq_stop && w->fd >= 0) {
         /* nothing queued or being written: write it from this thread, which
@@ -133,8 +139,11 @@ static void *writer_main(void *arg)
         w->sq_writing = false;
         if (st != GF_OK) {
             GF_LOG_D("worker %d: write failed: %s", w->id, err.msg);
-            /* the reader sees the end of the stream and fails what is in flight */
+            /* the reader sees the end of the stream and fails what is in
+             * flight; frames sent from now on are dropped, not kept for the
+             * next process (which would get requests it never should) */
             shutdown(w->fd, SHUT_RDWR);
+            w->sq_dead = true;
             break;
         }
     }
@@ -705,7 +714,15 @@ static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
     w->have_stats = false;
     pthread_mutex_unlock(&gw->lock);
     pthread_mutex_lock(&w->slock); /* gw_worker_send reads it to decide it may write */
+    while (w->sq_head != NULL) { /* nothing meant for the previous process goes out */
+        gw_send *s = w->sq_head;
+        w->sq_head = s->next;
+        gw_frame_unref(s->frame);
+        free(s);
+    }
+    w->sq_tail = NULL;
     w->sq_stop = false;
+    w->sq_dead = false;
     pthread_mutex_unlock(&w->slock);
     int rc = pthread_create(&w->writer, NULL, writer_main, w);
     if (rc == 0) {
