@@ -1,5 +1,6 @@
 /* gpufaas — running functions: the kind registry, plugins, and the runtime
  * side of the function ABI. */
+#include "core/clock.h"
 #include "functions/runtime.h"
 
 #include <dlfcn.h>
@@ -797,13 +798,6 @@ void gf_fn_outputs_free(gf_fn_outputs *o)
     o->n = 0;
 }
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
                       const gf_tensor *inputs, size_t n_inputs, gf_fn_outputs *out,
                       gf_fn_timing *timing, gf_err *err)
@@ -811,7 +805,7 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
     const gf_manifest *mf = p->mf;
     out->n = 0;
     out->t = NULL;
-    uint64_t t0 = mono_us();
+    uint64_t t0 = gf_mono_us();
     if (n_inputs != mf->n_inputs)
         return gf_err_set(err, GF_ERR_INVALID, "function '%s' takes %zu input(s), got %zu",
                           mf->name, mf->n_inputs, n_inputs);
@@ -894,6 +888,6 @@ done:
         free(host_out);
     }
     if (timing != NULL)
-        timing->exec_us = mono_us() - t0;
+        timing->exec_us = gf_mono_us() - t0;
     return st;
 }

@@ -1,4 +1,5 @@
 /* gpufaas — the worker protocol: codec and frame I/O. See ipc.h. */
+#include "core/clock.h"
 #include "ipc.h"
 
 #include <errno.h>
@@ -925,20 +926,13 @@ gf_status gf_ipc_reader_next(gf_ipc_reader *r, gf_ipc_frame *f, gf_err *err)
     }
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Wait for events on fd until deadline (ms; < 0 forever). */
 static gf_status wait_fd(int fd, short events, int64_t deadline, gf_err *err)
 {
     for (;;) {
         int timeout = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - (int64_t)(gf_mono_ns() / 1000000u);
             if (left <= 0)
                 return gf_err_set(err, GF_ERR_TIMEOUT, "timed out waiting on fd %d", fd);
             timeout = left > 1000000 ? 1000000 : (int)left;
@@ -954,7 +948,7 @@ static gf_status wait_fd(int fd, short events, int64_t deadline, gf_err *err)
 
 gf_status gf_ipc_read_frame(gf_ipc_reader *r, gf_ipc_frame *f, int timeout_ms, gf_err *err)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)(gf_mono_ns() / 1000000u) + timeout_ms;
     for (;;) {
         gf_status st = gf_ipc_reader_next(r, f, err);
         if (st != GF_ERR_BUSY)
@@ -991,7 +985,7 @@ gf_status gf_ipc_write_some(int fd, const void *data, size_t len, size_t *writte
 
 gf_status gf_ipc_write_all(int fd, const void *data, size_t len, int timeout_ms, gf_err *err)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)(gf_mono_ns() / 1000000u) + timeout_ms;
     size_t written = 0;
     for (;;) {
         gf_status st = gf_ipc_write_some(fd, data, len, &written, err);

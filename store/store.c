@@ -17,6 +17,7 @@
  * with seq = pos + capacity. A full ring is seen by a producer as a slot whose
  * seq is behind its position: the record is dropped and counted.
  */
+#include "core/clock.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -265,19 +266,6 @@ struct gf_store {
 
 /* ---- small helpers ----------------------------------------------------------- */
 
-static int64_t gf_store_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t gf_store_mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 const char *gf_store_tier_name(gf_store_tier t)
 {
@@ -494,7 +482,7 @@ static gf_store_slot *gf_store_begin_rec(gf_store *s, gf_store_rec_kind kind, co
 
 static inline int64_t gf_store_at(int64_t at_us)
 {
-    return at_us != 0 ? at_us : gf_store_now_us();
+    return at_us != 0 ? at_us : gf_wall_us();
 }
 
 gf_status gf_store_log_invocation(gf_store *s, const gf_store_invocation *rec)
@@ -771,7 +759,7 @@ static void gf_store_note_reject(gf_store *s, const gf_store_rec *r, const char 
  * unless force. */
 static void gf_store_report(gf_store *s, bool force)
 {
-    int64_t now = gf_store_mono_us();
+    int64_t now = (int64_t)gf_mono_us();
     uint64_t d = atomic_load_explicit(&s->dropped, memory_order_relaxed);
     if (d != s->drops_reported && (force || now - s->last_drop_report_us >= 1000000)) {
         GF_LOG_W("store queue full: %llu record(s) dropped since the last report (%llu in all); "
@@ -806,7 +794,7 @@ static gf_status gf_store_sql_fail(gf_store *s, gf_err *err, int rc, const char 
 static gf_status gf_store_do_deploy(gf_store *s, gf_store_req *r)
 {
     const gf_store_version_spec *v = r->spec;
-    int64_t now = gf_store_now_us();
+    int64_t now = gf_wall_us();
     sqlite3_stmt *st = s->stmt[GF_SQL_FN_UPSERT];
     sqlite3_bind_text(st, 1, v->function, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, now);
@@ -884,7 +872,7 @@ static gf_status gf_store_do_delete(gf_store *s, gf_store_req *r)
 {
     sqlite3_stmt *st = s->stmt[GF_SQL_FN_DELETE];
     sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, gf_store_now_us());
+    sqlite3_bind_int64(st, 2, gf_wall_us());
     int rc = gf_store_exec(st);
     if (rc != SQLITE_DONE)
         return gf_store_sql_fail(s, &r->err, rc, "deleting the function");
@@ -928,7 +916,7 @@ static gf_status gf_store_do_worker(gf_store *s, gf_store_req *r)
     sqlite3_bind_int64(st, 3, w->pid);
     sqlite3_bind_int64(st, 4, (int64_t)w->device_budget);
     sqlite3_bind_int64(st, 5, (int64_t)w->host_budget);
-    sqlite3_bind_int64(st, 6, gf_store_now_us());
+    sqlite3_bind_int64(st, 6, gf_wall_us());
     int rc = gf_store_exec(st);
     if (rc == SQLITE_DONE) {
         /* a (re)registered worker is a new process: it holds nothing */
@@ -978,7 +966,7 @@ static int gf_store_retention(gf_store *s)
 {
     static const enum gf_store_stmt_id by_rows[] = {GF_SQL_RET_INV_ROWS, GF_SQL_RET_SWAP_ROWS};
     static const enum gf_store_stmt_id by_age[] = {GF_SQL_RET_INV_AGE, GF_SQL_RET_SWAP_AGE};
-    int64_t cutoff = gf_store_now_us() - s->cfg.retain_age_s * 1000000;
+    int64_t cutoff = gf_wall_us() - s->cfg.retain_age_s * 1000000;
     for (int i = 0; i < 2; i++) {
         if (s->cfg.retain_rows >= 0) {
             sqlite3_stmt *st = s->stmt[by_rows[i]];
@@ -1072,7 +1060,7 @@ static bool gf_store_txn(gf_store *s, gf_store_req *reqs, bool stopping)
     bool flush = stopping;
     for (gf_store_req *r = reqs; r != NULL; r = r->next)
         flush = flush || r->op == GF_REQ_FLUSH;
-    int64_t mono = gf_store_mono_us();
+    int64_t mono = (int64_t)gf_mono_us();
     bool retention =
         (s->cfg.retain_rows >= 0 || s->cfg.retain_age_s >= 0) &&
         (flush || mono - s->last_retention_us >= (int64_t)s->cfg.retention_every_ms * 1000);
@@ -1183,7 +1171,7 @@ static void *gf_store_thread_main(void *arg)
 {
     gf_store *s = arg;
     const int64_t interval = (int64_t)s->cfg.commit_interval_ms * 1000;
-    int64_t next = gf_store_mono_us() + interval;
+    int64_t next = (int64_t)gf_mono_us() + interval;
     for (;;) {
         pthread_mutex_lock(&s->lock);
         struct timespec ts;
@@ -1202,7 +1190,7 @@ static void *gf_store_thread_main(void *arg)
 
         bool began = gf_store_txn(s, reqs, stop);
         gf_store_report(s, stop);
-        int64_t now = gf_store_mono_us();
+        int64_t now = (int64_t)gf_mono_us();
         if (now >= next)
             next = now + interval;
         if (stop)
@@ -1512,7 +1500,7 @@ gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store *
     if ((st = gf_store_prepare(s->rdb, gf_store_sql_catalog, &s->rd_catalog, err)) != GF_OK)
         goto fail;
 
-    s->last_retention_us = gf_store_mono_us();
+    s->last_retention_us = (int64_t)gf_mono_us();
     int prc = GF_FAULT("store_thread") ? EAGAIN
                                        : pthread_create(&s->thread, NULL, gf_store_thread_main, s);
     if (prc != 0) {

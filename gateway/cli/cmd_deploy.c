@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "gateway/cli/cli.h"
 #include "gateway/cli/client.h"
@@ -212,13 +213,6 @@ typedef struct progress {
     bool finished;   /* the 100% line was written */
 } progress;
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void fmt_eta(double s, char *buf, size_t cap)
 {
     if (!(s >= 0) || s > 359999)
@@ -237,7 +231,7 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
     progress *p = arg;
     if (p->quiet || p->finished || ultotal <= 0)
         return 0;
-    double t = mono_s(), el = t - p->t0;
+    double t = gf_mono_s(), el = t - p->t0;
     bool done = ulnow >= ultotal;
     if (!done && t - p->last < (p->tty ? 0.1 : 2.0))
         return 0;
@@ -314,7 +308,7 @@ static int deploy_run(gf_cli_client *c, const deploy_opts *o)
     progress p = {
         .tty = isatty(STDERR_FILENO) == 1,
         .quiet = o->quiet,
-        .t0 = mono_s(),
+        .t0 = gf_mono_s(),
     };
     p.last = p.t0;
     if (!o->quiet && !p.tty) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "gateway/cli/cli.h"
 #include "gateway/cli/client.h"
 
@@ -29,13 +30,6 @@ static void unload_usage(FILE *out)
                  "Evict function NAME from the device and host memory of every worker. It stays\n"
                  "deployed: its next request loads it again. An admin call.\n\n");
     gf_cli_common_usage(out);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The placement of name:version on the device of worker (-1: any) that is
@@ -141,10 +135,10 @@ int gf_cmd_load(int argc, char **argv)
         goto out;
     json_t *p = NULL;
     if (wait) {
-        double deadline = now_s() + (double)timeout_s;
+        double deadline = gf_mono_s() + (double)timeout_s;
         bool failed = false;
         while ((p = find_on_device(&c, name, version, (int)worker, &failed)) == NULL && !failed &&
-               now_s() < deadline) {
+               gf_mono_s() < deadline) {
             struct timespec ts = {0, 100 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/buf.h"
 #include "gateway/cli/cli.h"
 #include "gateway/cli/client.h"
@@ -70,18 +71,11 @@ static void snapshot_clear(snapshot *s)
     memset(s, 0, sizeof *s);
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Fill *s; on failure s->ok is false and c->err_sink (or stderr) says why. */
 static void fetch(gf_cli_client *c, snapshot *s)
 {
     memset(s, 0, sizeof *s);
-    s->t = mono_s();
+    s->t = gf_mono_s();
     s->workers = gf_cli_get_json(c, "/v1/workers");
     s->placements = s->workers != NULL ? gf_cli_get_json(c, "/v1/placements") : NULL;
     s->functions = s->placements != NULL ? gf_cli_get_json(c, "/v1/functions") : NULL;
@@ -641,9 +635,9 @@ static int run_live(top_state *s)
 
     int rc = 0;
     bool quit = false;
-    double next = mono_s();
+    double next = gf_mono_s();
     while (!quit && !stop_signal) {
-        double now = mono_s();
+        double now = gf_mono_s();
         if (now >= next) {
             refresh(s);
             int rows, cols;
@@ -653,7 +647,7 @@ static int run_live(top_state *s)
             render(s, &sc, cols);
             emit(&sc, rows, cols, true);
             gf_buf_deinit(&sc.lines);
-            next = mono_s() + s->interval;
+            next = gf_mono_s() + s->interval;
             continue;
         }
         struct pollfd pf[2] = {{STDIN_FILENO, POLLIN, 0}, {wake_fds[0], POLLIN, 0}};

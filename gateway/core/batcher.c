@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/tensor.h"
@@ -41,7 +42,7 @@ static void req_free(gw_req *q)
 void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
 {
     gw_version *v = q->v;
-    res->total_us = gw_now_us() - q->t_submit_us;
+    res->total_us = gf_mono_us() - q->t_submit_us;
     snprintf(res->function, sizeof res->function, "%s", v->fn->name);
     res->version = v->version;
     char code[8];
@@ -413,7 +414,7 @@ static void *batcher_main(void *arg)
     gf_gw *gw = arg;
     pthread_mutex_lock(&gw->qlock);
     while (gw->batcher_running) {
-        uint64_t now = gw_now_us();
+        uint64_t now = gf_mono_us();
         uint64_t next_deadline = UINT64_MAX;
         gw_batch *todo = NULL, **todo_tail = &todo;
         for (size_t i = 0; i < gw->n_ready;) {
@@ -456,14 +457,7 @@ static void *batcher_main(void *arg)
             pthread_cond_wait(&gw->qcond, &gw->qlock);
         } else {
             struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            uint64_t wait = next_deadline - now;
-            ts.tv_sec += (time_t)(wait / 1000000u);
-            ts.tv_nsec += (long)(wait % 1000000u) * 1000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            gf_deadline_after(CLOCK_MONOTONIC, (next_deadline - now) * 1000u, &ts);
             pthread_cond_timedwait(&gw->qcond, &gw->qlock, &ts);
         }
     }

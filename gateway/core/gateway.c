@@ -12,26 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/safetensors.h"
 #include "functions/runtime.h"
 #include "gateway/core/internal.h"
 #include "gf_config.h"
-
-uint64_t gw_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-int64_t gw_wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 int gw_http_status_of(gf_status st)
 {
@@ -271,9 +258,9 @@ void gf_gw_shutdown(gf_gw *gw)
     atomic_store(&gw->stopping, true);
     uint64_t timeout_us = (uint64_t)(gw->cfg.drain_timeout_ms ? gw->cfg.drain_timeout_ms : 10000) *
                           1000u;
-    uint64_t deadline = gw_now_us() + timeout_us;
+    uint64_t deadline = gf_mono_us() + timeout_us;
     int left;
-    while ((left = atomic_load(&gw->inflight_reqs)) > 0 && gw_now_us() < deadline) {
+    while ((left = atomic_load(&gw->inflight_reqs)) > 0 && gf_mono_us() < deadline) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -465,7 +452,7 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
     q->rows = v->batchable ? rows : 1;
     q->done = req->done;
     q->done_arg = req->done_arg;
-    q->t_submit_us = gw_now_us();
+    q->t_submit_us = gf_mono_us();
     q->res = res;
     atomic_fetch_add(&gw->inflight_reqs, 1);
     st = gw_enqueue(gw, q, err);

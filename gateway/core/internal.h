@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 
+#include "core/clock.h"
 #include "functions/manifest.h"
 #include "gateway/core/gateway.h"
 #include "gateway/core/metrics.h"
@@ -202,8 +203,6 @@ struct gf_gw {
 
 /* ---- helpers shared by the core's files ---- */
 
-uint64_t gw_now_us(void);       /* monotonic */
-int64_t gw_wall_us(void);       /* wall clock */
 int gw_http_status_of(gf_status st);
 
 void gw_version_ref(gw_version *v);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "backend/backend.h"
 #include "core/log.h"
 #include "gateway/core/internal.h"
@@ -166,7 +167,7 @@ static void send_infer(gf_gw *gw, gw_worker *w, gw_batch *b)
     (void)gw;
     b->worker = w->id;
     b->attempts++;
-    b->t_dispatch_us = gw_now_us();
+    b->t_dispatch_us = gf_mono_us();
     b->next = w->inflight;
     w->inflight = b;
     w->n_inflight++;
@@ -507,7 +508,7 @@ static void on_stats(gw_worker *w, const gf_ipc_frame *f)
     pthread_mutex_lock(&gw->lock);
     w->stats = s;
     w->have_stats = true;
-    w->last_stats_us = gw_now_us();
+    w->last_stats_us = gf_mono_us();
     pthread_mutex_unlock(&gw->lock);
     gf_store_heartbeat hb = {w->id, s.device_budget, s.device_used, s.host_budget, s.host_used,
                              0};
@@ -710,7 +711,7 @@ static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
     w->state = GW_W_STARTING;
     w->exited = false;
     w->conn_closed = false;
-    w->started_us = gw_now_us();
+    w->started_us = gf_mono_us();
     w->have_stats = false;
     pthread_mutex_unlock(&gw->lock);
     pthread_mutex_lock(&w->slock); /* gw_worker_send reads it to decide it may write */
@@ -748,7 +749,7 @@ static void *supervisor_main(void *arg)
     uint64_t last_stats = 0;
     pthread_mutex_lock(&gw->lock);
     while (gw->supervisor_running) {
-        uint64_t now = gw_now_us();
+        uint64_t now = gf_mono_us();
         /* reap */
         for (int i = 0; i < gw->n_workers; i++) {
             gw_worker *w = &gw->workers[i];
@@ -813,12 +814,7 @@ static void *supervisor_main(void *arg)
                                atomic_fetch_add(&gw->next_id, 1));
         }
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        gf_deadline_after(CLOCK_REALTIME, 100u * 1000000u, &ts);
         pthread_cond_timedwait(&gw->cond, &gw->lock, &ts);
     }
     pthread_mutex_unlock(&gw->lock);
@@ -909,7 +905,7 @@ gf_status gw_workers_start(gf_gw *gw, gf_err *err)
         return gf_err_set(err, GF_ERR_NOMEM, "pthread_create(supervisor): %s", strerror(rc));
     }
     /* wait until every worker is up or has failed, at most 60 s */
-    uint64_t deadline = gw_now_us() + 60u * 1000000u;
+    uint64_t deadline = gf_mono_us() + 60u * 1000000u;
     pthread_mutex_lock(&gw->lock);
     for (;;) {
         int up = 0, settled = 0;
@@ -917,7 +913,7 @@ gf_status gw_workers_start(gf_gw *gw, gf_err *err)
             up += gw->workers[i].state == GW_W_UP;
             settled += gw->workers[i].state == GW_W_UP || gw->workers[i].state == GW_W_FAILED;
         }
-        if (settled == gw->n_workers || gw_now_us() > deadline) {
+        if (settled == gw->n_workers || gf_mono_us() > deadline) {
             pthread_mutex_unlock(&gw->lock);
             if (up == 0)
                 return gf_err_set(err, GF_ERR_DEVICE,
@@ -926,12 +922,7 @@ gf_status gw_workers_start(gf_gw *gw, gf_err *err)
             return GF_OK;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        gf_deadline_after(CLOCK_REALTIME, 50u * 1000000u, &ts);
         pthread_cond_timedwait(&gw->cond, &gw->lock, &ts);
     }
 }
@@ -952,20 +943,15 @@ void gw_workers_stop(gf_gw *gw)
             for (int i = 0; i < gw->n_workers; i++)
                 if (gw->workers[i].pid > 0 && !gw->workers[i].exited)
                     kill(gw->workers[i].pid, steps[s].sig);
-        uint64_t deadline = gw_now_us() + steps[s].wait_ms * 1000u;
+        uint64_t deadline = gf_mono_us() + steps[s].wait_ms * 1000u;
         for (;;) {
             int alive = 0;
             for (int i = 0; i < gw->n_workers; i++)
                 alive += gw->workers[i].pid > 0 && !gw->workers[i].exited;
-            if (alive == 0 || gw_now_us() > deadline)
+            if (alive == 0 || gf_mono_us() > deadline)
                 break;
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 20 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            gf_deadline_after(CLOCK_REALTIME, 20u * 1000000u, &ts);
             pthread_cond_timedwait(&gw->cond, &gw->lock, &ts);
         }
         pthread_mutex_unlock(&gw->lock);

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/tensor.h"
 #include "functions/manifest.h"
@@ -36,13 +37,6 @@
  * tenth of the gateway's CPU time on a tiny model (bench_http, c64). 32 KiB
  * is libmicrohttpd's default; uploads stream no slower with it. */
 #define GF_HTTP_CONN_MEMORY ((size_t)32 * 1024)
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- replies ---------------------------------------------------------------------- */
 
@@ -484,7 +478,7 @@ static enum MHD_Result gf_http_access(void *cls, struct MHD_Connection *conn, co
             return MHD_NO;
         r->srv = h;
         r->conn = conn;
-        r->t0_ns = now_ns();
+        r->t0_ns = gf_mono_ns();
         snprintf(r->method, sizeof r->method, "%s", method);
         pthread_mutex_init(&r->mu, NULL);
         gf_buf_init(&r->body);
@@ -521,7 +515,7 @@ static void gf_http_completed(void *cls, struct MHD_Connection *conn, void **con
         return;
     GF_LOG_D("%s %s -> %u (%.3f ms)%s", r->method,
              r->route != NULL ? r->route->pattern : "(no route)", r->status,
-             (double)(now_ns() - r->t0_ns) / 1e6,
+             (double)(gf_mono_ns() - r->t0_ns) / 1e6,
              toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " [connection ended early]");
     req_free(r);
     *con_cls = NULL;
@@ -713,8 +707,8 @@ void gf_http_stop(gf_http *h, unsigned wait_ms)
         pthread_join(h->admin, NULL); /* runs what is queued first */
         h->admin_started = false;
     }
-    uint64_t deadline = now_ns() + (uint64_t)wait_ms * 1000000u;
-    while (atomic_load(&h->active) > 0 && now_ns() < deadline) {
+    uint64_t deadline = gf_mono_ns() + (uint64_t)wait_ms * 1000000u;
+    while (atomic_load(&h->active) > 0 && gf_mono_ns() < deadline) {
         struct timespec ts = {0, 5 * 1000000};
         nanosleep(&ts, NULL);
     }

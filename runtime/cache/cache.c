@@ -1,5 +1,6 @@
 /* gpufaas — the parameter cache: tiers, page accounting, eviction, pipelined
  * swap-in. See cache.h for the model. */
+#include "core/clock.h"
 #include "cache/cache.h"
 
 #include <pthread.h>
@@ -104,13 +105,6 @@ struct gf_lease {
     gf_tier src;
 };
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void emit(gf_cache *c, gf_cache_event_kind kind, const gf_cache_model *m, gf_tier from,
                  gf_tier to, uint64_t bytes, uint64_t micros, const char *msg)
 {
@@ -133,7 +127,7 @@ static double gds_cost_per_byte(const gf_cache *c, const gf_cache_model *m)
 static void touch(gf_cache *c, gf_cache_model *m)
 {
     m->tick = ++c->clock;
-    m->last_used_us = now_us();
+    m->last_used_us = gf_mono_us();
     m->gds_h = c->gds_clock + gds_cost_per_byte(c, m);
 }
 
@@ -422,7 +416,7 @@ static void run_device_job(gf_cache *c, gf_cache_model *m)
 /* A device load finished (st: its outcome). */
 static void complete_device_job(gf_cache *c, gf_cache_model *m, gf_status st, const gf_err *err)
 {
-    uint64_t t = now_us();
+    uint64_t t = gf_mono_us();
     pthread_mutex_lock(&c->lock);
     if (st != GF_OK && m->load_status == GF_OK) {
         m->load_status = st;
@@ -475,7 +469,7 @@ static void complete_device_job(gf_cache *c, gf_cache_model *m, gf_status st, co
 
 static void run_host_job(gf_cache *c, gf_cache_model *m)
 {
-    uint64_t t0 = now_us();
+    uint64_t t0 = gf_mono_us();
     bool ok = host_reserve(c, m);
     if (ok) {
         for (size_t i = 0; i < m->n; i++)
@@ -488,7 +482,7 @@ static void run_host_job(gf_cache *c, gf_cache_model *m)
         m->host_tick = ++c->clock;
         c->st.bytes_to_host += m->layout_bytes;
         emit(c, GF_CACHE_EV_LOAD, m, GF_TIER_STORE, GF_TIER_HOST, m->layout_bytes,
-             now_us() - t0, NULL);
+             gf_mono_us() - t0, NULL);
     }
     m->host_users--; /* held by gf_cache_prefetch so the job's model stays */
     pthread_cond_broadcast(&c->cond);
@@ -578,7 +572,7 @@ static gf_status start_device_load(gf_cache *c, gf_cache_model *m, gf_err *err)
     m->n_recorded = 0;
     m->load_status = GF_OK;
     m->load_msg[0] = '\0';
-    m->t_start_us = now_us();
+    m->t_start_us = gf_mono_us();
     gf_status st = push_job(c, m, JOB_DEVICE, err);
     if (st != GF_OK) {
         release_pages(c, m);

@@ -7,6 +7,7 @@
  * runtime, so the cache's event callback may take it. w->wlock (one frame at
  * a time on the socket) is taken with no other lock held.
  */
+#include "core/clock.h"
 #include "worker/worker.h"
 
 #include <errno.h>
@@ -143,19 +144,6 @@ struct gf_worker {
     bool exec_started, admin_started, ev_started;
 };
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static char *dup_str(const char *s)
 {
@@ -432,7 +420,7 @@ static void on_cache_event(void *arg, const gf_cache_event *ev)
     gf_worker *w = arg;
     if (ev->kind == GF_CACHE_EV_HIT)
         return;
-    uint64_t t = now_us();
+    uint64_t t = gf_mono_us();
     pthread_mutex_lock(&w->lock);
     if (ev->to == GF_TIER_DEVICE && ev->kind != GF_CACHE_EV_EVICT) {
         wmodel *m = table_find_cached(w, ev->key);
@@ -458,7 +446,7 @@ static void on_cache_event(void *arg, const gf_cache_event *ev)
         } else {
             e->ev = (gf_ipc_event){
                 .seq = seq,
-                .time_us = wall_us(),
+                .time_us = (uint64_t)gf_wall_us(),
                 .kind = ev->kind == GF_CACHE_EV_LOAD    ? GF_IPC_EV_LOADED
                         : ev->kind == GF_CACHE_EV_EVICT ? GF_IPC_EV_EVICTED
                                                         : GF_IPC_EV_FAILED,
@@ -594,7 +582,7 @@ static void send_stats(gf_worker *w, gf_buf *b, uint64_t id)
         .device_free = info.free_memory,
         .process_rss = process_rss(),
         .system_available = mem_available(),
-        .uptime_us = now_us() - w->t_start_us,
+        .uptime_us = gf_mono_us() - w->t_start_us,
     };
     pthread_mutex_lock(&w->lock);
     s.requests = w->n_requests;
@@ -671,10 +659,7 @@ static gf_status prefetch(gf_worker *w, wmodel *m, int32_t tier, int32_t *done, 
 static void progress_wait(gf_worker *w, uint64_t gen)
 {
     struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_nsec += (long)GF_WORKER_BUSY_WAIT_MS * 1000000L;
-    dl.tv_sec += dl.tv_nsec / 1000000000L;
-    dl.tv_nsec %= 1000000000L;
+    gf_deadline_after(CLOCK_REALTIME, (uint64_t)GF_WORKER_BUSY_WAIT_MS * 1000000u, &dl);
     pthread_mutex_lock(&w->lock);
     while (w->progress == gen && !w->stopping)
         if (pthread_cond_timedwait(&w->progress_cond, &w->lock, &dl) != 0)
@@ -714,7 +699,7 @@ static void release_model_state(gf_worker *w, wmodel *m)
 static gf_status prepare_model(gf_worker *w, wmodel *m, int32_t tier, gf_ipc_loaded *out,
                                gf_err *err)
 {
-    uint64_t t0 = now_us();
+    uint64_t t0 = gf_mono_us();
     char *dpath = NULL;
     gf_manifest *mf = NULL;
     gf_fn_plan *plan = NULL;
@@ -762,7 +747,7 @@ static gf_status prepare_model(gf_worker *w, wmodel *m, int32_t tier, gf_ipc_loa
     out->n_params = (uint32_t)gf_fn_plan_param_count(plan);
     out->device_bytes = gf_cache_model_device_bytes(cm);
     out->host_bytes = gf_cache_model_host_bytes(cm);
-    out->prepare_us = now_us() - t0;
+    out->prepare_us = gf_mono_us() - t0;
     return GF_OK;
 fail:
     if (cm != NULL)
@@ -1036,7 +1021,7 @@ static gf_status map_inputs(const wmodel *m, const gf_ipc_infer *msg, gf_tensor 
  * arrive as soon as the answer is out, finds it so. */
 static void run_request(gf_worker *w, wreq *cur, gf_buf *b)
 {
-    uint64_t t_start = now_us();
+    uint64_t t_start = gf_mono_us();
     wmodel *m = cur->m;
     gf_err err;
     gf_err_clear(&err);
@@ -1416,7 +1401,7 @@ static void begin_drain(gf_worker *w)
  * Takes the frame. */
 static int handle_frame(gf_worker *w, gf_buf *b, gf_ipc_frame *f)
 {
-    uint64_t t_recv = now_us();
+    uint64_t t_recv = gf_mono_us();
     uint64_t id = f->h.request_id;
     const gf_ipc_msg_info *mi = gf_ipc_msg_info_of(f->h.type);
     gf_err err;
@@ -1587,7 +1572,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
     w->cfg = *cfg;
     w->fd = cfg->fd;
     w->sig_fd = w->wake_fd = -1;
-    w->t_start_us = now_us();
+    w->t_start_us = gf_mono_us();
     if (w->cfg.max_frame == 0)
         w->cfg.max_frame = GF_IPC_DEFAULT_MAX_FRAME;
     pthread_mutex_init(&w->lock, NULL);

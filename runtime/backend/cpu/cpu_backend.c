@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/page_pool.h"
@@ -149,16 +150,9 @@ static gf_status cpu_event_sync(gf_backend *be, gf_event *ev, gf_err *err)
 
 /* ---- the copy thread ------------------------------------------------------- */
 
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void cpu_sleep_until(double t)
 {
-    double now = cpu_now();
+    double now = gf_mono_s();
     if (t <= now)
         return;
     double d = t - now;
@@ -175,7 +169,7 @@ static void cpu_copy_bytes(cpu_ctx *c, void *dst, const void *src, size_t n)
         return;
     }
     const size_t chunk = 256 << 10;
-    double start = cpu_now();
+    double start = gf_mono_s();
     for (size_t off = 0; off < n; off += chunk) {
         size_t len = n - off < chunk ? n - off : chunk;
         memcpy((char *)dst + off, (const char *)src + off, len);
