@@ -6,14 +6,12 @@
  * finish up to --drain-timeout), stop the HTTP server, exit 0. The signal
  * handler only sets a flag; the main thread does the rest.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "core/log.h"
@@ -135,26 +133,6 @@ static bool parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return true;
 }
 
-/* mkdir -p: every missing component of path. */
-static int make_dirs(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return ENAMETOOLONG;
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return errno;
-            *p = c;
-            if (c == '\0')
-                break;
-        }
-    }
-    return 0;
-}
-
 int gf_cmd_serve(int argc, char **argv)
 {
     if (gf_cli_wants_help(argc, argv)) {
@@ -253,12 +231,6 @@ int gf_cmd_serve(int argc, char **argv)
     gc.worker_path = val[F_WORKER];
 
     gf_log_init("gateway", level);
-    int e = make_dirs(gc.state_dir);
-    if (e != 0) {
-        fprintf(stderr, "gpufaas serve: cannot create the state directory %s: %s\n", gc.state_dir,
-                strerror(e));
-        return 1;
-    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -172,8 +172,10 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
     gw->lock_fd = -1;
     gf_status st;
     const char *sd = cfg->state_dir != NULL ? cfg->state_dir : "./var";
-    if ((st = make_dirs(sd, err)) != GF_OK)
+    if ((st = make_dirs(sd, err)) != GF_OK) {
+        gf_err_prefix(err, "cannot create the state directory %s", sd);
         goto fail;
+    }
     gw->state_dir = realpath(sd, NULL);
     if (gw->state_dir == NULL) {
         st = gf_err_set(err, GF_ERR_IO, "state directory %s: %s", sd, strerror(errno));
