@@ -211,6 +211,7 @@ struct gf_fn_ctx {
     gf_cache *cache;
     gf_lease *lease;
     gf_stream *stream;
+    int device_index;
     gf_tensor *in;   /* device copies of the inputs */
     gf_tensor *out;  /* device outputs, data NULL until output() */
     void **allocs;   /* device blocks to free after the call */
@@ -480,10 +481,9 @@ static int api_param(gf_fn_ctx *ctx, size_t index, gf_tensor *out)
         ctx->error_set = true;
         return (int)st;
     }
-    gf_device_info info;
-    gf_backend_info(ctx->be, &info);
     const plan_param *pp = &p->params[index];
-    gf_tensor_init(out, pp->dtype, pp->rank, pp->shape, dev, GF_MEM_DEVICE, info.index, NULL);
+    gf_tensor_init(out, pp->dtype, pp->rank, pp->shape, dev, GF_MEM_DEVICE, ctx->device_index,
+                   NULL);
     return 0;
 }
 
@@ -560,11 +560,9 @@ static int api_output(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *sha
     const gf_manifest_io *spec = &ctx->mf->outputs[i];
     if (ctx->out[i].data != NULL)
         return ctx_fail(ctx, GF_ERR_STATE, "output '%s' was already allocated", spec->name);
-    gf_device_info info;
-    gf_backend_info(ctx->be, &info);
     gf_err e;
     gf_tensor t;
-    if (gf_tensor_init(&t, spec->dtype, rank, shape, NULL, GF_MEM_DEVICE, info.index, &e) !=
+    if (gf_tensor_init(&t, spec->dtype, rank, shape, NULL, GF_MEM_DEVICE, ctx->device_index, &e) !=
         GF_OK)
         return ctx_fail(ctx, e.code, "output '%s': %s", spec->name, e.msg);
     bool ok = rank == spec->rank;
@@ -814,9 +812,8 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
         if (st != GF_OK)
             return st;
     }
-    gf_device_info info;
-    gf_backend_info(be, &info);
     gf_fn_ctx ctx = {.mode = CTX_INFER, .mf = mf, .err = err, .plan = p, .be = be,
+                     .device_index = gf_backend_device_index(be),
                      .cache = cache, .lease = lease,
                      .stream = gf_backend_stream(be, GF_STREAM_COMPUTE)};
     gf_status st = GF_OK;
@@ -830,7 +827,7 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
     for (size_t i = 0; i < n_inputs && st == GF_OK; i++) {
         ctx.in[i] = inputs[i];
         ctx.in[i].mem = GF_MEM_DEVICE;
-        ctx.in[i].device_id = info.index;
+        ctx.in[i].device_id = ctx.device_index;
         if (ctx_alloc(&ctx, inputs[i].nbytes, &ctx.in[i].data, "an input") != 0) {
             st = err ? err->code : GF_ERR_NO_DEVICE_MEM;
             break;

@@ -238,6 +238,11 @@ void gf_backend_info(gf_backend *be, gf_device_info *out)
     be->iface.refresh_info(be, out);
 }
 
+int gf_backend_device_index(gf_backend *be)
+{
+    return be->info.index;
+}
+
 const gf_kernels *gf_backend_kernels(gf_backend *be)
 {
     return &be->kernels;

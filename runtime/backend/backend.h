@@ -105,6 +105,10 @@ int gf_backend_cuda_device_count(void);
 /* Information about the device (fresh free_memory on each call). */
 void gf_backend_info(gf_backend *be, gf_device_info *out);
 
+/* The device's index (cuda ordinal, 0 for cpu), without querying the
+ * device: cheap enough for every tensor descriptor on the request path. */
+int gf_backend_device_index(gf_backend *be);
+
 /* The kernel table; lives as long as be. */
 const gf_kernels *gf_backend_kernels(gf_backend *be);
 
