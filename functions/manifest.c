@@ -26,6 +26,34 @@ bool gf_function_name_valid(const char *name)
     return true;
 }
 
+bool gf_companion_suffix_valid(const char *suffix)
+{
+    if (suffix == NULL)
+        return false;
+    size_t n = strlen(suffix);
+    if (n == 0 || n > GF_COMPANION_SUFFIX_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = suffix[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return false;
+    }
+    return strcmp(suffix, "safetensors") != 0;
+}
+
+char *gf_companion_path(const char *weights_path, const char *suffix)
+{
+    size_t n = strlen(weights_path);
+    static const char ext[] = ".safetensors";
+    size_t base = n >= sizeof ext - 1 && strcmp(weights_path + n - (sizeof ext - 1), ext) == 0
+                      ? n - (sizeof ext - 1) : n;
+    size_t cap = base + 1 + strlen(suffix) + 1;
+    char *p = malloc(cap);
+    if (p != NULL)
+        snprintf(p, cap, "%.*s.%s", (int)base, weights_path, suffix);
+    return p;
+}
+
 static void io_free(gf_manifest_io *io, size_t n)
 {
     if (io == NULL)

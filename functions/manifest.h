@@ -57,6 +57,20 @@ typedef struct gf_manifest {
 /* True when name matches ^[a-z0-9][a-z0-9_.-]{0,62}$ (safe as a path part). */
 bool gf_function_name_valid(const char *name);
 
+/* The files of a version. Its weights are one safetensors file
+ * (".../v3.safetensors"); a kind that converts its uploads at deploy may
+ * add companion files beside it, each named by a suffix: the weights path
+ * with ".safetensors" replaced by "." + suffix (".../v3.graph"). */
+#define GF_COMPANION_SUFFIX_MAX 32
+
+/* True when suffix matches ^[a-z0-9_]{1,32}$ and is not "safetensors". */
+bool gf_companion_suffix_valid(const char *suffix);
+
+/* The companion file `suffix` of weights_path (malloc'd; NULL when out of
+ * memory). When weights_path does not end in ".safetensors", "." + suffix
+ * is appended. */
+char *gf_companion_path(const char *weights_path, const char *suffix);
+
 /* Parse and check a manifest (len bytes of JSON, at most
  * GF_MANIFEST_MAX_BYTES). The message names the offending field. *out is
  * owned by the caller (gf_manifest_free). */

@@ -10,8 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
@@ -200,9 +202,13 @@ struct gf_fn_ctx {
     const gf_manifest *mf;
     gf_err *err;
     bool error_set;
+    gf_json_doc *config;   /* mf->config_json parsed on the first api->config */
+    void **owned;          /* handed out for this call (key lists, paths); freed after it */
+    size_t n_owned, cap_owned;
     /* load */
     gf_fn_plan *plan;
     gf_st_file *weights;
+    const char *weights_path;
     bool validating;
     void **copies; /* aligned copies handed out by weight_data */
     size_t n_copies;
@@ -275,6 +281,90 @@ static void api_input_spec(gf_fn_ctx *ctx, size_t i, gf_fn_io *out)
 static void api_output_spec(gf_fn_ctx *ctx, size_t i, gf_fn_io *out)
 {
     io_spec(&ctx->mf->outputs[i < ctx->mf->n_outputs ? i : 0], out);
+}
+
+/* Keep p until the call returns (freed by ctx_release); NULL when out of
+ * memory (p is freed then). */
+static void *ctx_own(gf_fn_ctx *ctx, void *p)
+{
+    if (p == NULL)
+        return NULL;
+    if (ctx->n_owned == ctx->cap_owned) {
+        size_t cap = ctx->cap_owned ? 2 * ctx->cap_owned : 8;
+        void **n = realloc(ctx->owned, cap * sizeof *n);
+        if (n == NULL) {
+            free(p);
+            return NULL;
+        }
+        ctx->owned = n;
+        ctx->cap_owned = cap;
+    }
+    ctx->owned[ctx->n_owned++] = p;
+    return p;
+}
+
+/* What a call context holds once the entry point has returned. */
+static void ctx_release(gf_fn_ctx *ctx)
+{
+    gf_json_doc_free(ctx->config);
+    ctx->config = NULL;
+    for (size_t i = 0; i < ctx->n_owned; i++)
+        free(ctx->owned[i]);
+    free(ctx->owned);
+    ctx->owned = NULL;
+    ctx->n_owned = ctx->cap_owned = 0;
+}
+
+static int api_config(gf_fn_ctx *ctx, const char *pointer, gf_fn_cfg *out)
+{
+    memset(out, 0, sizeof *out);
+    gf_err e;
+    if (ctx->config == NULL) {
+        const char *text = ctx->mf->config_json != NULL ? ctx->mf->config_json : "{}";
+        if (gf_json_parse(text, strlen(text), 0, &ctx->config, &e) != GF_OK)
+            return ctx_fail(ctx, GF_ERR_INVALID, "config: %s", e.msg);
+    }
+    const gf_json *v;
+    if (gf_json_pointer(gf_json_doc_root(ctx->config), pointer, &v, &e) != GF_OK)
+        return ctx_fail(ctx, e.code, "config: %s", e.msg);
+    if (v == NULL)
+        return 0; /* GF_FN_CFG_ABSENT */
+    switch (v->type) {
+    case GF_JSON_NULL:
+        out->type = GF_FN_CFG_NULL;
+        break;
+    case GF_JSON_BOOL:
+        out->type = GF_FN_CFG_BOOL;
+        out->i = v->u.b ? 1 : 0;
+        break;
+    case GF_JSON_NUMBER:
+        out->type = GF_FN_CFG_NUMBER;
+        out->is_int = v->u.num.is_int;
+        out->i = v->u.num.is_int ? v->u.num.i : 0;
+        out->d = v->u.num.d;
+        break;
+    case GF_JSON_STRING:
+        out->type = GF_FN_CFG_STRING;
+        out->s = v->u.str.s;
+        out->n = v->u.str.len;
+        break;
+    case GF_JSON_ARRAY:
+        out->type = GF_FN_CFG_ARRAY;
+        out->n = v->u.arr.n;
+        break;
+    case GF_JSON_OBJECT: {
+        const char **keys = ctx_own(ctx, malloc((v->u.obj.n + 1) * sizeof *keys));
+        if (keys == NULL)
+            return ctx_fail(ctx, GF_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < v->u.obj.n; i++)
+            keys[i] = v->u.obj.m[i].key;
+        out->type = GF_FN_CFG_OBJECT;
+        out->n = v->u.obj.n;
+        out->keys = keys;
+        break;
+    }
+    }
+    return 0;
 }
 
 static int need_mode(gf_fn_ctx *ctx, ctx_mode mode, const char *what)
@@ -457,6 +547,18 @@ static int api_derive(gf_fn_ctx *ctx, const char *name, gf_dtype dtype, int32_t 
 
 static int api_validating(gf_fn_ctx *ctx) { return ctx->validating ? 1 : 0; }
 
+static const char *api_companion_path(gf_fn_ctx *ctx, const char *suffix)
+{
+    if (ctx->mode != CTX_LOAD || ctx->weights_path == NULL || !gf_companion_suffix_valid(suffix))
+        return NULL;
+    char *path = gf_companion_path(ctx->weights_path, suffix);
+    if (path == NULL || access(path, R_OK) != 0) {
+        free(path);
+        return NULL;
+    }
+    return ctx_own(ctx, path);
+}
+
 static const gf_kernels *api_kernels(gf_fn_ctx *ctx)
 {
     return ctx->mode == CTX_INFER ? gf_backend_kernels(ctx->be) : NULL;
@@ -607,6 +709,8 @@ static const gf_fn_api gf_runtime_api = {
     /* .workspace = */ api_workspace,
     /* .input = */ api_input,
     /* .output = */ api_output,
+    /* .config = */ api_config,
+    /* .companion_path = */ api_companion_path,
 };
 
 /* ---- load ---------------------------------------------------------------------- */
@@ -634,7 +738,8 @@ const gf_manifest *gf_fn_plan_manifest(const gf_fn_plan *p) { return p->mf; }
 
 /* Run the kind's load. On success the plan holds the declared parameters. */
 static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_file *weights,
-                          bool validating, gf_fn_plan **out, gf_err *err)
+                          const char *weights_path, bool validating, gf_fn_plan **out,
+                          gf_err *err)
 {
     *out = NULL;
     if (strcmp(mf->kind, kind->desc->name) != 0)
@@ -646,8 +751,9 @@ static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_f
     p->kind = kind;
     p->mf = mf;
     gf_fn_ctx ctx = {.mode = CTX_LOAD, .mf = mf, .err = err, .plan = p, .weights = weights,
-                     .validating = validating};
+                     .weights_path = weights_path, .validating = validating};
     int rc = kind->desc->load(&gf_runtime_api, &ctx, &p->state);
+    ctx_release(&ctx);
     for (size_t i = 0; i < ctx.n_copies; i++)
         free(ctx.copies[i]);
     free(ctx.copies);
@@ -684,7 +790,7 @@ gf_status gf_fn_validate(const gf_fn_kind *kind, const gf_manifest *mf, const ch
     if (st != GF_OK)
         return st;
     gf_fn_plan *p;
-    st = run_load(kind, mf, w, true, &p, err);
+    st = run_load(kind, mf, w, weights_path, true, &p, err);
     gf_fn_plan_free(p);
     gf_st_close(w);
     return st;
@@ -730,7 +836,7 @@ gf_status gf_fn_prepare(const gf_fn_kind *kind, const gf_manifest *mf, const cha
     if (st != GF_OK)
         return st;
     gf_fn_plan *p;
-    st = run_load(kind, mf, w, false, &p, err);
+    st = run_load(kind, mf, w, weights_path, false, &p, err);
     if (st != GF_OK) {
         gf_st_close(w);
         return st;
@@ -871,6 +977,7 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
         gf_err_prefix(err, "function '%s'", mf->name);
     }
 done:
+    ctx_release(&ctx);
     for (size_t i = 0; i < ctx.n_allocs; i++)
         gf_dev_free(be, ctx.allocs[i]);
     free(ctx.allocs);

@@ -23,18 +23,19 @@ typedef struct {
 static int linear_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
 {
     if (api->input_count(ctx) != 1 || api->output_count(ctx) != 1)
-        return api->set_error(ctx, 2, "linear takes one input and one output");
+        return api->set_error(ctx, GF_ERR_INVALID, "linear takes one input and one output");
     gf_tensor w;
     if (api->weight_info(ctx, "weight", &w) != 0 || w.rank != 2)
-        return api->set_error(ctx, 2, "linear needs a tensor 'weight' of shape [out, in]");
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "linear needs a tensor 'weight' of shape [out, in]");
     gf_fn_io in;
     api->input_spec(ctx, 0, &in);
     if (in.dtype != GF_DT_F32 || in.rank != 2 || (in.shape[1] != -1 && in.shape[1] != w.shape[1]))
-        return api->set_error(ctx, 2, "input '%s' must be FP32 [-1, %lld]", in.name,
+        return api->set_error(ctx, GF_ERR_INVALID, "input '%s' must be FP32 [-1, %lld]", in.name,
                               (long long)w.shape[1]);
     linear_state *s = calloc(1, sizeof *s);
     if (s == NULL)
-        return api->set_error(ctx, 1, "out of memory");
+        return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
     s->dtype = w.dtype;
     s->in = w.shape[1];
     s->out = w.shape[0];

@@ -32,8 +32,8 @@
 
 #include <gpufaas/function.h>
 
-#include "functions/kinds/kind_util.h"
-#include "functions/kinds/kinds.h"
+#include "kind_util.h"
+#include "kinds.h"
 
 #define BT_KIND "bert"
 
@@ -70,36 +70,27 @@ static void bt_unload(void *state)
 
 static int bt_config(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st, bool *heads_given)
 {
-    gf_json_doc *doc;
-    const gf_json *root;
-    int rc = gf_ku_config(api, ctx, BT_KIND, &doc, &root);
-    if (rc != 0)
-        goto done;
     const int64_t big = (int64_t)1 << 31;
-    if ((rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "hidden_size", 1, big, &st->hidden, NULL)) ||
-        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "num_attention_heads", 1, big, &st->heads,
+    int rc;
+    if ((rc = gf_ku_cfg_int(api, ctx, BT_KIND, "hidden_size", 1, big, &st->hidden, NULL)) ||
+        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, "num_attention_heads", 1, big, &st->heads,
                             heads_given)) ||
-        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "num_hidden_layers", 0, 100000, &st->layers,
+        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, "num_hidden_layers", 0, 100000, &st->layers,
                             NULL)) ||
-        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "intermediate_size", 1, big, &st->inter,
+        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, "intermediate_size", 1, big, &st->inter, NULL)) ||
+        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, "max_position_embeddings", 1, big, &st->max_pos,
                             NULL)) ||
-        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "max_position_embeddings", 1, big,
-                            &st->max_pos, NULL)) ||
-        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "vocab_size", 1, big, &st->vocab, NULL)) ||
-        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, root, "type_vocab_size", 1, big, &st->type_vocab,
-                            NULL)))
-        goto done;
-    const gf_json *v = gf_json_get(root, "layer_norm_eps");
-    if (v != NULL) {
-        if (v->type != GF_JSON_NUMBER || !(v->u.num.d > 0.0) || v->u.num.d > 1.0) {
-            rc = api->set_error(ctx, GF_ERR_INVALID,
-                                "bert config: \"layer_norm_eps\" must be a number in (0, 1]");
-            goto done;
-        }
-        st->eps = (float)v->u.num.d;
-    }
-    v = gf_json_get(root, "hidden_act");
-    if (v != NULL) {
+        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, "vocab_size", 1, big, &st->vocab, NULL)) ||
+        (rc = gf_ku_cfg_int(api, ctx, BT_KIND, "type_vocab_size", 1, big, &st->type_vocab, NULL)))
+        return rc;
+    double eps = st->eps;
+    if ((rc = gf_ku_cfg_positive(api, ctx, BT_KIND, "layer_norm_eps", 1.0, &eps)) != 0)
+        return rc;
+    st->eps = (float)eps;
+    gf_fn_cfg v;
+    if ((rc = gf_ku_cfg_get(api, ctx, "hidden_act", &v)) != 0)
+        return rc;
+    if (v.type != GF_FN_CFG_ABSENT) {
         static const struct {
             const char *name;
             gf_act act;
@@ -112,28 +103,24 @@ static int bt_config(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st, bool *h
             {"swish", GF_ACT_SILU},
         };
         bool found = false;
-        for (size_t i = 0; v->type == GF_JSON_STRING && i < sizeof acts / sizeof acts[0]; i++)
-            if (strcmp(v->u.str.s, acts[i].name) == 0) {
+        for (size_t i = 0; v.type == GF_FN_CFG_STRING && i < sizeof acts / sizeof acts[0]; i++)
+            if (strcmp(v.s, acts[i].name) == 0) {
                 st->act = acts[i].act;
                 found = true;
             }
-        if (!found) {
-            rc = api->set_error(ctx, GF_ERR_UNSUPPORTED,
-                                "bert config: \"hidden_act\" must be one "
-                                "of gelu, gelu_new, gelu_pytorch_tanh, relu, silu");
-            goto done;
-        }
+        if (!found)
+            return api->set_error(ctx, GF_ERR_UNSUPPORTED,
+                                  "bert config: \"hidden_act\" must be one "
+                                  "of gelu, gelu_new, gelu_pytorch_tanh, relu, silu");
     }
-    v = gf_json_get(root, "position_embedding_type");
-    if (v != NULL && (v->type != GF_JSON_STRING || strcmp(v->u.str.s, "absolute") != 0)) {
-        rc = api->set_error(ctx, GF_ERR_UNSUPPORTED,
-                            "bert config: only \"absolute\" "
-                            "position_embedding_type is supported");
-        goto done;
-    }
-done:
-    gf_json_doc_free(doc);
-    return rc;
+    if ((rc = gf_ku_cfg_get(api, ctx, "position_embedding_type", &v)) != 0)
+        return rc;
+    if (v.type != GF_FN_CFG_ABSENT &&
+        (v.type != GF_FN_CFG_STRING || strcmp(v.s, "absolute") != 0))
+        return api->set_error(ctx, GF_ERR_UNSUPPORTED,
+                              "bert config: only \"absolute\" "
+                              "position_embedding_type is supported");
+    return 0;
 }
 
 /* Dimension `dim` of weights tensor name into *out, unless *out is already

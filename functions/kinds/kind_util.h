@@ -1,9 +1,9 @@
 /* gpufaas — small helpers the built-in kinds share (functions/kinds).
  *
- * Written against the public ABI only (gpufaas/function.h) plus the core JSON
- * parser, so a kind that uses them stays a plugin in all but packaging. Every
- * helper that fails has already set the error message through api->set_error
- * and returns the code to pass on.
+ * Written against the public ABI only (<gpufaas/function.h>; the kinds are
+ * compiled with no other include path), so a kind that uses them stays a
+ * plugin in all but packaging. Every helper that fails has already set the
+ * error message through api->set_error and returns the code to pass on.
  */
 #ifndef GF_FUNCTIONS_KIND_UTIL_H
 #define GF_FUNCTIONS_KIND_UTIL_H
@@ -14,8 +14,6 @@
 #include <string.h>
 
 #include <gpufaas/function.h>
-
-#include "core/json.h"
 
 /* The dtype masks kinds accept for weights. */
 #define GF_KU_FLOAT_MASK ((1u << GF_DT_F32) | (1u << GF_DT_F16) | (1u << GF_DT_BF16))
@@ -80,41 +78,78 @@ static inline int gf_ku_expect(const gf_fn_api *api, gf_fn_ctx *ctx, const char 
     return 0;
 }
 
-/* Parse the manifest's config object. *doc is freed by the caller
- * (gf_json_doc_free); *root is the object. */
-static inline int gf_ku_config(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind,
-                               gf_json_doc **doc, const gf_json **root)
+/* The config member `key` (a plain name: no '/' or '~') into *v; type
+ * GF_FN_CFG_ABSENT when it is not there. */
+static inline int gf_ku_cfg_get(const gf_fn_api *api, gf_fn_ctx *ctx, const char *key,
+                                gf_fn_cfg *v)
 {
-    const char *text = api->config_json(ctx);
-    gf_err e;
-    *doc = NULL;
-    *root = NULL;
-    if (text == NULL)
-        text = "{}";
-    if (gf_json_parse(text, strlen(text), 0, doc, &e) != GF_OK)
-        return api->set_error(ctx, GF_ERR_INVALID, "%s config: %s", kind, e.msg);
-    *root = gf_json_doc_root(*doc);
-    if ((*root)->type != GF_JSON_OBJECT)
-        return api->set_error(ctx, GF_ERR_INVALID, "%s config must be an object", kind);
+    char ptr[128];
+    snprintf(ptr, sizeof ptr, "/%s", key);
+    return api->config(ctx, ptr, v);
+}
+
+/* Refuse a config member not named in known (NULL-terminated): "<kind>
+ * config: unknown field "x" (known: a, b)". */
+static inline int gf_ku_cfg_known(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind,
+                                  const char *const *known)
+{
+    gf_fn_cfg root;
+    int rc = api->config(ctx, "", &root);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < root.n; i++) {
+        bool ok = false;
+        for (size_t k = 0; known[k] != NULL && !ok; k++)
+            ok = strcmp(root.keys[i], known[k]) == 0;
+        if (!ok) {
+            char list[256];
+            size_t used = 0;
+            list[0] = '\0';
+            for (size_t k = 0; known[k] != NULL && used < sizeof list; k++) {
+                int n = snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", known[k]);
+                used += n > 0 ? (size_t)n : 0;
+            }
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "%s config: unknown field \"%.64s\" (known: %s)", kind,
+                                  root.keys[i], list);
+        }
+    }
     return 0;
 }
 
 /* Integer config field key in [lo, hi]; *out keeps its value when absent.
  * *given (may be NULL) says whether it was present. */
 static inline int gf_ku_cfg_int(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind,
-                                const gf_json *root, const char *key, int64_t lo, int64_t hi,
-                                int64_t *out, bool *given)
+                                const char *key, int64_t lo, int64_t hi, int64_t *out, bool *given)
 {
-    const gf_json *v = gf_json_get(root, key);
+    gf_fn_cfg v;
+    int rc = gf_ku_cfg_get(api, ctx, key, &v);
+    if (rc != 0)
+        return rc;
     if (given != NULL)
-        *given = v != NULL;
-    if (v == NULL)
+        *given = v.type != GF_FN_CFG_ABSENT;
+    if (v.type == GF_FN_CFG_ABSENT)
         return 0;
-    if (v->type != GF_JSON_NUMBER || !v->u.num.is_int || v->u.num.i < lo || v->u.num.i > hi)
+    if (v.type != GF_FN_CFG_NUMBER || !v.is_int || v.i < lo || v.i > hi)
         return api->set_error(ctx, GF_ERR_INVALID,
                               "%s config: \"%s\" must be an integer in [%" PRId64 ", %" PRId64 "]",
                               kind, key, lo, hi);
-    *out = v->u.num.i;
+    *out = v.i;
+    return 0;
+}
+
+/* Number config field key in (0, hi]; *out keeps its value when absent. */
+static inline int gf_ku_cfg_positive(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind,
+                                     const char *key, double hi, double *out)
+{
+    gf_fn_cfg v;
+    int rc = gf_ku_cfg_get(api, ctx, key, &v);
+    if (rc != 0 || v.type == GF_FN_CFG_ABSENT)
+        return rc;
+    if (v.type != GF_FN_CFG_NUMBER || !(v.d > 0.0) || v.d > hi)
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "%s config: \"%s\" must be a number in (0, %g]", kind, key, hi);
+    *out = v.d;
     return 0;
 }
 

@@ -10,8 +10,7 @@
  * an optional softmax over the last layer's output. One input [N, in] FP32,
  * one output [N, out] FP32. Weights F32, F16 or BF16.
  *
- * Written against gpufaas/function.h only, like a plugin (plus the tree's
- * JSON parser for the config). */
+ * Written against gpufaas/function.h only, like a plugin. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +18,8 @@
 
 #include <gpufaas/function.h>
 
-#include "core/json.h"
-#include "functions/kinds/kinds.h"
+#include "kind_util.h"
+#include "kinds.h"
 
 #define MLP_MAX_LAYERS 256
 #define WEIGHT_DTYPES ((1u << GF_DT_F32) | (1u << GF_DT_F16) | (1u << GF_DT_BF16))
@@ -69,54 +68,44 @@ static int cmp_long(const void *a, const void *b)
 
 static int mlp_config(const gf_fn_api *api, gf_fn_ctx *ctx, mlp_state *s, int n_layers)
 {
-    const char *cfg = api->config_json(ctx);
-    gf_json_doc *doc;
-    if (gf_json_parse(cfg, strlen(cfg), 16, &doc, NULL) != GF_OK)
-        return api->set_error(ctx, GF_ERR_INVALID, "config is not valid JSON");
-    const gf_json *root = gf_json_doc_root(doc);
-    int rc = 0;
+    static const char *const known[] = {"activations", "softmax", NULL};
     for (int i = 0; i < n_layers; i++)
         s->act[i] = i + 1 < n_layers ? GF_ACT_RELU : GF_ACT_IDENTITY;
-    for (size_t k = 0; k < root->u.obj.n && rc == 0; k++) {
-        const char *key = root->u.obj.m[k].key;
-        const gf_json *v = root->u.obj.m[k].value;
-        if (strcmp(key, "softmax") == 0) {
-            if (v->type != GF_JSON_BOOL)
-                rc = api->set_error(ctx, GF_ERR_INVALID, "config.softmax must be true or false");
-            else
-                s->softmax = v->u.b;
-        } else if (strcmp(key, "activations") == 0) {
-            if (v->type != GF_JSON_ARRAY) {
-                rc = api->set_error(ctx, GF_ERR_INVALID, "config.activations must be an array");
-                break;
-            }
-            if ((int)v->u.arr.n != n_layers) {
-                rc = api->set_error(ctx, GF_ERR_INVALID,
-                                    "config.activations has %zu entries but the weights have "
-                                    "%d Linear layers", v->u.arr.n, n_layers);
-                break;
-            }
-            for (int i = 0; i < n_layers && rc == 0; i++) {
-                const gf_json *a = v->u.arr.items[i];
-                size_t j, na = sizeof mlp_acts / sizeof mlp_acts[0];
-                for (j = 0; j < na; j++)
-                    if (a->type == GF_JSON_STRING && strcmp(a->u.str.s, mlp_acts[j].name) == 0)
-                        break;
-                if (j == na)
-                    rc = api->set_error(ctx, GF_ERR_INVALID,
-                                        "config.activations[%d]: unknown activation (use "
-                                        "identity, relu, gelu, gelu_tanh, silu, tanh or "
-                                        "sigmoid)", i);
-                else
-                    s->act[i] = mlp_acts[j].act;
-            }
-        } else {
-            rc = api->set_error(ctx, GF_ERR_INVALID, "config: unknown field \"%.64s\" (mlp "
-                                "takes activations and softmax)", key);
-        }
+    int rc = gf_ku_cfg_known(api, ctx, "mlp", known);
+    gf_fn_cfg v;
+    if (rc != 0 || (rc = api->config(ctx, "/softmax", &v)) != 0)
+        return rc;
+    if (v.type != GF_FN_CFG_ABSENT) {
+        if (v.type != GF_FN_CFG_BOOL)
+            return api->set_error(ctx, GF_ERR_INVALID, "config.softmax must be true or false");
+        s->softmax = (int)v.i;
     }
-    gf_json_doc_free(doc);
-    return rc;
+    if ((rc = api->config(ctx, "/activations", &v)) != 0 || v.type == GF_FN_CFG_ABSENT)
+        return rc;
+    if (v.type != GF_FN_CFG_ARRAY)
+        return api->set_error(ctx, GF_ERR_INVALID, "config.activations must be an array");
+    if ((int)v.n != n_layers)
+        return api->set_error(ctx, GF_ERR_INVALID,
+                              "config.activations has %zu entries but the weights have "
+                              "%d Linear layers", v.n, n_layers);
+    for (int i = 0; i < n_layers; i++) {
+        char ptr[48];
+        gf_fn_cfg a;
+        snprintf(ptr, sizeof ptr, "/activations/%d", i);
+        if ((rc = api->config(ctx, ptr, &a)) != 0)
+            return rc;
+        size_t j, na = sizeof mlp_acts / sizeof mlp_acts[0];
+        for (j = 0; j < na; j++)
+            if (a.type == GF_FN_CFG_STRING && strcmp(a.s, mlp_acts[j].name) == 0)
+                break;
+        if (j == na)
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "config.activations[%d]: unknown activation (use "
+                                  "identity, relu, gelu, gelu_tanh, silu, tanh or "
+                                  "sigmoid)", i);
+        s->act[i] = mlp_acts[j].act;
+    }
+    return 0;
 }
 
 static int mlp_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)

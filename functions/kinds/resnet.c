@@ -30,8 +30,8 @@
 
 #include <gpufaas/function.h>
 
-#include "functions/kinds/kind_util.h"
-#include "functions/kinds/kinds.h"
+#include "kind_util.h"
+#include "kinds.h"
 
 #define RN_KIND "resnet"
 #define RN_NAME_MAX 96
@@ -227,39 +227,13 @@ static int rn_count_blocks(const gf_fn_api *api, gf_fn_ctx *ctx, int layer)
 static int rn_config(const gf_fn_api *api, gf_fn_ctx *ctx, int64_t *depth, int64_t *classes,
                      double *eps)
 {
-    gf_json_doc *doc;
-    const gf_json *root;
-    int rc = gf_ku_config(api, ctx, RN_KIND, &doc, &root);
-    if (rc != 0)
-        goto done;
-    for (size_t i = 0; i < root->u.obj.n; i++) {
-        const char *key = root->u.obj.m[i].key;
-        if (strcmp(key, "depth") != 0 && strcmp(key, "num_classes") != 0 &&
-            strcmp(key, "bn_eps") != 0) {
-            rc = api->set_error(ctx, GF_ERR_INVALID,
-                                "resnet config: unknown field \"%s\" "
-                                "(known: depth, num_classes, bn_eps)",
-                                key);
-            goto done;
-        }
-    }
-    if ((rc = gf_ku_cfg_int(api, ctx, RN_KIND, root, "depth", 1, 1000, depth, NULL)) != 0 ||
-        (rc = gf_ku_cfg_int(api, ctx, RN_KIND, root, "num_classes", 1, INT32_MAX, classes, NULL)) !=
-            0)
-        goto done;
-    const gf_json *e = gf_json_get(root, "bn_eps");
-    if (e != NULL) {
-        if (e->type != GF_JSON_NUMBER || !(e->u.num.d > 0.0) || e->u.num.d > 1.0) {
-            rc = api->set_error(ctx, GF_ERR_INVALID,
-                                "resnet config: \"bn_eps\" must be a number "
-                                "in (0, 1]");
-            goto done;
-        }
-        *eps = e->u.num.d;
-    }
-done:
-    gf_json_doc_free(doc);
-    return rc;
+    static const char *const known[] = {"depth", "num_classes", "bn_eps", NULL};
+    int rc;
+    if ((rc = gf_ku_cfg_known(api, ctx, RN_KIND, known)) != 0 ||
+        (rc = gf_ku_cfg_int(api, ctx, RN_KIND, "depth", 1, 1000, depth, NULL)) != 0 ||
+        (rc = gf_ku_cfg_int(api, ctx, RN_KIND, "num_classes", 1, INT32_MAX, classes, NULL)) != 0)
+        return rc;
+    return gf_ku_cfg_positive(api, ctx, RN_KIND, "bn_eps", 1.0, eps);
 }
 
 /* Output size of a convolution or pooling window along one axis (0 when

@@ -14,7 +14,9 @@
  * gf_fn_desc). The loader accepts a plugin when its major equals the
  * runtime's and its minor is <= the runtime's. Structs start with their
  * size and are append-only: "members above are valid for version 1.0". Use
- * GF_FN_HAS(api, member) before calling a member added after 1.0.
+ * GF_FN_HAS(api, member) before calling a member added after 1.0 (a plugin
+ * built for 1.1 that may run on a 1.0 runtime). 1.1 added the named status
+ * codes (<gpufaas/status.h>), api->config and api->companion_path.
  *
  * LIFECYCLE. For each function version on each worker:
  *   load(ctx, &state)    once, on the host, before any parameter is on the
@@ -36,11 +38,18 @@
  * function (allocated in load, freed in unload) and must not hold device
  * pointers.
  *
- * ERRORS. Every entry point returns 0 on success or a nonzero code (the
- * runtime's status codes: 2 invalid input, 4 malformed, 5 not found, 10
- * unsupported, 16 device memory exhausted...). Before returning an error a
- * function sets a message with api->set_error. Runtime calls that fail set
- * the message themselves: just return their code.
+ * ERRORS. Every entry point returns GF_OK (0) or a gf_status code from
+ * <gpufaas/status.h>: GF_ERR_INVALID for input or weights that do not fit,
+ * GF_ERR_UNSUPPORTED for a valid model this kind cannot run,
+ * GF_ERR_NOT_FOUND, GF_ERR_NOMEM, GF_ERR_NO_DEVICE_MEM, ... Before returning
+ * an error a function sets a message with api->set_error (which returns the
+ * code, so `return api->set_error(ctx, GF_ERR_INVALID, "...")` works).
+ * Runtime calls that fail set the message themselves: just return their
+ * code.
+ *
+ * COMPANION FILES. A version may have files beside its weights (a graph, a
+ * vocabulary), each named by a suffix; load finds one with
+ * api->companion_path (1.1).
  *
  * THREADING. A version's load, infer and unload are never called
  * concurrently for the same state; different versions may run on different
@@ -60,6 +69,7 @@
 #include <stdint.h>
 
 #include <gpufaas/kernels.h>
+#include <gpufaas/status.h>
 #include <gpufaas/types.h>
 
 #ifdef __cplusplus
@@ -67,7 +77,7 @@ extern "C" {
 #endif
 
 #define GF_FN_ABI_MAJOR 1
-#define GF_FN_ABI_MINOR 0
+#define GF_FN_ABI_MINOR 1
 #define GF_FN_ABI_VERSION ((uint32_t)((GF_FN_ABI_MAJOR << 16) | GF_FN_ABI_MINOR))
 
 #if defined(__GNUC__)
@@ -97,22 +107,47 @@ typedef struct gf_fn_io {
     const int64_t *shape;
 } gf_fn_io;
 
+/* Types of a config value (gf_fn_cfg.type), 1.1. */
+enum {
+    GF_FN_CFG_ABSENT = 0, /* nothing at that pointer */
+    GF_FN_CFG_NULL = 1,
+    GF_FN_CFG_BOOL = 2,
+    GF_FN_CFG_NUMBER = 3,
+    GF_FN_CFG_STRING = 4,
+    GF_FN_CFG_ARRAY = 5,
+    GF_FN_CFG_OBJECT = 6,
+};
+
+/* One value of the manifest's "config" object, as api->config finds it
+ * (1.1). What it points to is borrowed until the entry point returns. */
+typedef struct gf_fn_cfg {
+    int32_t type;            /* GF_FN_CFG_* */
+    int32_t is_int;          /* NUMBER: an integer literal exact in int64 (then i is it) */
+    int64_t i;               /* NUMBER when is_int; BOOL: 0 or 1 */
+    double d;                /* NUMBER: its nearest double (also set when is_int) */
+    const char *s;           /* STRING: UTF-8, NUL-terminated (n is its length) */
+    size_t n;                /* STRING: bytes; ARRAY: items; OBJECT: members */
+    const char *const *keys; /* OBJECT: its n member names, in document order */
+} gf_fn_cfg;
+
 /* What the runtime offers. One static table per runtime; ctx selects the
- * call. Members above the version comment are valid for version 1.0. */
+ * call. Members above a version comment are valid from that version on. */
 typedef struct gf_fn_api {
     uint32_t size;        /* sizeof(gf_fn_api) of the runtime */
     uint32_t abi_version; /* GF_FN_ABI_VERSION of the runtime */
 
     /* -- any call -- */
 
-    /* Set the message for the error about to be returned. Returns code, so
-     * `return api->set_error(ctx, 2, "bad %s", x);` works. */
+    /* Set the message for the error about to be returned (code: a
+     * gf_status). Returns code, so
+     * `return api->set_error(ctx, GF_ERR_INVALID, "bad %s", x);` works. */
     int (*set_error)(gf_fn_ctx *ctx, int code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
     void (*log)(gf_fn_ctx *ctx, int level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
-    /* The manifest's "config" object as JSON text ("{}" when absent). */
+    /* The manifest's "config" object as JSON text ("{}" when absent); the
+     * config accessor (1.1, below) reads it without a JSON parser. */
     const char *(*config_json)(gf_fn_ctx *ctx);
     /* The manifest's max_batch_size. */
     int64_t (*max_batch_size)(gf_fn_ctx *ctx);
@@ -125,14 +160,15 @@ typedef struct gf_fn_api {
     /* -- load only -- */
 
     /* Descriptor (dtype, rank, shape; data NULL) of the weights tensor
-     * `name`. Returns 5 (not found) without setting an error when absent. */
+     * `name`. Returns GF_ERR_NOT_FOUND without setting an error when
+     * absent. */
     int (*weight_info)(gf_fn_ctx *ctx, const char *name, gf_tensor *out);
     /* Number of tensors in the weights file and the name of the i-th (file
      * order); for kinds that discover their layers. */
     size_t (*weight_count)(gf_fn_ctx *ctx);
     const char *(*weight_name)(gf_fn_ctx *ctx, size_t i);
     /* Host bytes of a weights tensor (for derived parameters). May fail with
-     * 10 when validating without the data. */
+     * GF_ERR_UNSUPPORTED when validating without the data. */
     int (*weight_data)(gf_fn_ctx *ctx, const char *name, gf_tensor *out);
     /* Declare that infer uses weights tensor `name` as its next parameter.
      * dtype_mask: bit (1 << dtype) for each accepted dtype (0 = any). shape:
@@ -168,6 +204,25 @@ typedef struct gf_fn_api {
     int (*output)(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
                   gf_tensor *out);
     /* members above are valid for version 1.0 */
+
+    /* -- any call (1.1) -- */
+
+    /* The config value at `pointer`, a JSON Pointer (RFC 6901) into the
+     * manifest's config object: "" is the object itself, "/hidden_size" a
+     * member, "/activations/0" an array item ("~1" stands for '/' in a key,
+     * "~0" for '~'). A pointer that leads nowhere gives GF_OK with type
+     * GF_FN_CFG_ABSENT; a malformed one (not starting with '/')
+     * GF_ERR_INVALID with a message. */
+    int (*config)(gf_fn_ctx *ctx, const char *pointer, gf_fn_cfg *out);
+
+    /* -- load only (1.1) -- */
+
+    /* The path of this version's companion file `suffix` ([a-z0-9_]+, e.g.
+     * "graph"): a file its kind's converter wrote at deploy, published beside
+     * the weights. NULL when the version has no such file. The string lives
+     * until the entry point returns. */
+    const char *(*companion_path)(gf_fn_ctx *ctx, const char *suffix);
+    /* members above are valid for version 1.1 */
 } gf_fn_api;
 
 /* What a kind implements. */

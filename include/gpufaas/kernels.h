@@ -13,10 +13,12 @@
  *    operands documented as "w" (weights) may be F32, F16 or BF16, named by the
  *    dtype argument next to them. Computation is in FP32.
  *  - Sizes are int64_t and must be >= 0; a size of 0 is a no-op.
- *  - Return value: 0 (GF_OK) on success, else a gf_status code (2 =
- *    GF_ERR_INVALID for bad arguments, 10 = unsupported dtype, 16 = device
- *    memory exhausted for workspace, 9 = device failure). A human message for
- *    the last failure on the calling thread is available from last_error().
+ *  - Return value: GF_OK (0) on success, else a gf_status code of
+ *    <gpufaas/status.h> (GF_ERR_INVALID for bad arguments,
+ *    GF_ERR_UNSUPPORTED for an unsupported dtype, GF_ERR_NO_DEVICE_MEM when
+ *    workspace does not fit, GF_ERR_DEVICE for a device failure). A human
+ *    message for the last failure on the calling thread is available from
+ *    last_error().
  *  - Errors a device can only detect while running (an out-of-range embedding
  *    index on cuda) are reported by the next sync() of that stream; on cpu they
  *    are reported at once. Out-of-range data is never read either way.
@@ -31,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gpufaas/status.h>
 #include <gpufaas/types.h>
 
 #ifdef __cplusplus

@@ -514,6 +514,71 @@ const gf_json *gf_json_get(const gf_json *obj, const char *key)
     return NULL;
 }
 
+/* One reference token of a JSON Pointer, unescaped into tok (cap bytes).
+ * Returns the token's length, or -1 when it is malformed or too long. */
+static long gf_json_ptr_token(const char *p, size_t n, char *tok, size_t cap)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '~') {
+            if (i + 1 >= n || (p[i + 1] != '0' && p[i + 1] != '1'))
+                return -1;
+            c = p[++i] == '0' ? '~' : '/';
+        }
+        if (len + 1 >= cap)
+            return -1;
+        tok[len++] = c;
+    }
+    tok[len] = '\0';
+    return (long)len;
+}
+
+gf_status gf_json_pointer(const gf_json *root, const char *pointer, const gf_json **out,
+                          gf_err *err)
+{
+    *out = NULL;
+    if (pointer == NULL || pointer[0] == '\0') {
+        *out = root;
+        return GF_OK;
+    }
+    if (pointer[0] != '/')
+        return gf_err_set(err, GF_ERR_INVALID, "JSON pointer '%.80s' must be empty or start "
+                          "with '/'", pointer);
+    const gf_json *v = root;
+    const char *p = pointer;
+    char tok[256];
+    while (*p == '/') {
+        p++;
+        size_t n = strcspn(p, "/");
+        long len = gf_json_ptr_token(p, n, tok, sizeof tok);
+        if (len < 0)
+            return gf_err_set(err, GF_ERR_INVALID, "JSON pointer '%.80s': malformed or too "
+                              "long token (a '~' must be followed by 0 or 1)", pointer);
+        p += n;
+        if (v == NULL)
+            continue; /* keep checking the syntax */
+        if (v->type == GF_JSON_OBJECT) {
+            const gf_json *next = NULL;
+            for (size_t i = 0; i < v->u.obj.n && next == NULL; i++) {
+                const gf_json_member *m = &v->u.obj.m[i];
+                if (m->key_len == (size_t)len && memcmp(m->key, tok, (size_t)len) == 0)
+                    next = m->value;
+            }
+            v = next;
+        } else if (v->type == GF_JSON_ARRAY) {
+            bool digits = len > 0 && len <= 18 && strspn(tok, "0123456789") == (size_t)len &&
+                          (tok[0] != '0' || len == 1);
+            unsigned long long k = digits ? strtoull(tok, NULL, 10) : 0;
+            v = digits && k < v->u.arr.n ? v->u.arr.items[k] : NULL;
+        } else {
+            v = NULL;
+        }
+    }
+    *out = v;
+    return GF_OK;
+}
+
 typedef struct {
     const gf_json_member *m;
     size_t idx;

@@ -92,6 +92,15 @@ void gf_json_doc_free(gf_json_doc *doc);
  * NULL when absent or obj is not an object. */
 const gf_json *gf_json_get(const gf_json *obj, const char *key);
 
+/* Resolve a JSON Pointer (RFC 6901) from root: "" is root itself, "/a/0"
+ * member "a" then item 0 ("~1" in a token stands for '/', "~0" for '~'; an
+ * array index is decimal without leading zeros). *out is NULL when the
+ * pointer leads nowhere (a missing member, an index out of range, a token
+ * into a scalar). GF_ERR_INVALID, naming the pointer, when it is malformed
+ * (not "" and not starting with '/', or a '~' not followed by 0 or 1). */
+gf_status gf_json_pointer(const gf_json *root, const char *pointer, const gf_json **out,
+                          gf_err *err);
+
 /* Index of the first member whose key also appears earlier in obj, or -1 when
  * all keys are distinct. O(n log n). Returns -2 when out of memory. */
 long gf_json_obj_find_dup(const gf_json *obj);

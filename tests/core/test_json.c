@@ -197,6 +197,43 @@ START_TEST(test_random_bytes_never_crash)
 }
 END_TEST
 
+/* JSON Pointer (RFC 6901): its own examples, what leads nowhere, and the
+ * malformed pointers refused. */
+START_TEST(test_pointer)
+{
+    gf_json_doc *d = parse_ok("{\"foo\": [\"bar\", \"baz\"], \"\": 0, \"a/b\": 1, \"m~n\": 8,"
+                              " \" \": 7, \"i\\\\j\": 5}");
+    const gf_json *root = gf_json_doc_root(d), *v;
+    gf_err e;
+    ck_assert_int_eq(gf_json_pointer(root, "", &v, &e), GF_OK);
+    ck_assert_ptr_eq(v, root);
+    ck_assert_int_eq(gf_json_pointer(root, "/foo", &v, &e), GF_OK);
+    ck_assert_int_eq(v->type, GF_JSON_ARRAY);
+    ck_assert_int_eq(gf_json_pointer(root, "/foo/0", &v, &e), GF_OK);
+    ck_assert_str_eq(v->u.str.s, "bar");
+    static const struct {
+        const char *ptr;
+        int64_t want;
+    } ints[] = {{"/", 0}, {"/a~1b", 1}, {"/m~0n", 8}, {"/ ", 7}, {"/i\\j", 5}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        ck_assert_int_eq(gf_json_pointer(root, ints[i].ptr, &v, &e), GF_OK);
+        ck_assert_msg(v != NULL && v->u.num.i == ints[i].want, "%s", ints[i].ptr);
+    }
+    static const char *const nowhere[] = {"/foo/2", "/foo/01", "/foo/-", "/foo/0/x", "/nope",
+                                          "/a/b", "/foo/99999999999999999999"};
+    for (size_t i = 0; i < sizeof nowhere / sizeof nowhere[0]; i++) {
+        ck_assert_int_eq(gf_json_pointer(root, nowhere[i], &v, &e), GF_OK);
+        ck_assert_msg(v == NULL, "%s", nowhere[i]);
+    }
+    static const char *const bad[] = {"foo", "/m~2n", "/a~", "/nope/~x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(gf_json_pointer(root, bad[i], &v, &e), GF_ERR_INVALID);
+        ck_assert_msg(strstr(e.msg, bad[i]) != NULL, "%s", e.msg);
+    }
+    gf_json_doc_free(d);
+}
+END_TEST
+
 START_TEST(test_write_round_trip)
 {
     const char *text = "{\"a\":[1,-2,3.5,true,false,null,\"x\\\"y\"],\"b\":{},"
@@ -234,6 +271,7 @@ int main(void)
     tcase_add_test(tc, test_large_document);
     tcase_add_test(tc, test_random_bytes_never_crash);
     tcase_add_test(tc, test_write_round_trip);
+    tcase_add_test(tc, test_pointer);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }

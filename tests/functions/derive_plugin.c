@@ -14,10 +14,10 @@ static int dl_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
 {
     gf_tensor w;
     if (api->weight_info(ctx, "weight", &w) != 0 || w.rank != 2 || w.dtype != GF_DT_F32)
-        return api->set_error(ctx, 2, "double_linear needs an F32 'weight' [out, in]");
+        return api->set_error(ctx, GF_ERR_INVALID, "double_linear needs an F32 'weight' [out, in]");
     dl_state *s = calloc(1, sizeof *s);
     if (s == NULL)
-        return api->set_error(ctx, 1, "out of memory");
+        return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
     s->out = w.shape[0];
     s->in = w.shape[1];
     void *data;

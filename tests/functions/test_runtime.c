@@ -562,8 +562,10 @@ START_TEST(test_plugins)
     /* an incompatible ABI, and a shared object that is not a plugin */
     char *bad = plugin_path("GF_PLUGIN_BAD_ABI");
     ck_assert_int_eq(gf_fn_plugin_load(bad, true, &k, &err), GF_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "built for function ABI 2.0; this runtime provides 1.0"), "%s",
-                  err.msg);
+    char want[96];
+    snprintf(want, sizeof want, "built for function ABI 2.0; this runtime provides %d.%d",
+             GF_FN_ABI_MAJOR, GF_FN_ABI_MINOR);
+    ck_assert_msg(strstr(err.msg, want), "%s", err.msg);
     char *none = plugin_path("GF_PLUGIN_NO_ENTRY");
     ck_assert_int_eq(gf_fn_plugin_load(none, true, &k, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "does not export gf_function_entry"), "%s", err.msg);
@@ -572,6 +574,52 @@ START_TEST(test_plugins)
     free(bad);
     free(none);
     free(w);
+}
+END_TEST
+
+/* The 1.1 accessors as a plugin sees them: api->config follows JSON
+ * Pointers into the manifest's config (members, items, escapes, every type,
+ * what is absent, a malformed pointer refused with the runtime's message);
+ * api->companion_path finds the version's companion file beside the weights. */
+START_TEST(test_config_accessor_and_companions)
+{
+    gf_err err;
+    const gf_fn_kind *k;
+    char *so = plugin_path("GF_PLUGIN_CONFIG");
+    ck_assert_msg(gf_fn_plugin_load(so, true, &k, &err) == GF_OK, "%s", err.msg);
+    float W[2] = {1, 2};
+    gf_st_wtensor ts[1] = {{"weight", GF_DT_F32, 1, (int64_t[]){2}, W}};
+    char *w = gf_test_path(tmpdir, "v3.safetensors");
+    ck_assert_int_eq(gf_st_write(w, ts, 1, NULL, 0, NULL), GF_OK);
+#define CFG_IO "\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[-1,2]}]," \
+               "\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[-1,2]}]"
+    gf_manifest *mf = parse(
+        "{\"name\":\"c\",\"kind\":\"cfgprobe\"," CFG_IO ",\"config\":{\"probe\":[\"/n\","
+        "\"/f\",\"/s\",\"/b\",\"/z\",\"/a\",\"/a/1\",\"/a/2\",\"/a/01\",\"/o\",\"/o/x~1y\","
+        "\"/o/t~0\",\"/missing\",\"/n/0\",\"\"],\"n\":-7,\"f\":0.5,\"s\":\"relu\",\"b\":true,"
+        "\"z\":null,\"a\":[1,\"two\"],\"o\":{\"x/y\":1,\"t~\":2}}}");
+    ck_assert_int_eq(gf_fn_validate(k, mf, w, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "cfg /n=int:-7;/f=num:0.5;/s=str:relu(4);/b=bool:1;/z=null;"
+                                  "/a=array:2;/a/1=str:two(3);/a/2=absent;/a/01=absent;"
+                                  "/o=object:x/y,t~;/o/x~1y=int:1;/o/t~0=int:2;/missing=absent;"
+                                  "/n/0=absent;=object:probe,n,f,s,b,z,a,o; graph=none"),
+                  "%s", err.msg);
+    /* a companion file beside the weights is found by its suffix */
+    char *g = gf_test_path(tmpdir, "v3.graph");
+    gf_test_write_file(g, "g", 1);
+    ck_assert_int_eq(gf_fn_validate(k, mf, w, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "graph=v3.graph"), "%s", err.msg);
+    gf_manifest_free(mf);
+    /* a malformed pointer is refused by the runtime, naming it */
+    mf = parse("{\"name\":\"c\",\"kind\":\"cfgprobe\"," CFG_IO ",\"config\":{\"probe\":"
+               "[\"nope\"]}}");
+    ck_assert_int_eq(gf_fn_validate(k, mf, w, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "pointer 'nope' must be empty or start with '/'"), "%s",
+                  err.msg);
+    gf_manifest_free(mf);
+    free(g);
+    free(w);
+    free(so);
 }
 END_TEST
 
@@ -644,6 +692,7 @@ int main(void)
     tcase_add_test(tc, test_mlp_validation_errors);
     tcase_add_test(tc, test_infer_input_errors_and_workspace_eviction);
     tcase_add_test(tc, test_plugins);
+    tcase_add_test(tc, test_config_accessor_and_companions);
     tcase_add_test(tc, test_derived_parameters);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
