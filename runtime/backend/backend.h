@@ -54,8 +54,9 @@ typedef struct gf_backend_config {
     const char *device;     /* "cpu", "cuda" (= cuda:0) or "cuda:N" */
     size_t device_budget;   /* bytes; 0 = default (cpu: 1 GiB; cuda: free memory - reserve) */
     size_t device_reserve;  /* cuda: bytes left free when budget is 0 (0 = 1 GiB) */
-    size_t page_size;       /* 0 = GF_DEFAULT_PAGE_SIZE; rounded up to the device granularity
-                               (cpu: the system page size; cuda: cuMemGetAllocationGranularity) */
+    size_t page_size;       /* 0 = GF_DEFAULT_PAGE_SIZE; rounded up to a power of two that is
+                               at least the device granularity (cpu: the system page size;
+                               cuda: cuMemGetAllocationGranularity); at most 1 GiB */
     int blas_threads;       /* cpu: OpenBLAS threads (0 = 1) */
     /* cpu only: emulate a link of this many bytes/s on the copy stream
      * (0 = as fast as memcpy), for benchmarks and pipelining tests. */
@@ -124,7 +125,7 @@ void gf_dev_free(gf_backend *be, void *ptr);
 /* Budget accounting: bytes in use (allocations + pages) and the budget. */
 void gf_dev_usage(gf_backend *be, uint64_t *used, uint64_t *budget);
 
-/* Page size in force (a multiple of the device's granularity). */
+/* Page size in force (a power of two, a multiple of the device's granularity). */
 size_t gf_dev_page_size(gf_backend *be);
 
 /* Reserve a virtual range of size bytes (a multiple of the page size) with no

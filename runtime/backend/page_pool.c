@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "backend/backend.h"
+
 gf_status gf_page_pool_init(gf_page_pool *p, int64_t n, gf_err *err)
 {
     pthread_mutex_init(&p->lock, NULL);
@@ -63,4 +65,24 @@ bool gf_page_pool_is_committed(gf_page_pool *p, int64_t page)
     bool c = page >= 0 && page < p->n && p->committed[page];
     pthread_mutex_unlock(&p->lock);
     return c;
+}
+
+gf_status gf_page_size_choose(size_t requested, size_t granularity, size_t max, size_t *out,
+                              gf_err *err)
+{
+    size_t want = requested ? requested : GF_DEFAULT_PAGE_SIZE;
+    if (granularity > want)
+        want = granularity;
+    size_t page = 1;
+    while (page < want && page <= max / 2)
+        page *= 2;
+    if (page < want || page > max)
+        return gf_err_set(err, GF_ERR_INVALID, "page size %zu is out of range (at most %zu)",
+                          requested, max);
+    if (granularity == 0 || page % granularity != 0)
+        return gf_err_set(err, GF_ERR_INVALID,
+                          "the device's allocation granularity %zu is not a power of two",
+                          granularity);
+    *out = page;
+    return GF_OK;
 }

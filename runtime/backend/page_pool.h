@@ -37,4 +37,14 @@ void gf_page_pool_put(gf_page_pool *p, int64_t page);
 /* True when page is in the pool and committed. */
 bool gf_page_pool_is_committed(gf_page_pool *p, int64_t page);
 
+/* The page size in force when `requested` bytes are asked for (0 = the
+ * default, GF_DEFAULT_PAGE_SIZE) on a device whose allocation granularity is
+ * `granularity` (cpu: the system page; cuda: cuMemGetAllocationGranularity):
+ * the smallest power of two that is at least both. A power of two, so that a
+ * reservation can be aligned to whole pages (cuMemAddressReserve takes only a
+ * power-of-two alignment). GF_ERR_INVALID above `max` or when no power of two
+ * is a multiple of the granularity. */
+gf_status gf_page_size_choose(size_t requested, size_t granularity, size_t max, size_t *out,
+                              gf_err *err);
+
 #endif /* GF_BACKEND_PAGE_POOL_H */

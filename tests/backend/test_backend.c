@@ -284,6 +284,35 @@ START_TEST(test_vreserve_rejects_partial_pages)
 }
 END_TEST
 
+/* A page size is a power of two (so a reservation can start on a page:
+ * cuMemAddressReserve takes only power-of-two alignments), at least the
+ * device's granularity and at least what was asked for. */
+START_TEST(test_page_size_is_a_power_of_two)
+{
+    gf_backend *be0 = open_be(8 * PAGE, NULL, NULL);
+    size_t gran = gf_dev_page_size(be0); /* PAGE, or the device's granularity if larger */
+    gf_backend_free(be0);
+    size_t want = 3 * gran;
+    gf_backend_config cfg = {.device = g_device, .device_budget = 16 * want, .page_size = want};
+    gf_backend *be;
+    gf_err err;
+    ck_assert_msg(gf_backend_open(&cfg, &be, &err) == GF_OK, "%s", err.msg);
+    size_t page = gf_dev_page_size(be);
+    ck_assert_uint_eq(page, 4 * gran);
+    ck_assert_uint_eq(page & (page - 1), 0);
+    for (int i = 0; i < 4; i++) { /* every reservation starts on a page */
+        void *va;
+        ck_assert_int_eq(gf_dev_vreserve(be, 3 * page, &va, &err), GF_OK);
+        ck_assert_uint_eq((uintptr_t)va % page, 0);
+        gf_dev_vrelease(be, va, 3 * page);
+    }
+    gf_backend_free(be);
+    cfg.page_size = ((size_t)1 << 30) + 1;
+    ck_assert_int_eq(gf_backend_open(&cfg, &be, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "page size") != NULL, "%s", err.msg);
+}
+END_TEST
+
 /* ---- copy stream and events ---- */
 
 START_TEST(test_copy_ordering_and_many_in_flight)
@@ -567,6 +596,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_pages_scattered);
     tcase_add_test(tc, test_map_unmap_leave_no_hole);
     tcase_add_test(tc, test_vreserve_rejects_partial_pages);
+    tcase_add_test(tc, test_page_size_is_a_power_of_two);
     tcase_add_test(tc, test_copy_ordering_and_many_in_flight);
     tcase_add_test(tc, test_event_waits_for_its_copy);
     tcase_add_test(tc, test_compute_wait_blocks_until_copy_done);

@@ -608,9 +608,10 @@ gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf
     *out = NULL;
     long sp = sysconf(_SC_PAGESIZE);
     size_t sys_page = sp > 0 ? (size_t)sp : 4096;
-    size_t page_size = cfg->page_size ? cfg->page_size : GF_DEFAULT_PAGE_SIZE;
-    if (!gf_size_align_up(page_size, sys_page, &page_size) || page_size > ((size_t)1 << 30))
-        return gf_err_set(err, GF_ERR_INVALID, "page size %zu is out of range", cfg->page_size);
+    size_t page_size;
+    gf_status pst = gf_page_size_choose(cfg->page_size, sys_page, (size_t)1 << 30, &page_size, err);
+    if (pst != GF_OK)
+        return pst;
     uint64_t budget = cfg->device_budget ? cfg->device_budget : GF_CPU_DEFAULT_BUDGET;
     if (budget > ((uint64_t)1 << 46))
         return gf_err_set(err, GF_ERR_INVALID, "device budget %llu is larger than 64 TiB",

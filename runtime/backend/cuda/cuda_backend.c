@@ -121,6 +121,8 @@ static gf_status cuda_vreserve(gf_backend *be, size_t size, void **out, gf_err *
     cuda_ctx *c = be->context;
     cuda_enter(c);
     CUdeviceptr p = 0;
+    /* the alignment must be a power of two (or 0, the granularity): the page
+     * size is one (gf_page_size_choose), so the range starts on a page */
     CUresult r = c->vmm.reserve(&p, size, be->page_size, 0, 0);
     if (r != CUDA_SUCCESS)
         return cu_fail(err, GF_ERR_NO_DEVICE_MEM, "cuMemAddressReserve", r);
@@ -536,11 +538,9 @@ static gf_status cuda_open(const gf_backend_config *cfg, int index, const gf_bac
         st = cu_fail(err, GF_ERR_DEVICE, "cuMemGetAllocationGranularity", r);
         goto fail;
     }
-    size_t page = cfg->page_size ? cfg->page_size : GF_DEFAULT_PAGE_SIZE;
-    if (!gf_size_align_up(page, gran, &page)) {
-        st = gf_err_set(err, GF_ERR_INVALID, "page size %zu is out of range", cfg->page_size);
+    size_t page;
+    if ((st = gf_page_size_choose(cfg->page_size, gran, (size_t)1 << 30, &page, err)) != GF_OK)
         goto fail;
-    }
     be->page_size = page;
     size_t free_b = 0, total_b = 0;
     e = cudaMemGetInfo(&free_b, &total_b);
