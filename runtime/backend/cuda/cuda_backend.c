@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/page_pool.h"
+#include "backend/pcie.h"
 #include "core/log.h"
 #include "core/tensor.h"
 
@@ -316,7 +317,8 @@ static gf_status cuda_event_sync(gf_backend *be, gf_event *ev, gf_err *err)
 
 /* ---- info ---------------------------------------------------------------------- */
 
-/* PCIe link from sysfs (the runtime API does not report it). */
+/* PCIe link from sysfs (the runtime API does not report it): the most the
+ * link supports, not its current (idle-lowered) speed; see pcie.h. */
 static void cuda_pcie_link(int index, gf_device_info *info)
 {
     char bus[32];
@@ -327,37 +329,13 @@ static void cuda_pcie_link(int index, gf_device_info *info)
     for (char *p = bus; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p - 'A' + 'a');
-    char path[128], line[64];
-    double gts = 0;
-    int width = 0;
-    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/current_link_speed", bus);
-    FILE *f = fopen(path, "r");
-    if (f != NULL) {
-        if (fgets(line, sizeof line, f) != NULL)
-            gts = strtod(line, NULL);
-        fclose(f);
-    }
-    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/current_link_width", bus);
-    f = fopen(path, "r");
-    if (f != NULL) {
-        if (fgets(line, sizeof line, f) != NULL)
-            width = atoi(line);
-        fclose(f);
-    }
-    /* GT/s per lane -> generation and usable GB/s per lane after encoding */
-    static const struct {
-        double gts;
-        int gen;
-        double gbps_lane;
-    } gens[] = {{2.5, 1, 0.25}, {5.0, 2, 0.5}, {8.0, 3, 0.985}, {16.0, 4, 1.969},
-                {32.0, 5, 3.938}, {64.0, 6, 7.563}};
-    for (size_t i = 0; i < sizeof gens / sizeof gens[0]; i++) {
-        if (gts > gens[i].gts - 0.1 && gts < gens[i].gts + 0.1) {
-            info->pcie_gen = gens[i].gen;
-            info->pcie_width = width;
-            info->link_peak_gbps = gens[i].gbps_lane * width;
-        }
-    }
+    char path[128];
+    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s", bus);
+    gf_pcie_link link;
+    gf_pcie_link_read(path, &link);
+    info->pcie_gen = link.gen;
+    info->pcie_width = link.width;
+    info->link_peak_gbps = link.gbps;
 }
 
 static void cuda_refresh_info(gf_backend *be, gf_device_info *info)
