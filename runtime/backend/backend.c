@@ -205,6 +205,7 @@ gf_status gf_backend_open(const gf_backend_config *cfg, gf_backend **out, gf_err
         return st;
     if (pthread_mutex_init(&be->acct_lock, NULL) != 0) {
         be->iface.free(be);
+        free(be);
         return gf_err_set(err, GF_ERR_NOMEM, "pthread_mutex_init failed");
     }
     be->used = 0;
@@ -222,6 +223,9 @@ void gf_backend_free(gf_backend *be)
 {
     if (be == NULL)
         return;
+    /* First the implementation, which may still free through gf_dev_free
+     * (the cuda kernels' workspace): the accounting must outlive it. */
+    be->iface.free(be);
     if (be->acct_ready) {
         if (be->sizes.n > 0)
             GF_LOG_W("%zu device allocations still live at close", be->sizes.n);
@@ -229,7 +233,7 @@ void gf_backend_free(gf_backend *be)
         free(be->sizes.vals);
         pthread_mutex_destroy(&be->acct_lock);
     }
-    be->iface.free(be);
+    free(be);
 }
 
 void gf_backend_info(gf_backend *be, gf_device_info *out)
@@ -305,6 +309,10 @@ void gf_dev_free(gf_backend *be, void *ptr)
 {
     if (ptr == NULL)
         return;
+    if (!be->acct_ready) { /* a constructor cleaning up: nothing was counted */
+        be->iface.dev_free(be, ptr);
+        return;
+    }
     pthread_mutex_lock(&be->acct_lock);
     size_t size = ps_take(&be->sizes, ptr);
     if (size != (size_t)-1)

@@ -20,7 +20,12 @@ extern "C" {
 #endif
 
 struct gf_backend_iface {
-    void (*free)(gf_backend *be); /* after all streams are idle; frees be->context */
+    /* Wait for the streams, free be->context and everything in it, but not
+     * be: backend.c's accounting is still live and frees be afterwards, so
+     * this may give memory back through gf_dev_free (the cuda kernels'
+     * workspace does). Also the constructor's cleanup on failure (then the
+     * accounting is not set up yet and the constructor frees be). */
+    void (*free)(gf_backend *be);
     void (*refresh_info)(gf_backend *be, gf_device_info *info); /* update free_memory */
     gf_status (*dev_alloc)(gf_backend *be, size_t size, void **out, gf_err *err);
     void (*dev_free)(gf_backend *be, void *ptr);

@@ -576,7 +576,7 @@ static void cpu_free(gf_backend *be)
         free(c->mapped_at);
         free(c);
     }
-    free(be);
+    be->context = NULL;
 }
 
 static const struct gf_backend_iface cpu_iface = {
@@ -683,5 +683,6 @@ gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf
     return GF_OK;
 fail:
     cpu_free(be);
+    free(be);
     return st;
 }

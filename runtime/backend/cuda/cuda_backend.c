@@ -391,7 +391,7 @@ static void cuda_free(gf_backend *be)
         gf_page_pool_deinit(&c->pool);
         free(c);
     }
-    free(be);
+    be->context = NULL;
 }
 
 static const struct gf_backend_iface cuda_iface = {
@@ -574,6 +574,7 @@ static gf_status cuda_open(const gf_backend_config *cfg, int index, const gf_bac
     return GF_OK;
 fail:
     cuda_free(be);
+    free(be);
     return st;
 }
 
