@@ -208,7 +208,15 @@ gf_status gf_backend_open(const gf_backend_config *cfg, gf_backend **out, gf_err
         free(be);
         return gf_err_set(err, GF_ERR_NOMEM, "pthread_mutex_init failed");
     }
+    if ((st = gf_page_pool_init(&be->pool, be->n_pages, err)) != GF_OK) {
+        be->iface.free(be);
+        gf_page_pool_deinit(&be->pool);
+        pthread_mutex_destroy(&be->acct_lock);
+        free(be);
+        return st;
+    }
     be->used = 0;
+    be->held = 0;
     memset(&be->sizes, 0, sizeof be->sizes);
     be->acct_ready = true;
     be->info.budget = be->budget;
@@ -231,6 +239,7 @@ void gf_backend_free(gf_backend *be)
             GF_LOG_W("%zu device allocations still live at close", be->sizes.n);
         free(be->sizes.keys);
         free(be->sizes.vals);
+        gf_page_pool_deinit(&be->pool);
         pthread_mutex_destroy(&be->acct_lock);
     }
     free(be);
@@ -254,28 +263,35 @@ const gf_kernels *gf_backend_kernels(gf_backend *be)
 
 /* ---- device memory --------------------------------------------------------- */
 
-static gf_status gf_budget_take(gf_backend *be, size_t size, const char *what, gf_err *err)
+/* The budget refuses size more bytes. acct_lock held; unlocks it. */
+static gf_status gf_budget_refuse(gf_backend *be, size_t size, const char *what, gf_err *err)
 {
-    pthread_mutex_lock(&be->acct_lock);
-    if (size > be->budget || be->used > be->budget - size) {
-        uint64_t used = be->used;
-        pthread_mutex_unlock(&be->acct_lock);
-        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM,
-                          "device memory budget exhausted: %s of %zu bytes needs more than the "
-                          "%llu free (%llu of %llu in use)",
-                          what, size, (unsigned long long)(be->budget - used),
-                          (unsigned long long)used, (unsigned long long)be->budget);
-    }
-    be->used += size;
+    uint64_t used = be->used;
     pthread_mutex_unlock(&be->acct_lock);
-    return GF_OK;
+    return gf_err_set(err, GF_ERR_NO_DEVICE_MEM,
+                      "device memory budget exhausted: %s of %zu bytes needs more than the "
+                      "%llu free (%llu of %llu in use)",
+                      what, size, (unsigned long long)(be->budget - used),
+                      (unsigned long long)used, (unsigned long long)be->budget);
 }
 
-static void gf_budget_give(gf_backend *be, size_t size)
+static bool gf_budget_has_room(const gf_backend *be, size_t size)
 {
-    pthread_mutex_lock(&be->acct_lock);
-    be->used -= size;
-    pthread_mutex_unlock(&be->acct_lock);
+    return size <= be->budget && be->used <= be->budget - size;
+}
+
+/* Release free committed pages (their memory exists while they wait in the
+ * pool) until `room` more bytes fit under the budget beside what is held,
+ * or every one of them when all. acct_lock held. */
+static void gf_pages_trim(gf_backend *be, uint64_t room, bool all)
+{
+    int64_t page;
+    while ((all || be->held + room > be->budget) &&
+           gf_page_pool_take_committed(&be->pool, &page)) {
+        be->iface.page_release(be, page);
+        gf_page_pool_released(&be->pool, page);
+        be->held -= be->page_size;
+    }
 }
 
 gf_status gf_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err)
@@ -284,22 +300,42 @@ gf_status gf_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err)
     if (GF_FAULT("dev_alloc"))
         return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "device allocation of %zu bytes failed "
                           "(injected fault)", size);
-    gf_status st = gf_budget_take(be, size, "an allocation", err);
-    if (st != GF_OK)
-        return st;
-    void *p = NULL;
-    st = be->iface.dev_alloc(be, size, &p, err);
-    if (st != GF_OK) {
-        gf_budget_give(be, size);
-        return st;
-    }
     pthread_mutex_lock(&be->acct_lock);
-    st = ps_put(&be->sizes, p, size);
+    if (!gf_budget_has_room(be, size))
+        return gf_budget_refuse(be, size, "an allocation", err);
+    be->used += size;
+    /* used <= budget - size, and held = used + the free committed pages, so
+     * releasing enough of those always makes room */
+    gf_pages_trim(be, size, false);
+    be->held += size;
     pthread_mutex_unlock(&be->acct_lock);
+    void *p = NULL;
+    gf_status st = be->iface.dev_alloc(be, size, &p, err);
+    if (st == GF_ERR_NO_DEVICE_MEM) {
+        /* the device has less free than the budget says (another process,
+         * the runtime's own): give back every free committed page, retry */
+        pthread_mutex_lock(&be->acct_lock);
+        int64_t before = gf_page_pool_free_committed(&be->pool);
+        gf_pages_trim(be, 0, true);
+        pthread_mutex_unlock(&be->acct_lock);
+        if (before > 0)
+            st = be->iface.dev_alloc(be, size, &p, err);
+    }
+    if (st == GF_OK) {
+        pthread_mutex_lock(&be->acct_lock);
+        st = ps_put(&be->sizes, p, size);
+        pthread_mutex_unlock(&be->acct_lock);
+        if (st != GF_OK) {
+            be->iface.dev_free(be, p);
+            gf_err_set(err, st, "out of host memory tracking a device allocation");
+        }
+    }
     if (st != GF_OK) {
-        be->iface.dev_free(be, p);
-        gf_budget_give(be, size);
-        return gf_err_set(err, st, "out of host memory tracking a device allocation");
+        pthread_mutex_lock(&be->acct_lock);
+        be->used -= size;
+        be->held -= size;
+        pthread_mutex_unlock(&be->acct_lock);
+        return st;
     }
     *out = p;
     return GF_OK;
@@ -315,8 +351,10 @@ void gf_dev_free(gf_backend *be, void *ptr)
     }
     pthread_mutex_lock(&be->acct_lock);
     size_t size = ps_take(&be->sizes, ptr);
-    if (size != (size_t)-1)
+    if (size != (size_t)-1) {
         be->used -= size;
+        be->held -= size;
+    }
     pthread_mutex_unlock(&be->acct_lock);
     if (size == (size_t)-1) {
         GF_LOG_E("gf_dev_free(%p): not a live device allocation", ptr);
@@ -333,6 +371,14 @@ void gf_dev_usage(gf_backend *be, uint64_t *used, uint64_t *budget)
     if (budget != NULL)
         *budget = be->budget;
     pthread_mutex_unlock(&be->acct_lock);
+}
+
+uint64_t gf_dev_held(gf_backend *be)
+{
+    pthread_mutex_lock(&be->acct_lock);
+    uint64_t held = be->held;
+    pthread_mutex_unlock(&be->acct_lock);
+    return held;
 }
 
 size_t gf_dev_page_size(gf_backend *be)
@@ -362,21 +408,44 @@ gf_status gf_dev_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
     if (GF_FAULT("dev_page_alloc"))
         return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "device page allocation failed "
                           "(injected fault)");
-    gf_status st = gf_budget_take(be, be->page_size, "a page", err);
-    if (st != GF_OK)
-        return st;
-    st = be->iface.page_alloc(be, page, err);
-    if (st != GF_OK)
-        gf_budget_give(be, be->page_size);
-    return st;
+    pthread_mutex_lock(&be->acct_lock);
+    if (!gf_budget_has_room(be, be->page_size))
+        return gf_budget_refuse(be, be->page_size, "a page", err);
+    int64_t p;
+    bool fresh;
+    if (!gf_page_pool_take(&be->pool, &p, &fresh)) {
+        pthread_mutex_unlock(&be->acct_lock);
+        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "the page pool is empty (%lld pages)",
+                          (long long)be->n_pages);
+    }
+    be->used += be->page_size;
+    if (fresh) /* no committed page was free, so held == used before this one */
+        be->held += be->page_size;
+    pthread_mutex_unlock(&be->acct_lock);
+    if (fresh) {
+        gf_status st = be->iface.page_commit(be, p, err);
+        if (st != GF_OK) {
+            pthread_mutex_lock(&be->acct_lock);
+            gf_page_pool_put(&be->pool, p);
+            be->used -= be->page_size;
+            be->held -= be->page_size;
+            pthread_mutex_unlock(&be->acct_lock);
+            return st;
+        }
+        gf_page_pool_committed(&be->pool, p);
+    }
+    *page = p;
+    return GF_OK;
 }
 
 void gf_dev_page_free(gf_backend *be, int64_t page)
 {
     if (page < 0)
         return;
-    be->iface.page_free(be, page);
-    gf_budget_give(be, be->page_size);
+    pthread_mutex_lock(&be->acct_lock);
+    gf_page_pool_put(&be->pool, page); /* committed: held keeps counting it */
+    be->used -= be->page_size;
+    pthread_mutex_unlock(&be->acct_lock);
 }
 
 gf_status gf_dev_map(gf_backend *be, void *addr, int64_t page, gf_err *err)

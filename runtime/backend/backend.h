@@ -122,8 +122,15 @@ gf_status gf_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err);
  * makes sure no queued work still uses it. */
 void gf_dev_free(gf_backend *be, void *ptr);
 
-/* Budget accounting: bytes in use (allocations + pages) and the budget. */
+/* Budget accounting: bytes in use (allocations + pages taken) and the
+ * budget. Pages freed keep their memory for the next taker, but an
+ * allocation that needs their room releases them first, so budget - used is
+ * what can still be allocated. */
 void gf_dev_usage(gf_backend *be, uint64_t *used, uint64_t *budget);
+
+/* Device memory the backend holds: allocations plus every page with memory
+ * behind it, taken or free in the pool. Never more than the budget. */
+uint64_t gf_dev_held(gf_backend *be);
 
 /* Page size in force (a power of two, a multiple of the device's granularity). */
 size_t gf_dev_page_size(gf_backend *be);
@@ -134,8 +141,9 @@ gf_status gf_dev_vreserve(gf_backend *be, size_t size, void **out, gf_err *err);
 /* Release a range from gf_dev_vreserve; every page in it must be unmapped. */
 void gf_dev_vrelease(gf_backend *be, void *base, size_t size);
 
-/* Take one physical page from the pool (counted against the budget).
- * *page is an opaque handle >= 0. */
+/* Take one physical page from the pool (counted against the budget). A page
+ * freed earlier is reused before a new one is committed. *page is an opaque
+ * handle >= 0. */
 gf_status gf_dev_page_alloc(gf_backend *be, int64_t *page, gf_err *err);
 /* Return a page to the pool; it must not be mapped anywhere. */
 void gf_dev_page_free(gf_backend *be, int64_t page);

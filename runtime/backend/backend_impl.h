@@ -3,10 +3,19 @@
  * Only backend implementations (cpu/, cuda/) and backend.c include this. A
  * backend's open function allocates a struct gf_backend, fills `iface`,
  * `kernels` (all but nothing: `sync` included), `info`, `page_size`,
- * `budget` and `context`, and returns it; backend.c then sets up the budget
- * accounting, which lives in one place for every backend: the public
- * wrappers check the budget, count bytes, and hit the fault-injection sites
- * before calling the slots below. Slots never see a budget check.
+ * `budget`, `n_pages` and `context`, and returns it; backend.c then sets up
+ * the budget accounting and the page pool, which live in one place for every
+ * backend: the public wrappers check the budget, count bytes, take pages
+ * from the pool, and hit the fault-injection sites before calling the slots
+ * below. Slots never see a budget check.
+ *
+ * The budget bounds the device memory the backend holds: allocations plus
+ * every committed page, including committed pages that are free in the pool
+ * (their memory exists until released). `used` (what gf_dev_usage reports)
+ * counts allocations and taken pages; `held` counts allocations and
+ * committed pages, and held <= budget always: a page is committed only when
+ * no committed page is free, and an allocation that would take held over the
+ * budget first releases free committed pages.
  */
 #ifndef GF_BACKEND_IMPL_H
 #define GF_BACKEND_IMPL_H
@@ -14,6 +23,7 @@
 #include <pthread.h>
 
 #include "backend/backend.h"
+#include "backend/page_pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,8 +41,10 @@ struct gf_backend_iface {
     void (*dev_free)(gf_backend *be, void *ptr);
     gf_status (*vreserve)(gf_backend *be, size_t size, void **out, gf_err *err);
     void (*vrelease)(gf_backend *be, void *base, size_t size);
-    gf_status (*page_alloc)(gf_backend *be, int64_t *page, gf_err *err);
-    void (*page_free)(gf_backend *be, int64_t page);
+    /* Give pool page `page` (0..n_pages-1, without memory) its memory; then
+     * release it again (it is free and unmapped). */
+    gf_status (*page_commit)(gf_backend *be, int64_t page, gf_err *err);
+    void (*page_release)(gf_backend *be, int64_t page);
     gf_status (*map)(gf_backend *be, void *addr, int64_t page, gf_err *err);
     gf_status (*unmap)(gf_backend *be, void *addr, gf_err *err);
     gf_status (*host_alloc)(gf_backend *be, size_t size, void **out, gf_err *err);
@@ -62,11 +74,15 @@ struct gf_backend {
     gf_device_info info;   /* static fields filled by the implementation */
     size_t page_size;      /* in force; multiple of the device granularity */
     uint64_t budget;       /* bytes */
+    int64_t n_pages;       /* pages in the pool (budget / page_size) */
     void *context;         /* the implementation's state */
 
-    /* accounting, owned by backend.c */
+    /* accounting and the page pool, owned by backend.c (see above); the
+     * implementations read `pool` (gf_page_pool_is_committed) */
     pthread_mutex_t acct_lock;
-    uint64_t used;         /* bytes of allocations + pages */
+    uint64_t used;         /* bytes of allocations + taken pages */
+    uint64_t held;         /* bytes of allocations + committed pages (<= budget) */
+    gf_page_pool pool;
     gf_ptr_sizes sizes;
     bool acct_ready;
 };

@@ -232,6 +232,97 @@ START_TEST(test_pages_scattered)
 }
 END_TEST
 
+/* Bytes of memory behind the cpu backend's page memfd (found through
+ * /proc/self/fd), or -1. */
+static long long memfd_bytes(void)
+{
+    for (int fd = 3; fd < 1024; fd++) {
+        char link[64], target[256];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (strstr(target, "memfd:gpufaas-device-pages") == NULL)
+            continue;
+        struct stat sb;
+        if (fstat(fd, &sb) != 0)
+            return -1;
+        return (long long)sb.st_blocks * 512;
+    }
+    return -1;
+}
+
+/* Freed pages keep their memory for the next taker, but never beyond the
+ * budget: what the backend holds (allocations and every committed page,
+ * free ones included) stays within it, an allocation releases free pages to
+ * make its room, and a page is committed afresh only when no committed one
+ * is free. On cpu the memory itself is measured (the memfd's blocks). */
+START_TEST(test_free_pages_count_against_the_budget)
+{
+    size_t page = dev_page();
+    enum { POOL = 8 };
+    gf_backend *be = open_be(POOL * page, NULL, NULL);
+    gf_err err;
+    int64_t pg[POOL];
+    for (int i = 0; i < POOL; i++)
+        ck_assert_int_eq(gf_dev_page_alloc(be, &pg[i], &err), GF_OK);
+    if (g_is_cpu)
+        ck_assert_int_eq(memfd_bytes(), (long long)(POOL * page));
+    for (int i = 0; i < POOL; i++)
+        gf_dev_page_free(be, pg[i]);
+    uint64_t used;
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 0);
+    ck_assert_uint_eq(gf_dev_held(be), POOL * page); /* kept for reuse */
+    /* an allocation of 5 pages: 5 free pages give their memory back */
+    void *a;
+    ck_assert_msg(gf_dev_alloc(be, 5 * page, &a, &err) == GF_OK, "%s", err.msg);
+    ck_assert_uint_eq(gf_dev_held(be), POOL * page);
+    if (g_is_cpu)
+        ck_assert_int_eq(memfd_bytes(), (long long)(3 * page));
+    /* three pages: the three still committed, nothing new */
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(gf_dev_page_alloc(be, &pg[i], &err), GF_OK);
+    ck_assert_uint_eq(gf_dev_held(be), POOL * page);
+    if (g_is_cpu)
+        ck_assert_int_eq(memfd_bytes(), (long long)(3 * page));
+    ck_assert_int_eq(gf_dev_page_alloc(be, &pg[3], &err), GF_ERR_NO_DEVICE_MEM);
+    /* the allocation gone, three more pages are committed afresh */
+    gf_dev_free(be, a);
+    ck_assert_uint_eq(gf_dev_held(be), 3 * page);
+    for (int i = 3; i < 6; i++)
+        ck_assert_int_eq(gf_dev_page_alloc(be, &pg[i], &err), GF_OK);
+    ck_assert_uint_eq(gf_dev_held(be), 6 * page);
+    if (g_is_cpu)
+        ck_assert_int_eq(memfd_bytes(), (long long)(6 * page));
+    /* the bytes of a reused page follow it: write, free, take, map, read */
+    char *va;
+    ck_assert_int_eq(gf_dev_vreserve(be, page, (void **)&va, &err), GF_OK);
+    ck_assert_int_eq(gf_dev_map(be, va, pg[0], &err), GF_OK);
+    unsigned char *src = malloc(page), *back = malloc(page);
+    memset(src, 0x5a, page);
+    to_dev(be, va, src, page);
+    ck_assert_int_eq(gf_dev_unmap(be, va, &err), GF_OK);
+    ck_assert_int_eq(gf_dev_map(be, va, pg[0], &err), GF_OK);
+    from_dev(be, back, va, page);
+    ck_assert(memcmp(src, back, page) == 0);
+    ck_assert_int_eq(gf_dev_unmap(be, va, &err), GF_OK);
+    gf_dev_vrelease(be, va, page);
+    for (int i = 0; i < 6; i++)
+        gf_dev_page_free(be, pg[i]);
+    /* an allocation of the whole budget releases every free page */
+    ck_assert_int_eq(gf_dev_alloc(be, POOL * page, &a, &err), GF_OK);
+    ck_assert_uint_eq(gf_dev_held(be), POOL * page);
+    if (g_is_cpu)
+        ck_assert_int_eq(memfd_bytes(), 0);
+    gf_dev_free(be, a);
+    free(src);
+    free(back);
+    gf_backend_free(be);
+}
+END_TEST
+
 /* Mapping and unmapping a page never leaves a moment where an address range
  * of ours is free: another thread's mmap (malloc, a sanitizer's allocator)
  * could be handed it, and then lose it to our placeholder (a crash far from
@@ -680,6 +771,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_info);
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_pages_scattered);
+    tcase_add_test(tc, test_free_pages_count_against_the_budget);
     tcase_add_test(tc, test_map_unmap_leave_no_hole);
     tcase_add_test(tc, test_vreserve_rejects_partial_pages);
     tcase_add_test(tc, test_page_size_is_a_power_of_two);

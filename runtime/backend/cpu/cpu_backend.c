@@ -16,7 +16,6 @@
 #include "core/clock.h"
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu_kernels.h"
-#include "backend/page_pool.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/tensor.h"
@@ -71,7 +70,8 @@ struct cpu_ctx {
     /* page pool */
     int memfd;
     size_t sys_page;
-    gf_page_pool pool;   /* a committed page is allocated in the memfd and parked */
+    /* the page pool (be->pool): a committed page is allocated in the memfd
+     * and parked; a released one is a hole in the memfd */
     /* Every committed page has its page-table entries built once, in its
      * slot of the parking range. Mapping a page into a model's range moves
      * those entries there with mremap (cheap: page tables move whole when
@@ -458,47 +458,45 @@ static void cpu_vrelease(gf_backend *be, void *base, size_t size)
     munmap(base, size);
 }
 
-static gf_status cpu_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
+static gf_status cpu_page_commit(gf_backend *be, int64_t p, gf_err *err)
 {
     cpu_ctx *c = be->context;
-    int64_t p;
-    bool fresh;
-    if (!gf_page_pool_take(&c->pool, &p, &fresh))
-        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "the page pool is empty (%lld pages)",
-                          (long long)c->pool.n);
-    if (fresh) {
-        /* commit the page's memory now rather than on first touch inside a
-         * copy, as a GPU allocation would be, and build its page tables once
-         * in its parking slot */
-        int rc = fallocate(c->memfd, 0, (off_t)p * (off_t)be->page_size, (off_t)be->page_size);
-        if (rc == 0 || errno == EOPNOTSUPP) {
-            void *slot = mmap(c->park + (size_t)p * be->page_size, be->page_size,
-                              PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
-                              c->memfd, (off_t)p * (off_t)be->page_size);
-            rc = slot == MAP_FAILED ? -1 : 0;
-        }
-        if (rc != 0) {
-            int e = errno;
-            gf_page_pool_put(&c->pool, p);
-            return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "committing page %lld: %s",
-                              (long long)p, strerror(e));
-        }
-        gf_page_pool_committed(&c->pool, p);
+    /* commit the page's memory now rather than on first touch inside a copy,
+     * as a GPU allocation would be, and build its page tables once in its
+     * parking slot */
+    off_t off = (off_t)p * (off_t)be->page_size;
+    int rc = fallocate(c->memfd, 0, off, (off_t)be->page_size);
+    if (rc == 0 || errno == EOPNOTSUPP) {
+        void *slot = mmap(c->park + (size_t)p * be->page_size, be->page_size,
+                          PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
+                          c->memfd, off);
+        rc = slot == MAP_FAILED ? -1 : 0;
     }
-    *page = p;
+    if (rc != 0)
+        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "committing page %lld: %s", (long long)p,
+                          strerror(errno));
     return GF_OK;
 }
 
-static void cpu_page_free(gf_backend *be, int64_t page)
+static void cpu_page_release(gf_backend *be, int64_t p)
 {
     cpu_ctx *c = be->context;
-    gf_page_pool_put(&c->pool, page);
+    /* give the memfd's memory back (as cuMemRelease does), and the page
+     * tables with it: the slot becomes a placeholder again */
+    off_t off = (off_t)p * (off_t)be->page_size;
+    if (fallocate(c->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+                  (off_t)be->page_size) != 0)
+        GF_LOG_W("releasing page %lld: fallocate(punch hole): %s", (long long)p,
+                 strerror(errno));
+    if (cpu_placeholder(c->park + (size_t)p * be->page_size, be->page_size) != 0)
+        GF_LOG_W("releasing page %lld: re-reserving its slot: %s", (long long)p,
+                 strerror(errno));
 }
 
 static gf_status cpu_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
 {
     cpu_ctx *c = be->context;
-    if (!gf_page_pool_is_committed(&c->pool, page) || c->mapped_at[page] != NULL)
+    if (!gf_page_pool_is_committed(&be->pool, page) || c->mapped_at[page] != NULL)
         return gf_err_set(err, GF_ERR_INVALID, "page %lld is not an allocated, unmapped page",
                           (long long)page);
     if ((uintptr_t)addr % c->sys_page != 0)
@@ -528,7 +526,7 @@ static gf_status cpu_unmap(gf_backend *be, void *addr, gf_err *err)
 {
     cpu_ctx *c = be->context;
     int64_t page = -1;
-    for (int64_t i = 0; i < c->pool.n; i++) {
+    for (int64_t i = 0; i < be->n_pages; i++) {
         if (c->mapped_at[i] == addr) {
             page = i;
             break;
@@ -572,7 +570,6 @@ static void cpu_free(gf_backend *be)
             close(c->memfd);
         if (c->park != NULL)
             munmap(c->park, c->park_bytes);
-        gf_page_pool_deinit(&c->pool);
         free(c->mapped_at);
         free(c);
     }
@@ -586,8 +583,8 @@ static const struct gf_backend_iface cpu_iface = {
     /* .dev_free = */ cpu_dev_free,
     /* .vreserve = */ cpu_vreserve,
     /* .vrelease = */ cpu_vrelease,
-    /* .page_alloc = */ cpu_page_alloc,
-    /* .page_free = */ cpu_page_free,
+    /* .page_commit = */ cpu_page_commit,
+    /* .page_release = */ cpu_page_release,
     /* .map = */ cpu_map,
     /* .unmap = */ cpu_unmap,
     /* .host_alloc = */ cpu_host_alloc,
@@ -637,8 +634,7 @@ gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf
     c->hook_arg = cfg->cpu_copy_hook_arg;
 
     int64_t pool_pages = (int64_t)(budget / page_size);
-    if ((st = gf_page_pool_init(&c->pool, pool_pages, err)) != GF_OK)
-        goto fail;
+    be->n_pages = pool_pages;
     c->mapped_at = calloc((size_t)(pool_pages ? pool_pages : 1), sizeof *c->mapped_at);
     if (c->mapped_at == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for a pool of %lld pages",

@@ -45,9 +45,9 @@ typedef struct {
     CUmemAllocationProp prop;
     struct gf_stream compute, copy;
     gf_cuda_kctx *kctx;
-    /* page pool: a physical allocation per page, created on first use and
-     * kept for reuse (pages of a pool are interchangeable) */
-    gf_page_pool pool;
+    /* the page pool (be->pool, backend.c's): a physical allocation per
+     * committed page, created on first use, kept for reuse while the budget
+     * allows and released when an allocation needs its room */
     CUmemGenericAllocationHandle *handles;
 } cuda_ctx;
 
@@ -140,37 +140,32 @@ static void cuda_vrelease(gf_backend *be, void *base, size_t size)
         GF_LOG_E("cuMemAddressFree(%p, %zu) failed: CUresult %d", base, size, (int)r);
 }
 
-static gf_status cuda_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
+static gf_status cuda_page_commit(gf_backend *be, int64_t p, gf_err *err)
 {
     cuda_ctx *c = be->context;
-    int64_t p;
-    bool fresh;
-    if (!gf_page_pool_take(&c->pool, &p, &fresh))
-        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "the page pool is empty (%lld pages)",
-                          (long long)c->pool.n);
-    if (fresh) {
-        cuda_enter(c);
-        CUresult r = c->vmm.create(&c->handles[p], be->page_size, &c->prop, 0);
-        if (r != CUDA_SUCCESS) {
-            gf_page_pool_put(&c->pool, p);
-            return cu_fail(err, GF_ERR_NO_DEVICE_MEM, "cuMemCreate", r);
-        }
-        gf_page_pool_committed(&c->pool, p);
-    }
-    *page = p;
+    cuda_enter(c);
+    CUresult r = c->vmm.create(&c->handles[p], be->page_size, &c->prop, 0);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(err, GF_ERR_NO_DEVICE_MEM, "cuMemCreate", r);
     return GF_OK;
 }
 
-static void cuda_page_free(gf_backend *be, int64_t page)
+/* The page is free, so unmapped everywhere: cuMemRelease frees its memory at
+ * once ("when all outstanding mappings to the memory are unmapped", cuda.h). */
+static void cuda_page_release(gf_backend *be, int64_t p)
 {
     cuda_ctx *c = be->context;
-    gf_page_pool_put(&c->pool, page);
+    cuda_enter(c);
+    CUresult r = c->vmm.release(c->handles[p]);
+    if (r != CUDA_SUCCESS)
+        GF_LOG_E("cuMemRelease(page %lld) failed: CUresult %d", (long long)p, (int)r);
+    c->handles[p] = 0;
 }
 
 static gf_status cuda_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
 {
     cuda_ctx *c = be->context;
-    if (!gf_page_pool_is_committed(&c->pool, page))
+    if (!gf_page_pool_is_committed(&be->pool, page))
         return gf_err_set(err, GF_ERR_INVALID, "page %lld is not an allocated pool page",
                           (long long)page);
     cuda_enter(c);
@@ -384,11 +379,10 @@ static void cuda_free(gf_backend *be)
         cuda_stream_destroy(&c->copy);
         cuda_stream_destroy(&c->compute);
         if (c->handles != NULL)
-            for (int64_t i = 0; i < c->pool.n; i++)
-                if (gf_page_pool_is_committed(&c->pool, i))
+            for (int64_t i = 0; i < be->n_pages; i++)
+                if (gf_page_pool_is_committed(&be->pool, i))
                     c->vmm.release(c->handles[i]);
         free(c->handles);
-        gf_page_pool_deinit(&c->pool);
         free(c);
     }
     be->context = NULL;
@@ -401,8 +395,8 @@ static const struct gf_backend_iface cuda_iface = {
     /* .dev_free = */ cuda_dev_free,
     /* .vreserve = */ cuda_vreserve,
     /* .vrelease = */ cuda_vrelease,
-    /* .page_alloc = */ cuda_page_alloc,
-    /* .page_free = */ cuda_page_free,
+    /* .page_commit = */ cuda_page_commit,
+    /* .page_release = */ cuda_page_release,
     /* .map = */ cuda_map,
     /* .unmap = */ cuda_unmap,
     /* .host_alloc = */ cuda_host_alloc,
@@ -541,8 +535,7 @@ static gf_status cuda_open(const gf_backend_config *cfg, int index, const gf_bac
         goto fail;
     }
     int64_t pool_pages = (int64_t)(be->budget / page);
-    if ((st = gf_page_pool_init(&c->pool, pool_pages, err)) != GF_OK)
-        goto fail;
+    be->n_pages = pool_pages;
     c->handles = calloc((size_t)(pool_pages ? pool_pages : 1), sizeof *c->handles);
     if (c->handles == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for a pool of %lld pages",
