@@ -589,9 +589,8 @@ static int api_param(gf_fn_ctx *ctx, size_t index, gf_tensor *out)
     return 0;
 }
 
-/* Device memory for this call, evicting idle models when the budget is
- * exhausted (again when another thread took the room first). Freed after
- * the call. */
+/* Device memory for this call (gf_dev_alloc evicts idle models through the
+ * cache when the budget is exhausted). Freed after the call. */
 static int ctx_alloc(gf_fn_ctx *ctx, size_t bytes, void **out, const char *what)
 {
     if (ctx->n_allocs == ctx->cap_allocs) {
@@ -604,27 +603,14 @@ static int ctx_alloc(gf_fn_ctx *ctx, size_t bytes, void **out, const char *what)
     }
     gf_err e;
     gf_status st = gf_dev_alloc(ctx->be, bytes, out, &e);
-    if (st == GF_ERR_NO_DEVICE_MEM && ctx->cache != NULL) {
-        uint64_t free_now = gf_cache_evict_idle(ctx->cache, bytes);
-        st = gf_dev_alloc(ctx->be, bytes, out, &e);
-        /* the room an eviction made can be taken before this allocation
-         * gets it: a swap-in waiting for room (the next request's, leased
-         * ahead) wakes first. Evict again then; each such swap-in takes one
-         * model's pages, so a few rounds suffice. */
-        for (int round = 0; st == GF_ERR_NO_DEVICE_MEM && free_now >= bytes && round < 4;
-             round++) {
-            free_now = gf_cache_evict_idle(ctx->cache, bytes);
-            st = gf_dev_alloc(ctx->be, bytes, out, &e);
-        }
-        if (st != GF_OK) {
-            uint64_t used, budget;
-            gf_dev_usage(ctx->be, &used, &budget);
-            return ctx_fail(ctx, GF_ERR_NO_DEVICE_MEM,
-                            "%s needs %zu bytes of device memory; after evicting idle models "
-                            "%llu bytes are free (%llu of %llu in use)",
-                            what, bytes, (unsigned long long)free_now,
-                            (unsigned long long)used, (unsigned long long)budget);
-        }
+    if (st == GF_ERR_NO_DEVICE_MEM) {
+        uint64_t used, budget;
+        gf_dev_usage(ctx->be, &used, &budget);
+        return ctx_fail(ctx, GF_ERR_NO_DEVICE_MEM,
+                        "%s needs %zu bytes of device memory; after evicting idle models "
+                        "%llu bytes are free (%llu of %llu in use)",
+                        what, bytes, (unsigned long long)(used < budget ? budget - used : 0),
+                        (unsigned long long)used, (unsigned long long)budget);
     }
     if (st != GF_OK)
         return ctx_fail(ctx, st, "%s: %s", what, e.msg);

@@ -263,21 +263,65 @@ const gf_kernels *gf_backend_kernels(gf_backend *be)
 
 /* ---- device memory --------------------------------------------------------- */
 
+static bool gf_budget_has_room(const gf_backend *be, size_t size)
+{
+    return size <= be->budget && be->used <= be->budget - size;
+}
+
 /* The budget refuses size more bytes. acct_lock held; unlocks it. */
-static gf_status gf_budget_refuse(gf_backend *be, size_t size, const char *what, gf_err *err)
+static gf_status gf_budget_refuse(gf_backend *be, size_t size, const char *what,
+                                  bool reclaimed, gf_err *err)
 {
     uint64_t used = be->used;
     pthread_mutex_unlock(&be->acct_lock);
     return gf_err_set(err, GF_ERR_NO_DEVICE_MEM,
                       "device memory budget exhausted: %s of %zu bytes needs more than the "
-                      "%llu free (%llu of %llu in use)",
+                      "%llu free%s (%llu of %llu in use)",
                       what, size, (unsigned long long)(be->budget - used),
-                      (unsigned long long)used, (unsigned long long)be->budget);
+                      reclaimed ? " after evicting idle models" : "", (unsigned long long)used,
+                      (unsigned long long)be->budget);
 }
 
-static bool gf_budget_has_room(const gf_backend *be, size_t size)
+void gf_backend_set_reclaim(gf_backend *be, gf_reclaim_fn fn, void *arg)
 {
-    return size <= be->budget && be->used <= be->budget - size;
+    pthread_mutex_lock(&be->acct_lock);
+    be->reclaim = fn;
+    be->reclaim_arg = arg;
+    pthread_mutex_unlock(&be->acct_lock);
+}
+
+/* Rounds of reclaiming one allocation may take: the room a reclaim made can
+ * be taken by another thread first (a swap-in waiting for room wakes when an
+ * eviction frees pages), and each such taker takes one model's pages, so a
+ * few rounds suffice. */
+#define GF_RECLAIM_ROUNDS 4
+
+/* Wait until size more bytes fit in the budget, asking the reclaimer for
+ * room; returns with acct_lock held on success, unlocked on refusal.
+ * acct_lock held on entry. */
+static gf_status gf_budget_room(gf_backend *be, size_t size, gf_err *err)
+{
+    for (int round = 0;; round++) {
+        /* the fault site stands for "no room this time" (another thread took it) */
+        bool fault = GF_FAULT("dev_alloc");
+        if (!fault && gf_budget_has_room(be, size))
+            return GF_OK;
+        gf_reclaim_fn fn = be->reclaim;
+        void *arg = be->reclaim_arg;
+        if (fn == NULL || round == GF_RECLAIM_ROUNDS) {
+            if (!fault)
+                return gf_budget_refuse(be, size, "an allocation", round > 0, err);
+            pthread_mutex_unlock(&be->acct_lock);
+            return gf_err_set(err, GF_ERR_NO_DEVICE_MEM,
+                              "device allocation of %zu bytes failed (injected fault)", size);
+        }
+        pthread_mutex_unlock(&be->acct_lock);
+        uint64_t free_now = fn(arg, size);
+        pthread_mutex_lock(&be->acct_lock);
+        if (free_now < size && !gf_budget_has_room(be, size))
+            return gf_budget_refuse(be, size, "an allocation", true, err); /* nothing idle */
+    }
+    return GF_OK;
 }
 
 /* Release free committed pages (their memory exists while they wait in the
@@ -297,12 +341,10 @@ static void gf_pages_trim(gf_backend *be, uint64_t room, bool all)
 gf_status gf_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err)
 {
     *out = NULL;
-    if (GF_FAULT("dev_alloc"))
-        return gf_err_set(err, GF_ERR_NO_DEVICE_MEM, "device allocation of %zu bytes failed "
-                          "(injected fault)", size);
     pthread_mutex_lock(&be->acct_lock);
-    if (!gf_budget_has_room(be, size))
-        return gf_budget_refuse(be, size, "an allocation", err);
+    gf_status st = gf_budget_room(be, size, err);
+    if (st != GF_OK)
+        return st;
     be->used += size;
     /* used <= budget - size, and held = used + the free committed pages, so
      * releasing enough of those always makes room */
@@ -310,7 +352,7 @@ gf_status gf_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err)
     be->held += size;
     pthread_mutex_unlock(&be->acct_lock);
     void *p = NULL;
-    gf_status st = be->iface.dev_alloc(be, size, &p, err);
+    st = be->iface.dev_alloc(be, size, &p, err);
     if (st == GF_ERR_NO_DEVICE_MEM) {
         /* the device has less free than the budget says (another process,
          * the runtime's own): give back every free committed page, retry */
@@ -410,7 +452,7 @@ gf_status gf_dev_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
                           "(injected fault)");
     pthread_mutex_lock(&be->acct_lock);
     if (!gf_budget_has_room(be, be->page_size))
-        return gf_budget_refuse(be, be->page_size, "a page", err);
+        return gf_budget_refuse(be, be->page_size, "a page", false, err);
     int64_t p;
     bool fresh;
     if (!gf_page_pool_take(&be->pool, &p, &fresh)) {

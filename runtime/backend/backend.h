@@ -116,8 +116,20 @@ const gf_kernels *gf_backend_kernels(gf_backend *be);
 /* ---- device memory ---- */
 
 /* Plain device allocation of size bytes (256-byte aligned), counted against
- * the budget. GF_ERR_NO_DEVICE_MEM when the budget would be exceeded. */
+ * the budget. When the budget has no room it asks the reclaimer (below) to
+ * make some, and tries again. GF_ERR_NO_DEVICE_MEM when the budget would
+ * still be exceeded. */
 gf_status gf_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err);
+
+/* Frees room in the budget for an allocation of `bytes` if it can (the
+ * parameter cache evicts idle models) and returns the bytes of the budget
+ * now free. Called by gf_dev_alloc with no backend lock held, on the thread
+ * allocating (the kernels' workspace grows inside a kernel call). */
+typedef uint64_t (*gf_reclaim_fn)(void *arg, uint64_t bytes);
+
+/* Register the backend's reclaimer (one at a time; fn NULL clears it). Set
+ * and clear it while no other thread allocates. */
+void gf_backend_set_reclaim(gf_backend *be, gf_reclaim_fn fn, void *arg);
 /* Free a gf_dev_alloc block; NULL is a no-op. Waits for nothing: the caller
  * makes sure no queued work still uses it. */
 void gf_dev_free(gf_backend *be, void *ptr);
@@ -142,8 +154,9 @@ gf_status gf_dev_vreserve(gf_backend *be, size_t size, void **out, gf_err *err);
 void gf_dev_vrelease(gf_backend *be, void *base, size_t size);
 
 /* Take one physical page from the pool (counted against the budget). A page
- * freed earlier is reused before a new one is committed. *page is an opaque
- * handle >= 0. */
+ * freed earlier is reused before a new one is committed. Never calls the
+ * reclaimer (the cache takes pages under its own lock and evicts itself).
+ * *page is an opaque handle >= 0. */
 gf_status gf_dev_page_alloc(gf_backend *be, int64_t *page, gf_err *err);
 /* Return a page to the pool; it must not be mapped anywhere. */
 void gf_dev_page_free(gf_backend *be, int64_t page);

@@ -85,6 +85,8 @@ struct gf_backend {
     gf_page_pool pool;
     gf_ptr_sizes sizes;
     bool acct_ready;
+    gf_reclaim_fn reclaim;  /* under acct_lock; may be NULL */
+    void *reclaim_arg;
 };
 
 /* The cpu backend's constructor (cpu/cpu_backend.c). */

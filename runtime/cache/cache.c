@@ -97,6 +97,7 @@ struct gf_cache {
     size_t n_pending, cap_pending;
     staging_slot *ring;
     int n_ring, ring_next;
+    bool reclaim_set; /* registered as the backend's reclaimer */
 };
 
 struct gf_lease {
@@ -587,6 +588,13 @@ static gf_status start_device_load(gf_cache *c, gf_cache_model *m, gf_err *err)
 
 /* ---- public: lifetime ------------------------------------------------------ */
 
+/* The backend's reclaimer: an allocation (activations, the kernels'
+ * workspace) that does not fit evicts idle models. */
+static uint64_t cache_reclaim(void *arg, uint64_t bytes)
+{
+    return gf_cache_evict_idle(arg, bytes);
+}
+
 gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **out, gf_err *err)
 {
     *out = NULL;
@@ -622,6 +630,8 @@ gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **ou
         goto fail;
     }
     c->thread_started = true;
+    gf_backend_set_reclaim(be, cache_reclaim, c);
+    c->reclaim_set = true;
     *out = c;
     return GF_OK;
 fail:
@@ -663,6 +673,8 @@ void gf_cache_free(gf_cache *c)
 {
     if (c == NULL)
         return;
+    if (c->reclaim_set)
+        gf_backend_set_reclaim(c->be, NULL, NULL);
     if (c->thread_started) {
         gf_cache_drain(c);
         pthread_mutex_lock(&c->lock);

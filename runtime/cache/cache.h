@@ -103,7 +103,10 @@ typedef struct gf_cache_config {
 } gf_cache_config;
 
 /* Create a cache over backend be (borrowed; must outlive the cache). Starts
- * the loader thread and allocates the staging ring. */
+ * the loader thread, allocates the staging ring, and registers the cache as
+ * the backend's reclaimer, so that a device allocation that does not fit
+ * (activations, the kernels' workspace) evicts idle models: one cache per
+ * backend. */
 gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **out, gf_err *err);
 
 /* Wait for in-flight loads, drop every model (all leases must be released),
@@ -180,8 +183,8 @@ gf_status gf_cache_prefetch(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err
 gf_status gf_cache_evict(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err *err);
 
 /* Evict idle device models (policy order) until at least bytes of the device
- * budget are free, or nothing idle is left. Returns the bytes now free. Used
- * when activations do not fit. */
+ * budget are free, or nothing idle is left. Returns the bytes now free.
+ * gf_dev_alloc calls it when an allocation does not fit. */
 uint64_t gf_cache_evict_idle(gf_cache *c, uint64_t bytes);
 
 /* Wait until no load is in flight. */

@@ -6,7 +6,9 @@
  * its Nth call from now and assert a clean error and no leak. When nothing is
  * armed the check is one load of a global flag.
  *
- * Sites used so far: "dev_alloc", "dev_page_alloc", "dev_map", "host_alloc",
+ * Sites used so far: "dev_alloc" (the budget has no room this time: the
+ * backend's reclaimer is asked, as when another thread took the room),
+ * "dev_page_alloc", "dev_map", "host_alloc",
  * "memcpy_async" (at queue time), "copy_exec" (on the copy stream, reported by
  * the next event/stream sync), "cache_alloc".
  */

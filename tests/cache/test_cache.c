@@ -423,6 +423,49 @@ START_TEST(test_busy_when_leased_models_fill_the_device)
 }
 END_TEST
 
+/* A device allocation that does not fit (activations, the cuda kernels'
+ * workspace, which allocates inside a kernel call and cannot ask the cache
+ * itself) evicts idle models through the backend's reclaimer; a leased model
+ * stays, and the allocation fails naming the eviction. */
+START_TEST(test_allocation_evicts_idle_models)
+{
+    evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    gf_backend *be = open_cpu(8, NULL, NULL);
+    gf_cache *c = new_cache(be, 0, GF_EVICT_LRU, &L);
+    char *pa = write_pages_model("a.safetensors", 6, 1);
+    gf_cache_model *a = add(c, "a", pa);
+    gf_lease *l;
+    gf_err err;
+    ck_assert_int_eq(gf_cache_acquire(c, a, &l, &err), GF_OK);
+    ck_assert_int_eq(gf_lease_wait_all(l, &err), GF_OK);
+    gf_lease_release(l); /* idle on the device: 2 pages of the budget free */
+    void *p;
+    ck_assert_msg(gf_dev_alloc(be, 4 * PAGE, &p, &err) == GF_OK, "%s", err.msg);
+    ck_assert_int_eq(L.evictions, 1);
+    gf_cache_stats st;
+    gf_cache_get_stats(c, &st);
+    ck_assert_uint_eq(st.models_on_device, 0);
+    gf_dev_free(be, p);
+    /* leased: not evicted, and the allocation says why it failed */
+    ck_assert_int_eq(gf_cache_acquire(c, a, &l, &err), GF_OK);
+    ck_assert_int_eq(gf_lease_wait_all(l, &err), GF_OK);
+    ck_assert_int_eq(gf_dev_alloc(be, 4 * PAGE, &p, &err), GF_ERR_NO_DEVICE_MEM);
+    ck_assert_msg(strstr(err.msg, "after evicting idle models") != NULL, "%s", err.msg);
+    ck_assert_int_eq(L.evictions, 1);
+    check_lease_bytes(be, l);
+    gf_lease_release(l);
+    /* a freed cache is no longer asked */
+    gf_cache_free(c);
+    ck_assert_int_eq(gf_dev_alloc(be, 8 * PAGE, &p, &err), GF_OK);
+    void *q;
+    ck_assert_int_eq(gf_dev_alloc(be, 1, &q, &err), GF_ERR_NO_DEVICE_MEM);
+    ck_assert_msg(strstr(err.msg, "after evicting") == NULL, "%s", err.msg);
+    gf_dev_free(be, p);
+    gf_backend_free(be);
+    free(pa);
+}
+END_TEST
+
 START_TEST(test_randomised_invariants)
 {
     enum { NM = 50, POOL = 24, MAXL = 4 };
@@ -643,6 +686,7 @@ int main(void)
     tcase_add_test(tc, test_pipelining_param0_before_the_rest);
     tcase_add_test(tc, test_larger_than_host_and_device);
     tcase_add_test(tc, test_busy_when_leased_models_fill_the_device);
+    tcase_add_test(tc, test_allocation_evicts_idle_models);
     tcase_add_test(tc, test_randomised_invariants);
     tcase_add_test(tc, test_faults_leave_cache_consistent);
     tcase_add_test(tc, test_prefetch_and_snapshot);
