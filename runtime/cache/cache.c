@@ -407,8 +407,15 @@ static void run_device_job(gf_cache *c, gf_cache_model *m)
     }
     if (st == GF_OK)
         st = gf_event_record(c->be, m->done_ev, c->copy, &err);
-    if (st != GF_OK)
+    if (st != GF_OK) {
         fail_load(c, m, &err);
+        /* The copies queued before the failure still write into the pages
+         * and read the host copy or the staging ring: the completion (which
+         * releases both) waits for done_ev, so record it after them, or
+         * wait for the stream when even that fails. */
+        if (gf_event_record(c->be, m->done_ev, c->copy, NULL) != GF_OK)
+            gf_stream_sync(c->be, c->copy, NULL);
+    }
     pthread_mutex_lock(&c->lock);
     m->fill_host = filling;
     pthread_mutex_unlock(&c->lock);

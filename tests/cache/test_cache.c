@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cache/cache.h"
 #include "core/fault.h"
@@ -632,6 +633,53 @@ START_TEST(test_faults_leave_cache_consistent)
 }
 END_TEST
 
+/* A load that fails after some of its copies were queued (here: queueing
+ * the third fails) must not give its pages or its host copy back while
+ * those copies still run: on a GPU, unmapping a range under a DMA is an
+ * illegal address, which loses the context. The copy stream is held at the
+ * gate: the failure is not completed (nothing released) until the queued
+ * copies finish, and then everything is released and loadable again. */
+START_TEST(test_failed_load_waits_for_its_queued_copies)
+{
+    gf_test_gate g = GF_TEST_GATE_INIT;
+    gf_backend *be = open_cpu(16, gf_test_gate_hook, &g);
+    gf_cache *c = new_cache(be, 16 * PAGE, GF_EVICT_LRU, NULL); /* fills the host tier */
+    size_t numel[4] = {16384, 16384, 16384, 16384};              /* 64 KiB each: one chunk */
+    char *p = write_model("q.safetensors", 4, numel, 11);
+    gf_cache_model *m = add(c, "q", p);
+    gf_lease *l;
+    gf_err err;
+    gf_fault_arm("memcpy_async", 3, 1);
+    ck_assert_int_eq(gf_cache_acquire(c, m, &l, &err), GF_OK);
+    gf_test_gate_wait_started(&g, 1); /* the first copy is running, the second queued */
+    gf_cache_stats st;
+    for (int i = 0; i < 30; i++) { /* 300 ms: the failure must wait for them */
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        gf_cache_get_stats(c, &st);
+        ck_assert_msg(st.load_failures == 0, "the load failed with copies still queued");
+    }
+    ck_assert_int_eq(gf_fault_failures("memcpy_async"), 1);
+    uint64_t used;
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, gf_cache_model_device_bytes(m)); /* pages still held */
+    gf_lease_release(l); /* leaves the load to finish by itself */
+    gf_test_gate_allow(&g, 1000);
+    gf_cache_drain(c);
+    gf_cache_get_stats(c, &st);
+    ck_assert_uint_eq(st.load_failures, 1);
+    ck_assert_uint_eq(st.host_used, 0);
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 0);
+    ck_assert_int_eq(gf_cache_acquire(c, m, &l, &err), GF_OK);
+    check_lease_bytes(be, l);
+    gf_lease_release(l);
+    gf_cache_free(c);
+    gf_backend_free(be);
+    free(p);
+}
+END_TEST
+
 static void count_res(void *arg, const gf_cache_residency *r)
 {
     int *n = arg;
@@ -689,6 +737,7 @@ int main(void)
     tcase_add_test(tc, test_allocation_evicts_idle_models);
     tcase_add_test(tc, test_randomised_invariants);
     tcase_add_test(tc, test_faults_leave_cache_consistent);
+    tcase_add_test(tc, test_failed_load_waits_for_its_queued_copies);
     tcase_add_test(tc, test_prefetch_and_snapshot);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
