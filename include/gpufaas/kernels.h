@@ -25,7 +25,22 @@
  *
  * Versioning: the table starts with its version and size; it is append-only
  * ("members above are valid for version N"). A caller checks `size` before
- * using a member added after version 1.
+ * using a member added after version 1 (GF_KERNELS_HAS(k, member)).
+ *
+ * Version 2 adds what running ONNX graphs needs (unary, broadcasting binary,
+ * where, strided_copy, gather, reduce, softmax_axis, conv2d_ex, pool2d_ex,
+ * cast_ex, fill). Its conventions, beyond the ones above:
+ *  - Shapes and strides are small host arrays (rank <= GF_MAX_RANK), read
+ *    before the call returns: the caller may reuse them at once. Strides are
+ *    in elements (not bytes) of the tensor they describe and may be 0 (a
+ *    broadcast dimension) or negative. rank 0 is one element.
+ *  - Element types other than F32 appear where ONNX needs them: I64/I32 for
+ *    arithmetic on indices and shapes, BOOL (one byte, 0 or 1) for masks and
+ *    comparison results. Integer arithmetic wraps (two's complement), never
+ *    traps; an integer division or modulo by zero is an error (GF_ERR_INVALID
+ *    at once on cpu, from the next sync on cuda).
+ *  - An output may be the same buffer as an input only where the member says
+ *    so; otherwise it must not overlap any input.
  */
 #ifndef GPUFAAS_KERNELS_H
 #define GPUFAAS_KERNELS_H
@@ -40,7 +55,12 @@
 extern "C" {
 #endif
 
-#define GF_KERNELS_VERSION 1
+#define GF_KERNELS_VERSION 2
+
+/* True when table k (a const gf_kernels *) provides member m: the provider's
+ * table is large enough to hold it and the slot is filled. */
+#define GF_KERNELS_HAS(k, m)                                                                      \
+    ((k)->size >= offsetof(gf_kernels, m) + sizeof((k)->m) && (k)->m != NULL)
 
 /* An ordered queue of work on one device (opaque). */
 typedef struct gf_stream gf_stream;
@@ -74,6 +94,164 @@ typedef struct gf_pool2d_params {
     int64_t kh, kw, stride_h, stride_w, pad_h, pad_w;
     int32_t count_include_pad; /* avgpool: divide by kh*kw (1) or by the in-bounds count (0) */
 } gf_pool2d_params;
+
+/* ---- version 2 types ---- */
+
+/* Elementwise F32 functions of unary(), with ONNX semantics. alpha and beta
+ * are the op's attributes where it has any (named per op), else ignored. */
+typedef enum gf_unary_op {
+    GF_UNARY_RELU = 0,        /* max(x, 0) */
+    GF_UNARY_SIGMOID = 1,     /* 1 / (1 + e^-x) */
+    GF_UNARY_TANH = 2,
+    GF_UNARY_ERF = 3,
+    GF_UNARY_EXP = 4,
+    GF_UNARY_LOG = 5,         /* natural log; log(0) = -inf, log(<0) = NaN */
+    GF_UNARY_SQRT = 6,
+    GF_UNARY_RECIPROCAL = 7,  /* 1 / x */
+    GF_UNARY_NEG = 8,
+    GF_UNARY_ABS = 9,
+    GF_UNARY_FLOOR = 10,
+    GF_UNARY_CEIL = 11,
+    GF_UNARY_ROUND = 12,      /* to nearest, halves to even (2.5 -> 2) */
+    GF_UNARY_SIGN = 13,       /* -1, 0 or 1; NaN stays NaN */
+    GF_UNARY_SIN = 14,
+    GF_UNARY_COS = 15,
+    GF_UNARY_SOFTPLUS = 16,   /* log(1 + e^x), without overflow */
+    GF_UNARY_SOFTSIGN = 17,   /* x / (1 + |x|) */
+    GF_UNARY_HARDSIGMOID = 18,/* max(0, min(1, alpha x + beta)) */
+    GF_UNARY_HARDSWISH = 19,  /* x max(0, min(1, x / 6 + 1 / 2)) */
+    GF_UNARY_LEAKYRELU = 20,  /* x < 0 ? alpha x : x */
+    GF_UNARY_ELU = 21,        /* x < 0 ? alpha (e^x - 1) : x */
+    GF_UNARY_SELU = 22,       /* beta (x <= 0 ? alpha (e^x - 1) : x): alpha, gamma = beta */
+    GF_UNARY_CLIP = 23,       /* min(max(x, alpha), beta); NaN stays NaN */
+    GF_UNARY_GELU_ERF = 24,   /* x (1 + erf(x / sqrt 2)) / 2 */
+    GF_UNARY_GELU_TANH = 25,  /* x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 */
+    GF_UNARY_POW_SCALAR = 26, /* x^alpha (C pow) */
+    GF_UNARY_MISH = 27,       /* x tanh(softplus(x)) */
+    GF_UNARY_TAN = 28,
+    GF_UNARY_ASIN = 29,
+    GF_UNARY_ACOS = 30,
+    GF_UNARY_ATAN = 31,
+    GF_UNARY_SINH = 32,
+    GF_UNARY_COSH = 33,
+    GF_UNARY_ASINH = 34,
+    GF_UNARY_ACOSH = 35,
+    GF_UNARY_ATANH = 36,
+    GF_UNARY_CELU = 37,       /* max(0, x) + min(0, alpha (e^(x / alpha) - 1)) */
+    GF_UNARY_THRESHOLDED_RELU = 38, /* x > alpha ? x : 0 */
+    GF_UNARY_SHRINK = 39,     /* x < -alpha ? x + beta : x > alpha ? x - beta : 0 (lambd, bias) */
+    GF_UNARY_IDENTITY = 40,   /* x */
+    GF_UNARY_SILU = 41,       /* x sigmoid(x) */
+    GF_UNARY_COUNT_
+} gf_unary_op;
+
+/* Elementwise operations of binary(): y = a OP b with broadcasting. */
+typedef enum gf_binary_op {
+    GF_BINARY_ADD = 0,
+    GF_BINARY_SUB = 1,
+    GF_BINARY_MUL = 2,
+    GF_BINARY_DIV = 3,  /* F32: IEEE; integers: truncates toward zero */
+    GF_BINARY_POW = 4,  /* F32: C pow; integers: exact (wrapping), a negative
+                         * exponent gives 1 for a = 1, +-1 for a = -1, else 0 */
+    GF_BINARY_MAX = 5,  /* F32: NaN in either input gives NaN */
+    GF_BINARY_MIN = 6,
+    GF_BINARY_MOD = 7,  /* result has the sign of b (ONNX Mod fmod=0, Python %) */
+    GF_BINARY_FMOD = 8, /* result has the sign of a (ONNX Mod fmod=1, C fmod / %) */
+    GF_BINARY_PRELU = 9,/* a < 0 ? a b : a (ONNX PRelu: a = x, b = slope) */
+    /* comparisons: y is BOOL; F32 compares as IEEE (NaN is unordered) */
+    GF_BINARY_EQUAL = 10,
+    GF_BINARY_LESS = 11,
+    GF_BINARY_LESS_EQUAL = 12,
+    GF_BINARY_GREATER = 13,
+    GF_BINARY_GREATER_EQUAL = 14,
+    /* logic: inputs and y BOOL (any nonzero byte reads as true) */
+    GF_BINARY_AND = 15,
+    GF_BINARY_OR = 16,
+    GF_BINARY_XOR = 17,
+    GF_BINARY_COUNT_
+} gf_binary_op;
+
+/* Reductions of reduce() over the middle axis of [outer, rdim, inner]. Over
+ * an empty axis (rdim == 0): SUM, SUM_SQUARE, L1, L2 give 0; PROD 1; MEAN
+ * NaN; MAX -inf; MIN +inf; LOG_SUM and LOG_SUM_EXP -inf; ARG* are an error. */
+typedef enum gf_reduce_op {
+    GF_REDUCE_SUM = 0,
+    GF_REDUCE_MEAN = 1,
+    GF_REDUCE_MAX = 2,         /* NaN propagates */
+    GF_REDUCE_MIN = 3,
+    GF_REDUCE_PROD = 4,
+    GF_REDUCE_SUM_SQUARE = 5,  /* sum x^2 */
+    GF_REDUCE_L1 = 6,          /* sum |x| */
+    GF_REDUCE_L2 = 7,          /* sqrt(sum x^2) */
+    GF_REDUCE_LOG_SUM = 8,     /* log(sum x) */
+    GF_REDUCE_LOG_SUM_EXP = 9, /* log(sum e^x), stable (the maximum is subtracted) */
+    GF_REDUCE_ARGMAX = 10,     /* y is I64: index of the first maximum (a NaN counts as
+                                * the maximum) */
+    GF_REDUCE_ARGMIN = 11,     /* first minimum (likewise NaN) */
+    GF_REDUCE_ARGMAX_LAST = 12,/* ONNX select_last_index = 1: the last one */
+    GF_REDUCE_ARGMIN_LAST = 13,
+    GF_REDUCE_COUNT_
+} gf_reduce_op;
+
+/* 2-d convolution with asymmetric padding (ONNX Conv; a 1-d Conv is h = kh
+ * = 1). NCHW input, OIHW weight [oc, c/groups, kh, kw]. Output size:
+ * oh = (h + pad_t + pad_b - dil_h (kh - 1) - 1) / stride_h + 1, likewise ow
+ * with pad_l, pad_r (gf_window_out with ceil_mode 0). */
+typedef struct gf_conv2d_ex_params {
+    int64_t n, c, h, w;       /* input: batch, channels, height, width */
+    int64_t oc, kh, kw;       /* output channels, kernel height, width */
+    int64_t stride_h, stride_w;
+    int64_t pad_t, pad_l, pad_b, pad_r; /* zeros above, left, below, right (ONNX pads order) */
+    int64_t dil_h, dil_w;     /* dilation (1 = dense) */
+    int64_t groups;           /* c and oc divisible by groups */
+} gf_conv2d_ex_params;
+
+/* Kinds of pool2d_ex. */
+typedef enum gf_pool_kind {
+    GF_POOL_MAX = 0, /* padding never wins; NaN propagates */
+    GF_POOL_AVG = 1,
+    GF_POOL_COUNT_
+} gf_pool_kind;
+
+/* 2-d pooling with ONNX's attributes (MaxPool, AveragePool; a 1-d pool is
+ * h = kh = 1; GlobalMaxPool is kh = h, kw = w). Window (oy, ox) covers rows
+ * oy stride_h - pad_t + i dil_h for i < kh, likewise columns. Output size:
+ * gf_window_out. Each pad must be below the dilated window
+ * (dil (k - 1) + 1), as onnxruntime requires. Max takes the input elements
+ * in the window. Average divides the sum of the input elements in the
+ * window by their count (count_include_pad = 0), or by the count of window
+ * positions inside the padded input [-pad_t, h + pad_b) x [-pad_l, w +
+ * pad_r) (count_include_pad = 1; with ceil_mode a window may reach past the
+ * padding, and those positions do not count, as in PyTorch). A window with
+ * no input element (possible only with large pads or dilations) gives -inf
+ * (max) or NaN (average without padding). */
+typedef struct gf_pool2d_ex_params {
+    int64_t n, c, h, w;
+    int64_t kh, kw, stride_h, stride_w;
+    int64_t pad_t, pad_l, pad_b, pad_r;
+    int64_t dil_h, dil_w;
+    int32_t ceil_mode;         /* output size rounds up (1) or down (0) */
+    int32_t count_include_pad; /* average: see above */
+} gf_pool2d_ex_params;
+
+/* Output extent of a sliding window along one axis, as ONNX and PyTorch
+ * compute it: span = dil (k - 1) + 1; out = (in + pad_b + pad_e - span) /
+ * stride + 1, rounded down, or up when ceil_mode (then the last window must
+ * start inside the input or its leading pad, else out is one less). -1 when
+ * the window does not fit the padded input. Arguments must be >= 0 (stride,
+ * dil, k >= 1) and below 2^30. Used by conv2d_ex and pool2d_ex, and by
+ * callers that infer shapes. */
+static inline int64_t gf_window_out(int64_t in, int64_t k, int64_t stride, int64_t pad_b,
+                                    int64_t pad_e, int64_t dil, int ceil_mode)
+{
+    int64_t span = dil * (k - 1) + 1, room = in + pad_b + pad_e - span;
+    if (room < 0)
+        return -1;
+    int64_t out = (ceil_mode ? room + stride - 1 : room) / stride + 1;
+    if (ceil_mode && (out - 1) * stride >= in + pad_b)
+        out--;
+    return out;
+}
 
 typedef struct gf_kernels {
     uint32_t version; /* GF_KERNELS_VERSION of the provider */
@@ -173,6 +351,95 @@ typedef struct gf_kernels {
     int (*copy2d)(void *ctx, gf_stream *s, void *dst, int64_t dst_pitch, const void *src,
                   int64_t src_pitch, int64_t width, int64_t rows);
     /* members above are valid for version 1 */
+
+    /* y[i] = op(x[i]) for n F32 elements (gf_unary_op; alpha, beta as the op
+     * names them). y may equal x. */
+    int (*unary)(void *ctx, gf_stream *s, gf_unary_op op, float *y, const float *x, int64_t n,
+                 float alpha, float beta);
+
+    /* Broadcasting y = a op b: y is dense with shape out_shape[rank]; element
+     * (i_0 .. i_r-1) reads a[sum i_k a_strides[k]] and b[sum i_k
+     * b_strides[k]] (a broadcast dimension has stride 0). dtype is the
+     * inputs' type: F32, I32 or I64 for arithmetic (y has that type) and
+     * comparisons (y is BOOL); BOOL for logic. PRELU, POW: F32, I32, I64.
+     * y may equal a (or b) when a (b) has y's type and its strides are
+     * y's dense strides (in-place). Integer DIV, MOD, FMOD by zero:
+     * GF_ERR_INVALID (cuda: from the next sync; those elements get 0). */
+    int (*binary)(void *ctx, gf_stream *s, gf_binary_op op, int rank, const int64_t *out_shape,
+                  void *y, const void *a, const int64_t *a_strides, const void *b,
+                  const int64_t *b_strides, gf_dtype dtype);
+
+    /* Broadcasting y = cond ? a : b, strides as for binary. cond is BOOL
+     * (any nonzero byte is true); a, b and y hold elements of elem_size
+     * bytes (1, 2, 4 or 8), any type. y may equal a or b under the same
+     * condition as binary's. */
+    int (*where)(void *ctx, gf_stream *s, int rank, const int64_t *out_shape, void *y,
+                 const void *cond, const int64_t *c_strides, const void *a,
+                 const int64_t *a_strides, const void *b, const int64_t *b_strides,
+                 int64_t elem_size);
+
+    /* Copy with arbitrary strides: for every index (i_0 .. i_r-1) of shape,
+     * y[sum i_k y_strides[k]] = x[x_offset + sum i_k x_strides[k]]; y_strides
+     * NULL means y is dense with that shape. Elements of elem_size bytes (1,
+     * 2, 4 or 8). x strides may be 0 (Expand, Tile as [r, d] with stride 0
+     * on r) or negative (Slice with negative steps); y strides must not be 0
+     * on a dimension longer than 1, and y must not overlap x. Transpose,
+     * Slice, Expand, Tile, Split; Concat and Pad write pieces of y through
+     * y_strides. */
+    int (*strided_copy)(void *ctx, gf_stream *s, int rank, const int64_t *shape, void *y,
+                        const int64_t *y_strides, const void *x, const int64_t *x_strides,
+                        int64_t x_offset, int64_t elem_size);
+
+    /* ONNX Gather: x viewed as [outer, axis_dim, inner] elements of
+     * elem_size bytes (1, 2, 4 or 8); y is [outer, n_ids, inner] with
+     * y[o, j, i] = x[o, id_j, i]. ids are I32 or I64; a negative id counts
+     * from the end (adds axis_dim). An id outside [-axis_dim, axis_dim) is
+     * GF_ERR_INVALID naming it (cuda: from the next sync; its row is neither
+     * read nor written). */
+    int (*gather)(void *ctx, gf_stream *s, void *y, const void *x, int64_t outer,
+                  int64_t axis_dim, int64_t inner, const void *ids, gf_dtype id_dtype,
+                  int64_t n_ids, int64_t elem_size);
+
+    /* y[o, i] = reduction over r of x[o, r, i], F32 x [outer, rdim, inner];
+     * y is F32 [outer, inner], or I64 for the ARG* ops (gf_reduce_op). Other
+     * axes: the caller transposes with strided_copy first, or reduces
+     * repeatedly (adjacent axes merge into one rdim). */
+    int (*reduce)(void *ctx, gf_stream *s, gf_reduce_op op, void *y, const float *x,
+                  int64_t outer, int64_t rdim, int64_t inner);
+
+    /* Softmax (log-softmax when log != 0) over the middle axis of
+     * [outer, dim, inner], stable. y may equal x. (inner = 1 is softmax.) */
+    int (*softmax_axis)(void *ctx, gf_stream *s, float *y, const float *x, int64_t outer,
+                        int64_t dim, int64_t inner, int log);
+
+    /* y[n,oc,oh,ow] = act(conv(x, w) + bias[oc] + residual[n,oc,oh,ow]), the
+     * geometry in *p (gf_conv2d_ex_params). w (w) is [oc, c/groups, kh, kw];
+     * bias (w_dtype too) and residual (F32, y's shape; must not overlap y)
+     * may be NULL. Uses backend workspace. */
+    int (*conv2d_ex)(void *ctx, gf_stream *s, float *y, const float *x,
+                     const gf_conv2d_ex_params *p, const void *w, const void *bias,
+                     gf_dtype w_dtype, const float *residual, gf_act act);
+
+    /* Max or average pooling (gf_pool_kind) with the geometry in *p, F32
+     * NCHW: y is [n, c, oh, ow]. */
+    int (*pool2d_ex)(void *ctx, gf_stream *s, gf_pool_kind kind, float *y, const float *x,
+                     const gf_pool2d_ex_params *p);
+
+    /* Elementwise conversion between any two element types (every gf_dtype
+     * but GF_DT_INVALID), ONNX Cast semantics: float to integer truncates
+     * toward zero and saturates at the target's range (NaN gives 0); integer
+     * to narrower integer wraps (two's complement); to BOOL is x != 0 (NaN is
+     * true); from BOOL any nonzero byte is 1; to F16/BF16/F32 rounds to
+     * nearest even (overflow gives infinity). Same type copies. n elements;
+     * dst must not overlap src unless dst == src with equal types. */
+    int (*cast_ex)(void *ctx, gf_stream *s, void *dst, gf_dtype dst_dtype, const void *src,
+                   gf_dtype src_dtype, int64_t n);
+
+    /* Set n elements of elem_size bytes (1, 2, 4 or 8) to the value whose
+     * bytes are at value (a host pointer, read before the call returns). */
+    int (*fill)(void *ctx, gf_stream *s, void *y, int64_t n, const void *value,
+                int64_t elem_size);
+    /* members above are valid for version 2 */
 } gf_kernels;
 
 #ifdef __cplusplus

@@ -103,6 +103,78 @@ int gf_kargs_permute_0213(const float *y, const float *x, int64_t d0, int64_t d1
 int gf_kargs_copy2d(const void *dst, int64_t dst_pitch, const void *src, int64_t src_pitch,
                     int64_t width, int64_t rows, bool *noop);
 
+/* ---- version 2 (kernel_args_v2.c) ---- */
+
+/* Most operands one strided elementwise kernel has (where: y, cond, a, b). */
+#define GF_KITER_MAX_OPS 4
+
+/* The iteration space of a strided elementwise kernel once checked: dims of
+ * extent 1 dropped and neighbouring dims merged wherever every operand's
+ * strides allow, so a dense operation is rank 1 and a broadcast over rows
+ * rank 2. Operand 0 is the output. Innermost dimension last. */
+typedef struct gf_kiter {
+    int rank;                                   /* 1..GF_MAX_RANK */
+    int nops;                                   /* operands, 1..GF_KITER_MAX_OPS */
+    int64_t n;                                  /* elements (product of shape) */
+    int64_t shape[GF_MAX_RANK];
+    int64_t st[GF_KITER_MAX_OPS][GF_MAX_RANK];  /* strides in elements, per operand */
+} gf_kiter;
+
+/* Element sizes the layout kernels move: 1, 2, 4 or 8 bytes. */
+static inline bool gf_kelem_ok(int64_t es)
+{
+    return es == 1 || es == 2 || es == 4 || es == 8;
+}
+
+int gf_kargs_unary(const float *y, const float *x, int64_t n, gf_unary_op op, bool *noop);
+
+/* binary: fills *it (operands y dense, a, b) and *out_dtype (y's type). */
+int gf_kargs_binary(gf_binary_op op, int rank, const int64_t *shape, const void *y,
+                    const void *a, const int64_t *as, const void *b, const int64_t *bs,
+                    gf_dtype dt, gf_dtype *out_dtype, gf_kiter *it, bool *noop);
+
+/* where: operands y dense, cond, a, b. */
+int gf_kargs_where(int rank, const int64_t *shape, const void *y, const void *c,
+                   const int64_t *cs, const void *a, const int64_t *as, const void *b,
+                   const int64_t *bs, int64_t elem_size, gf_kiter *it, bool *noop);
+
+/* strided_copy: operands y (dense when ys is NULL), x; x_offset is applied
+ * by the caller. */
+int gf_kargs_strided_copy(int rank, const int64_t *shape, const void *y, const int64_t *ys,
+                          const void *x, const int64_t *xs, int64_t x_offset, int64_t elem_size,
+                          gf_kiter *it, bool *noop);
+
+/* gather: argument checks only; the ids are checked by the backend. */
+int gf_kargs_gather(const void *y, const void *x, int64_t outer, int64_t axis_dim,
+                    int64_t inner, const void *ids, gf_dtype id_dtype, int64_t n_ids,
+                    int64_t elem_size, bool *noop);
+
+int gf_kargs_reduce(gf_reduce_op op, const void *y, const float *x, int64_t outer,
+                    int64_t rdim, int64_t inner, bool *noop);
+
+int gf_kargs_softmax_axis(const float *y, const float *x, int64_t outer, int64_t dim,
+                          int64_t inner, bool *noop);
+
+/* conv2d_ex; *oh, *ow get the output size. */
+int gf_kargs_conv2d_ex(const float *y, const float *x, const gf_conv2d_ex_params *p,
+                       const void *w, gf_dtype w_dtype, gf_act act, int64_t *oh, int64_t *ow,
+                       bool *noop);
+
+/* pool2d_ex; *oh, *ow get the output size. */
+int gf_kargs_pool2d_ex(gf_pool_kind kind, const float *y, const float *x,
+                       const gf_pool2d_ex_params *p, int64_t *oh, int64_t *ow, bool *noop);
+
+int gf_kargs_cast_ex(const void *dst, gf_dtype dst_dtype, const void *src, gf_dtype src_dtype,
+                     int64_t n, bool *noop);
+
+int gf_kargs_fill(const void *y, int64_t n, const void *value, int64_t elem_size, bool *noop);
+
+/* The v1 conv2d and pooling geometry in the v2 form (symmetric pads,
+ * pooling without dilation or ceil mode), so one implementation serves
+ * both. */
+void gf_conv2d_params_to_ex(const gf_conv2d_params *p, gf_conv2d_ex_params *ex);
+void gf_pool2d_params_to_ex(const gf_pool2d_params *p, gf_pool2d_ex_params *ex);
+
 #ifdef __cplusplus
 }
 #endif

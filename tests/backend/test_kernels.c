@@ -35,210 +35,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
-#include "core/dtype.h"
-#include "testutil.h"
-
-#define U32F (1.0 / 16777216.0) /* 2^-24 */
-
-static const char *g_device = "cpu";
-
-/* Per-test state (opened in the forked child, so CUDA is never initialised
- * in the parent). */
-static gf_backend *g_be;
-static const gf_kernels *K;
-static gf_stream *S;
-static void *g_bufs[512];
-static int g_nbufs;
-static gf_test_rng g_rng;
-
-static void setup(void)
-{
-    gf_err err;
-    gf_err_clear(&err);
-    gf_backend_config cfg = {.device = g_device};
-    ck_assert_msg(gf_backend_open(&cfg, &g_be, &err) == GF_OK, "open %s: %s", g_device,
-                  err.msg);
-    K = gf_backend_kernels(g_be);
-    ck_assert_ptr_nonnull(K);
-    ck_assert_uint_ge(K->size, sizeof(gf_kernels));
-    S = gf_backend_stream(g_be, GF_STREAM_COMPUTE);
-    g_nbufs = 0;
-    gf_test_rng_seed(&g_rng, 0x6b65726e656c73);
-}
-
-static void teardown(void)
-{
-    for (int i = 0; i < g_nbufs; i++)
-        gf_dev_free(g_be, g_bufs[i]);
-    g_nbufs = 0;
-    gf_backend_free(g_be);
-    g_be = NULL;
-}
-
-/* ---- device helpers ---- */
-
-static void dsync(void)
-{
-    gf_err err;
-    gf_err_clear(&err);
-    ck_assert_msg(gf_stream_sync(g_be, S, &err) == GF_OK, "sync: %s", err.msg);
-}
-
-/* A device buffer of n bytes (at least 1), freed at teardown. */
-static void *dbuf(size_t n)
-{
-    void *p = NULL;
-    gf_err err;
-    gf_err_clear(&err);
-    ck_assert_int_lt(g_nbufs, (int)(sizeof g_bufs / sizeof g_bufs[0]));
-    ck_assert_msg(gf_dev_alloc(g_be, n ? n : 1, &p, &err) == GF_OK, "dev_alloc(%zu): %s", n,
-                  err.msg);
-    g_bufs[g_nbufs++] = p;
-    return p;
-}
-
-/* A device copy of n host bytes. */
-static void *dput(const void *host, size_t n)
-{
-    void *p = dbuf(n);
-    if (n > 0) {
-        gf_err err;
-        gf_err_clear(&err);
-        ck_assert_msg(gf_memcpy_async(g_be, S, p, host, n, GF_COPY_H2D, &err) == GF_OK, "%s",
-                      err.msg);
-        dsync();
-    }
-    return p;
-}
-
-static void dget(void *host, const void *dev, size_t n)
-{
-    gf_err err;
-    gf_err_clear(&err);
-    ck_assert_msg(gf_memcpy_async(g_be, S, host, dev, n, GF_COPY_D2H, &err) == GF_OK, "%s",
-                  err.msg);
-    dsync();
-}
-
-/* Run a kernel call that must succeed, then wait for it. */
-#define KOK(call)                                                                                 \
-    do {                                                                                          \
-        int rc_ = (call);                                                                         \
-        ck_assert_msg(rc_ == 0, "%s returned %d: %s", #call, rc_, K->last_error(K->ctx));        \
-        dsync();                                                                                  \
-    } while (0)
-
-/* A kernel call that must fail at once with code, naming the kernel. */
-#define KERR(code, name, call)                                                                    \
-    do {                                                                                          \
-        int rc_ = (call);                                                                         \
-        ck_assert_msg(rc_ == (code), "%s returned %d, expected %d", #call, rc_, (int)(code));    \
-        const char *m_ = K->last_error(K->ctx);                                                   \
-        ck_assert_msg(strstr(m_, name) != NULL, "message '%s' does not name %s", m_, name);      \
-        dsync();                                                                                  \
-    } while (0)
-
-/* ---- host helpers ---- */
-
-static float *fnew(size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof(float));
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
-static double *dnew(size_t n)
-{
-    double *p = calloc(n ? n : 1, sizeof(double));
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
-static void frand(float *x, size_t n, float lo, float hi)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = gf_test_rng_float(&g_rng, lo, hi);
-}
-
-/* Round v[0..n) to dt in place and return a malloc'd copy in dt's encoding,
- * so the reference uses exactly the values the kernel reads. */
-static void *wenc(float *v, size_t n, gf_dtype dt)
-{
-    if (dt == GF_DT_F32) {
-        float *o = fnew(n);
-        memcpy(o, v, n * sizeof(float));
-        return o;
-    }
-    uint16_t *o = calloc(n ? n : 1, 2);
-    ck_assert_ptr_nonnull(o);
-    for (size_t i = 0; i < n; i++) {
-        if (dt == GF_DT_F16) {
-            o[i] = gf_f32_to_f16(v[i]);
-            v[i] = gf_f16_to_f32(o[i]);
-        } else {
-            o[i] = gf_f32_to_bf16(v[i]);
-            v[i] = gf_bf16_to_f32(o[i]);
-        }
-    }
-    return o;
-}
-
-/* Weights: round v to dt and upload in dt's encoding. */
-static void *wput(float *v, size_t n, gf_dtype dt)
-{
-    void *enc = wenc(v, n, dt);
-    void *d = dput(enc, n * gf_dtype_size(dt));
-    free(enc);
-    return d;
-}
-
-/* Compare got with ref: |got - ref| <= bound[i] when bound is given, else
- * atol + rtol |ref|. A NaN reference requires a NaN result. */
-static void expect_close(const char *what, const float *got, const double *ref,
-                         const double *bound, size_t n, double atol, double rtol)
-{
-    for (size_t i = 0; i < n; i++) {
-        double tol = bound ? bound[i] : atol + rtol * fabs(ref[i]);
-        if (isnan(ref[i])) {
-            ck_assert_msg(isnan(got[i]), "%s [%zu]: got %.9g, expected NaN", what, i,
-                          (double)got[i]);
-            continue;
-        }
-        double d = fabs((double)got[i] - ref[i]);
-        ck_assert_msg(d <= tol, "%s [%zu]: got %.9g, expected %.9g (|diff| %.3g > tol %.3g)",
-                      what, i, (double)got[i], ref[i], d, tol);
-    }
-}
-
-static const char *dtn(gf_dtype dt)
-{
-    return gf_dtype_st_name(dt);
-}
-
-static const gf_dtype WDT[3] = {GF_DT_F32, GF_DT_F16, GF_DT_BF16};
+#include "kharness.h"
 
 /* ---- references ---- */
-
-static double ref_act(double x, gf_act act)
-{
-    switch (act) {
-    case GF_ACT_RELU:
-        return x > 0 ? x : 0;
-    case GF_ACT_GELU_ERF:
-        return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case GF_ACT_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case GF_ACT_SILU:
-        return x / (1.0 + exp(-x));
-    case GF_ACT_TANH:
-        return tanh(x);
-    case GF_ACT_SIGMOID:
-        return 1.0 / (1.0 + exp(-x));
-    default:
-        return x;
-    }
-}
 
 /* C = alpha op(A) op(B) + beta C0 (C0 not read when beta == 0); also the
  * error bound 4 (k + 2) u sum|terms| per element. */
@@ -613,7 +412,7 @@ static void conv_case(gf_conv2d_params p, gf_dtype wdt, int with_bias, gf_act ac
 {
     int64_t oh = (p.h + 2 * p.pad_h - p.dil_h * (p.kh - 1) - 1) / p.stride_h + 1;
     int64_t ow = (p.w + 2 * p.pad_w - p.dil_w * (p.kw - 1) - 1) / p.stride_w + 1;
-    int64_t cg = p.c / p.groups, ocg = p.oc / p.groups;
+    int64_t cg = p.c / p.groups;
     size_t nx = (size_t)(p.n * p.c * p.h * p.w), nw = (size_t)(p.oc * cg * p.kh * p.kw),
            ny = (size_t)(p.n * p.oc * oh * ow);
     float *x = fnew(nx), *w = fnew(nw), *b = fnew((size_t)p.oc), *got = fnew(ny);
@@ -625,30 +424,10 @@ static void conv_case(gf_conv2d_params p, gf_dtype wdt, int with_bias, gf_act ac
     KOK(K->conv2d(K->ctx, S, dy, dx, &p, dw, db, wdt, act));
     dget(got, dy, ny * 4);
     double *ref = dnew(ny), *bound = dnew(ny);
-    for (int64_t i = 0; i < p.n; i++)
-        for (int64_t o = 0; o < p.oc; o++) {
-            int64_t g = o / ocg;
-            for (int64_t oy = 0; oy < oh; oy++)
-                for (int64_t ox = 0; ox < ow; ox++) {
-                    double s = with_bias ? b[o] : 0.0, sa = fabs(s);
-                    for (int64_t ci = 0; ci < cg; ci++)
-                        for (int64_t ky = 0; ky < p.kh; ky++)
-                            for (int64_t kx = 0; kx < p.kw; kx++) {
-                                int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dil_h;
-                                int64_t ix = ox * p.stride_w - p.pad_w + kx * p.dil_w;
-                                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
-                                    continue;
-                                double t = (double)x[((i * p.c + g * cg + ci) * p.h + iy) * p.w + ix] *
-                                           w[((o * cg + ci) * p.kh + ky) * p.kw + kx];
-                                s += t;
-                                sa += fabs(t);
-                            }
-                    size_t at = (size_t)(((i * p.oc + o) * oh + oy) * ow + ox);
-                    ref[at] = ref_act(s, act);
-                    bound[at] = 1.2 * 4.0 * (double)(cg * p.kh * p.kw + 2) * U32F * sa + 1e-6 +
-                                1e-5 * fabs(ref[at]);
-                }
-        }
+    /* the same geometry with both pads of each axis given */
+    kh_conv_geom g = {p.n, p.c, p.h, p.w, p.oc, p.kh, p.kw, p.stride_h, p.stride_w, p.pad_h,
+                      p.pad_w, p.dil_h, p.dil_w, p.groups, oh, ow};
+    ref_conv(&g, x, w, with_bias ? b : NULL, NULL, act, ref, bound);
     char what[200];
     snprintf(what, sizeof what,
              "conv2d n%" PRId64 " c%" PRId64 " %" PRId64 "x%" PRId64 " oc%" PRId64 " k%" PRId64
@@ -836,29 +615,16 @@ static void embedding_bad(gf_dtype id_dtype, int64_t bad, const char *bad_text)
         sentinel[i] = -7.0f;
     float *dy = dput(sentinel, sizeof sentinel);
     int rc = K->embedding(K->ctx, S, dy, dt, GF_DT_F32, vocab, dim, did, id_dtype, n);
-    gf_err err;
-    gf_err_clear(&err);
-    gf_status st = gf_stream_sync(g_be, S, &err);
-    if (rc != 0) {
-        /* reported at once (cpu): nothing written */
-        ck_assert_int_eq(rc, GF_ERR_INVALID);
-        ck_assert_int_eq(st, GF_OK);
-        const char *msg = K->last_error(K->ctx);
-        ck_assert_msg(strstr(msg, bad_text) != NULL && strstr(msg, "5") != NULL,
-                      "message '%s' must name index %s and vocabulary 5", msg, bad_text);
+    if (expect_data_error(rc, bad_text)) {
+        /* reported at once (cpu): nothing written, the vocabulary named */
+        ck_assert_msg(strstr(K->last_error(K->ctx), "5") != NULL, "message '%s' must name vocabulary 5",
+                      K->last_error(K->ctx));
         float got[12];
         dget(got, dy, sizeof got);
         for (int i = 0; i < 12; i++)
             ck_assert_msg(got[i] == -7.0f, "output written before the error was found");
-    } else {
-        /* deferred (cuda): reported by the sync */
-        ck_assert_msg(st == GF_ERR_INVALID, "sync returned %d (%s), expected GF_ERR_INVALID",
-                      (int)st, err.msg);
-        ck_assert_msg(strstr(err.msg, bad_text) != NULL, "message '%s' must name index %s",
-                      err.msg, bad_text);
     }
-    /* The error is reported once; the stream goes on working. */
-    dsync();
+    /* The stream goes on working. */
     int64_t ok_ids[4] = {4, 0, 1, 3};
     int32_t ok_ids32[4] = {4, 0, 1, 3};
     void *dok = id_dtype == GF_DT_I64 ? dput(ok_ids, sizeof ok_ids) : dput(ok_ids32, sizeof ok_ids32);
@@ -1203,19 +969,8 @@ START_TEST(test_workspace_growth)
 }
 END_TEST
 
-int main(int argc, char **argv)
+static void add_tests(TCase *tc)
 {
-    if (argc > 1)
-        g_device = argv[1];
-    if (strcmp(g_device, "cpu") != 0 && gf_test_ask_in_child(gf_backend_cuda_device_count) == 0) {
-        printf("SKIP: %s: no CUDA GPU on this machine (or the CUDA module is not built)\n",
-               g_device);
-        return GF_TEST_SKIP;
-    }
-    Suite *s = suite_create(strcmp(g_device, "cpu") == 0 ? "kernels_cpu" : "kernels_cuda");
-    TCase *tc = tcase_create("kernels");
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_degenerate);
     tcase_add_test(tc, test_gemm_batched);
@@ -1236,6 +991,9 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test(tc, test_zero_sizes);
     tcase_add_test(tc, test_workspace_growth);
-    suite_add_tcase(s, tc);
-    return gf_test_run_suite(s);
+}
+
+int main(int argc, char **argv)
+{
+    return kh_main(argc, argv, "kernels", add_tests);
 }

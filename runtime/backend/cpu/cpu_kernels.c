@@ -12,6 +12,7 @@
  * drives a backend (see backend.h).
  */
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_internal.h"
 
 #include <limits.h>
 #include <math.h>
@@ -34,14 +35,6 @@ typedef int gf_blasint;
 #endif
 #endif
 
-struct gf_cpu_kctx {
-    int blas_threads; /* OpenBLAS threads set at creation */
-    void *scratch;    /* reusable work memory (64-byte aligned), grown on demand */
-    size_t scratch_cap; /* bytes behind scratch */
-};
-
-#define GF_CPU_ALIGN 64
-
 static const char *cpu_last_error(void *ctx)
 {
     (void)ctx;
@@ -50,10 +43,7 @@ static const char *cpu_last_error(void *ctx)
 
 /* ---- scratch ---- */
 
-/* Scratch of at least n bytes (the previous contents are not kept). NULL,
- * with the error recorded, when memory is exhausted. Valid until the next
- * call on the context. */
-static void *scratch_get(gf_cpu_kctx *c, const char *fn, size_t n)
+void *gf_cpu_scratch(gf_cpu_kctx *c, const char *fn, size_t n)
 {
     if (n <= c->scratch_cap)
         return c->scratch;
@@ -73,9 +63,7 @@ static void *scratch_get(gf_cpu_kctx *c, const char *fn, size_t n)
     return p;
 }
 
-/* Bytes of `count` floats rounded up to the alignment, for carving several
- * regions from one scratch block; false on overflow. */
-static bool f32_region(int64_t count, size_t *bytes)
+bool gf_cpu_f32_region(int64_t count, size_t *bytes)
 {
     size_t b;
     if (count < 0 || !gf_size_mul((size_t)count, sizeof(float), &b))
@@ -85,8 +73,7 @@ static bool f32_region(int64_t count, size_t *bytes)
 
 /* ---- dtype helpers ---- */
 
-/* Widen n weights of dtype dt (F32/F16/BF16) at src into dst. */
-static void widen(float *dst, const void *src, gf_dtype dt, int64_t n)
+void gf_cpu_widen(float *dst, const void *src, gf_dtype dt, int64_t n)
 {
     switch (dt) {
     case GF_DT_F16:
@@ -101,13 +88,11 @@ static void widen(float *dst, const void *src, gf_dtype dt, int64_t n)
     }
 }
 
-/* A weight vector of n elements as FP32: w itself when F32 (or NULL), else
- * widened into dst. */
-static const float *w_f32(const void *w, gf_dtype dt, int64_t n, float *dst)
+const float *gf_cpu_w_f32(const void *w, gf_dtype dt, int64_t n, float *dst)
 {
     if (w == NULL || dt == GF_DT_F32)
         return (const float *)w;
-    widen(dst, w, dt, n);
+    gf_cpu_widen(dst, w, dt, n);
     return dst;
 }
 
@@ -120,7 +105,7 @@ static inline float act_sigmoid(float x)
 
 /* Apply act to n floats in place; the switch is outside the loops so each
  * loop vectorises or at least stays branch-free. */
-static void act_inplace(float *x, int64_t n, gf_act act)
+void gf_cpu_act(float *x, int64_t n, gf_act act)
 {
     switch (act) {
     case GF_ACT_IDENTITY:
@@ -157,9 +142,7 @@ static void act_inplace(float *x, int64_t n, gf_act act)
 
 /* ---- gemm ---- */
 
-/* C = alpha op(A) op(B) + beta C on FP32, row-major, arguments already
- * checked (m, n > 0; sizes fit an int when BLAS is used). */
-static void sgemm_f32(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+void gf_cpu_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                       float *c, int64_t ldc)
 {
@@ -220,7 +203,7 @@ static void widen_matrix(float *dst, const void *src, gf_dtype dt, int64_t rows,
 {
     size_t es = dt == GF_DT_F32 ? 4 : 2;
     for (int64_t r = 0; r < rows; r++)
-        widen(dst + r * cols, (const char *)src + (size_t)(r * ld) * es, dt, cols);
+        gf_cpu_widen(dst + r * cols, (const char *)src + (size_t)(r * ld) * es, dt, cols);
 }
 
 /* One gemm with any operand dtypes; `aw`/`bw` are scratch for the widened
@@ -242,7 +225,7 @@ static void gemm_one(int ta, int tb, int64_t m, int64_t n, int64_t k, float alph
         bf = bw;
         ldb = cols;
     }
-    sgemm_f32(ta, tb, m, n, k, alpha, af, lda, bf, ldb, beta, c, ldc);
+    gf_cpu_sgemm(ta, tb, m, n, k, alpha, af, lda, bf, ldb, beta, c, ldc);
 }
 
 /* Scratch for widening the half operands of one m x n x k gemm. */
@@ -253,12 +236,12 @@ static int gemm_scratch(gf_cpu_kctx *ctx, const char *fn, int64_t m, int64_t n, 
     size_t abytes = 0, bbytes = 0, total;
     *aw = *bw = NULL;
     if ((adt != GF_DT_F32 && !gf_kmul64(m, k, &an)) || (bdt != GF_DT_F32 && !gf_kmul64(n, k, &bn)) ||
-        !f32_region(an, &abytes) || !f32_region(bn, &bbytes) ||
+        !gf_cpu_f32_region(an, &abytes) || !gf_cpu_f32_region(bn, &bbytes) ||
         !gf_size_add(abytes, bbytes, &total))
         return gf_kerr(GF_ERR_OVERFLOW, fn, "operand sizes overflow");
     if (total == 0)
         return 0;
-    char *s = scratch_get(ctx, fn, total);
+    char *s = gf_cpu_scratch(ctx, fn, total);
     if (s == NULL)
         return GF_ERR_NOMEM;
     if (abytes)
@@ -345,18 +328,18 @@ static int cpu_bias_act(void *vctx, gf_stream *s, float *x, int64_t rows, int64_
     int64_t total = rows * cols;
     float *bw = NULL;
     if (bias != NULL && bias_dtype != GF_DT_F32 &&
-        (bw = scratch_get(ctx, fn, (size_t)cols * sizeof(float))) == NULL)
+        (bw = gf_cpu_scratch(ctx, fn, (size_t)cols * sizeof(float))) == NULL)
         return GF_ERR_NOMEM;
-    const float *bf = w_f32(bias, bias_dtype, cols, bw);
+    const float *bf = gf_cpu_w_f32(bias, bias_dtype, cols, bw);
     if (bf == NULL) {
-        act_inplace(x, total, act);
+        gf_cpu_act(x, total, act);
         return 0;
     }
     for (int64_t r = 0; r < rows; r++) {
         float *xr = x + r * cols;
         for (int64_t j = 0; j < cols; j++)
             xr[j] += bf[j];
-        act_inplace(xr, cols, act);
+        gf_cpu_act(xr, cols, act);
     }
     return 0;
 }
@@ -370,30 +353,7 @@ static int cpu_softmax(void *vctx, gf_stream *s, float *y, const float *x, int64
     int rc = gf_kargs_softmax(y, x, rows, cols, &noop);
     if (rc != 0 || noop)
         return rc;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols;
-        float *yr = y + r * cols;
-        float mx = xr[0];
-        for (int64_t j = 1; j < cols; j++)
-            mx = xr[j] > mx ? xr[j] : mx;
-        if (log_) {
-            float sum = 0.0f;
-            for (int64_t j = 0; j < cols; j++)
-                sum += expf(xr[j] - mx);
-            float lse = mx + logf(sum);
-            for (int64_t j = 0; j < cols; j++)
-                yr[j] = xr[j] - lse;
-        } else {
-            float sum = 0.0f;
-            for (int64_t j = 0; j < cols; j++) {
-                yr[j] = expf(xr[j] - mx);
-                sum += yr[j];
-            }
-            float inv = 1.0f / sum;
-            for (int64_t j = 0; j < cols; j++)
-                yr[j] *= inv;
-        }
-    }
+    gf_cpu_softmax_rows(y, x, rows, cols, log_);
     return 0;
 }
 
@@ -410,10 +370,10 @@ static int cpu_layernorm(void *vctx, gf_stream *s, float *y, const float *x, int
         return rc;
     float *w = NULL;
     if (w_dtype != GF_DT_F32 && (gamma != NULL || beta != NULL) &&
-        (w = scratch_get(ctx, fn, 2 * (size_t)cols * sizeof(float))) == NULL)
+        (w = gf_cpu_scratch(ctx, fn, 2 * (size_t)cols * sizeof(float))) == NULL)
         return GF_ERR_NOMEM;
-    const float *g = w_f32(gamma, w_dtype, cols, w);
-    const float *bt = w_f32(beta, w_dtype, cols, w ? w + cols : NULL);
+    const float *g = gf_cpu_w_f32(gamma, w_dtype, cols, w);
+    const float *bt = gf_cpu_w_f32(beta, w_dtype, cols, w ? w + cols : NULL);
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
@@ -453,19 +413,19 @@ static int cpu_batchnorm(void *vctx, gf_stream *s, float *y, const float *x, int
     if (rc != 0 || noop)
         return rc;
     /* Fold into one scale and shift per channel: y = x * sc + sh. */
-    float *sc = scratch_get(ctx, fn, 2 * (size_t)c * sizeof(float));
+    float *sc = gf_cpu_scratch(ctx, fn, 2 * (size_t)c * sizeof(float));
     if (sc == NULL)
         return GF_ERR_NOMEM;
     float *sh = sc + c;
     size_t es = gf_dtype_size(w_dtype);
     for (int64_t ch = 0; ch < c; ch++) {
         float mv, vv, gv = 1.0f, bv = 0.0f;
-        widen(&mv, (const char *)mean + (size_t)ch * es, w_dtype, 1);
-        widen(&vv, (const char *)var + (size_t)ch * es, w_dtype, 1);
+        gf_cpu_widen(&mv, (const char *)mean + (size_t)ch * es, w_dtype, 1);
+        gf_cpu_widen(&vv, (const char *)var + (size_t)ch * es, w_dtype, 1);
         if (gamma != NULL)
-            widen(&gv, (const char *)gamma + (size_t)ch * es, w_dtype, 1);
+            gf_cpu_widen(&gv, (const char *)gamma + (size_t)ch * es, w_dtype, 1);
         if (beta != NULL)
-            widen(&bv, (const char *)beta + (size_t)ch * es, w_dtype, 1);
+            gf_cpu_widen(&bv, (const char *)beta + (size_t)ch * es, w_dtype, 1);
         sc[ch] = gv / sqrtf(vv + eps);
         sh[ch] = bv - mv * sc[ch];
     }
@@ -476,7 +436,7 @@ static int cpu_batchnorm(void *vctx, gf_stream *s, float *y, const float *x, int
             float a = sc[ch], b = sh[ch];
             for (int64_t j = 0; j < hw; j++)
                 yr[j] = xr[j] * a + b;
-            act_inplace(yr, hw, act);
+            gf_cpu_act(yr, hw, act);
         }
     return 0;
 }
@@ -495,172 +455,9 @@ static int cpu_add(void *vctx, gf_stream *s, float *y, const float *a, const flo
         int64_t len = n - i0 < 4096 ? n - i0 : 4096;
         for (int64_t i = i0; i < i0 + len; i++)
             y[i] = a[i] + b[i];
-        act_inplace(y + i0, len, act);
+        gf_cpu_act(y + i0, len, act);
     }
     return 0;
-}
-
-/* ---- convolution ---- */
-
-/* col[(ci*kh + ki)*kw + kj][oy*ow + ox] = x[ci][iy][ix] (0 outside), for
- * one image of c channels. */
-static void im2col(float *col, const float *x, const gf_conv2d_params *p, int64_t oh, int64_t ow)
-{
-    int64_t ohw = oh * ow;
-    for (int64_t ci = 0; ci < p->c; ci++) {
-        const float *xc = x + ci * p->h * p->w;
-        for (int64_t ki = 0; ki < p->kh; ki++)
-            for (int64_t kj = 0; kj < p->kw; kj++) {
-                float *cr = col + ((ci * p->kh + ki) * p->kw + kj) * ohw;
-                for (int64_t oy = 0; oy < oh; oy++) {
-                    int64_t iy = oy * p->stride_h - p->pad_h + ki * p->dil_h;
-                    float *co = cr + oy * ow;
-                    if (iy < 0 || iy >= p->h) {
-                        memset(co, 0, (size_t)ow * sizeof(float));
-                        continue;
-                    }
-                    const float *xr = xc + iy * p->w;
-                    int64_t ix0 = kj * p->dil_w - p->pad_w;
-                    if (p->stride_w == 1) {
-                        /* Contiguous: zeros, a copied run, zeros. */
-                        int64_t lo = ix0 < 0 ? -ix0 : 0;
-                        int64_t hi = p->w - ix0; /* first ox with ix >= w */
-                        if (lo > ow)
-                            lo = ow;
-                        if (hi > ow)
-                            hi = ow;
-                        if (hi < lo)
-                            hi = lo;
-                        memset(co, 0, (size_t)lo * sizeof(float));
-                        memcpy(co + lo, xr + ix0 + lo, (size_t)(hi - lo) * sizeof(float));
-                        memset(co + hi, 0, (size_t)(ow - hi) * sizeof(float));
-                    } else {
-                        for (int64_t ox = 0; ox < ow; ox++) {
-                            int64_t ix = ox * p->stride_w + ix0;
-                            co[ox] = (ix >= 0 && ix < p->w) ? xr[ix] : 0.0f;
-                        }
-                    }
-                }
-            }
-    }
-}
-
-static int cpu_conv2d(void *vctx, gf_stream *s, float *y, const float *x,
-                      const gf_conv2d_params *p, const void *w, const void *bias,
-                      gf_dtype w_dtype, gf_act act)
-{
-    static const char fn[] = "conv2d";
-    gf_cpu_kctx *ctx = vctx;
-    (void)s;
-    int64_t oh = 0, ow = 0;
-    bool noop;
-    int rc = gf_kargs_conv2d(y, x, p, w, w_dtype, act, &oh, &ow, &noop);
-    if (rc != 0 || noop)
-        return rc;
-    int64_t ohw = oh * ow;
-    int64_t cg = p->c / p->groups, ocg = p->oc / p->groups;
-    int64_t kk = cg * p->kh * p->kw; /* gemm depth per group */
-    bool direct = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-                  p->pad_h == 0 && p->pad_w == 0; /* x is its own im2col */
-    size_t wbytes = 0, bbytes = 0, cbytes = 0, total;
-    if ((w_dtype != GF_DT_F32 && !f32_region(p->oc * kk, &wbytes)) ||
-        (w_dtype != GF_DT_F32 && bias != NULL && !f32_region(p->oc, &bbytes)) ||
-        (!direct && !f32_region(p->c * p->kh * p->kw * ohw, &cbytes)) ||
-        !gf_size_add(wbytes, bbytes, &total) || !gf_size_add(total, cbytes, &total))
-        return gf_kerr(GF_ERR_OVERFLOW, fn, "workspace size overflows");
-    char *scr = NULL;
-    if (total > 0 && (scr = scratch_get(ctx, fn, total)) == NULL)
-        return GF_ERR_NOMEM;
-    const float *wf = kk > 0 ? w_f32(w, w_dtype, p->oc * kk, (float *)scr) : NULL;
-    const float *bf = w_f32(bias, w_dtype, p->oc, scr ? (float *)(scr + wbytes) : NULL);
-    float *col = scr ? (float *)(scr + wbytes + bbytes) : NULL;
-    for (int64_t img = 0; img < p->n; img++) {
-        const float *xi = x + img * p->c * p->h * p->w;
-        float *yi = y + img * p->oc * ohw;
-        const float *cm = xi;
-        if (!direct && kk > 0) {
-            im2col(col, xi, p, oh, ow);
-            cm = col;
-        }
-        for (int64_t g = 0; g < p->groups; g++)
-            sgemm_f32(0, 0, ocg, ohw, kk, 1.0f, wf + g * ocg * kk, kk > 0 ? kk : 1,
-                      cm + g * kk * ohw, ohw, 0.0f, yi + g * ocg * ohw, ohw);
-        for (int64_t o = 0; o < p->oc; o++) {
-            float *yr = yi + o * ohw;
-            if (bf != NULL) {
-                float bv = bf[o];
-                for (int64_t j = 0; j < ohw; j++)
-                    yr[j] += bv;
-            }
-            act_inplace(yr, ohw, act);
-        }
-    }
-    return 0;
-}
-
-/* ---- pooling ---- */
-
-/* max (is_max) or average pooling of one plane. */
-static void pool_plane(float *y, const float *x, const gf_pool2d_params *p, int64_t oh,
-                       int64_t ow, int is_max)
-{
-    for (int64_t oy = 0; oy < oh; oy++) {
-        int64_t y0 = oy * p->stride_h - p->pad_h, y1 = y0 + p->kh;
-        int64_t ys = y0 < 0 ? 0 : y0, ye = y1 > p->h ? p->h : y1;
-        for (int64_t ox = 0; ox < ow; ox++) {
-            int64_t x0 = ox * p->stride_w - p->pad_w, x1 = x0 + p->kw;
-            int64_t xs = x0 < 0 ? 0 : x0, xe = x1 > p->w ? p->w : x1;
-            float r;
-            if (is_max) {
-                r = -INFINITY;
-                for (int64_t iy = ys; iy < ye; iy++)
-                    for (int64_t ix = xs; ix < xe; ix++) {
-                        float v = x[iy * p->w + ix];
-                        /* NaN propagates, as in PyTorch. */
-                        if (v > r || isnan(v))
-                            r = v;
-                    }
-            } else {
-                float sum = 0.0f;
-                for (int64_t iy = ys; iy < ye; iy++)
-                    for (int64_t ix = xs; ix < xe; ix++)
-                        sum += x[iy * p->w + ix];
-                int64_t cnt = p->count_include_pad ? p->kh * p->kw : (ye - ys) * (xe - xs);
-                r = sum / (float)cnt;
-            }
-            y[oy * ow + ox] = r;
-        }
-    }
-}
-
-static int cpu_pool(const char *fn, float *y, const float *x, const gf_pool2d_params *p,
-                    int is_max)
-{
-    int64_t oh = 0, ow = 0;
-    bool noop;
-    int rc = gf_kargs_pool2d(fn, y, x, p, &oh, &ow, &noop);
-    if (rc != 0 || noop)
-        return rc;
-    int64_t planes = p->n * p->c;
-    for (int64_t i = 0; i < planes; i++)
-        pool_plane(y + i * oh * ow, x + i * p->h * p->w, p, oh, ow, is_max);
-    return 0;
-}
-
-static int cpu_maxpool2d(void *vctx, gf_stream *s, float *y, const float *x,
-                         const gf_pool2d_params *p)
-{
-    (void)vctx;
-    (void)s;
-    return cpu_pool("maxpool2d", y, x, p, 1);
-}
-
-static int cpu_avgpool2d(void *vctx, gf_stream *s, float *y, const float *x,
-                         const gf_pool2d_params *p)
-{
-    (void)vctx;
-    (void)s;
-    return cpu_pool("avgpool2d", y, x, p, 0);
 }
 
 static int cpu_global_avgpool(void *vctx, gf_stream *s, float *y, const float *x, int64_t n,
@@ -707,7 +504,7 @@ static int cpu_embedding(void *vctx, gf_stream *s, float *y, const void *table, 
     size_t es = gf_dtype_size(w_dtype);
     for (int64_t i = 0; i < n; i++) {
         int64_t id = id_dtype == GF_DT_I32 ? ((const int32_t *)ids)[i] : ((const int64_t *)ids)[i];
-        widen(y + i * dim, (const char *)table + (size_t)(id * dim) * es, w_dtype, dim);
+        gf_cpu_widen(y + i * dim, (const char *)table + (size_t)(id * dim) * es, w_dtype, dim);
     }
     return 0;
 }
@@ -763,9 +560,9 @@ static int cpu_attention(void *vctx, gf_stream *s, float *out, const float *q, c
         return rc;
     int64_t ss = seq * seq;
     size_t sbytes;
-    if (!f32_region(ss, &sbytes))
+    if (!gf_cpu_f32_region(ss, &sbytes))
         return gf_kerr(GF_ERR_OVERFLOW, fn, "score matrix size overflows");
-    float *sc = scratch_get(ctx, fn, sbytes);
+    float *sc = gf_cpu_scratch(ctx, fn, sbytes);
     if (sc == NULL)
         return GF_ERR_NOMEM;
     int64_t sd = seq * d;
@@ -773,54 +570,17 @@ static int cpu_attention(void *vctx, gf_stream *s, float *out, const float *q, c
         for (int64_t hi = 0; hi < h; hi++) {
             int64_t off = (bi * h + hi) * sd;
             /* scores = q k^T * scale */
-            sgemm_f32(0, 1, seq, seq, d, scale, q + off, d, k + off, d, 0.0f, sc, seq);
+            gf_cpu_sgemm(0, 1, seq, seq, d, scale, q + off, d, k + off, d, 0.0f, sc, seq);
             for (int64_t i = 0; i < seq; i++)
                 masked_softmax_row(sc + i * seq, seq, mask, mask_dtype, bi * seq);
             /* out = P v */
-            sgemm_f32(0, 0, seq, d, seq, 1.0f, sc, seq, v + off, d, 0.0f, out + off, d);
+            gf_cpu_sgemm(0, 0, seq, d, seq, 1.0f, sc, seq, v + off, d, 0.0f, out + off, d);
         }
     }
     return 0;
 }
 
 /* ---- layout and dtype ---- */
-
-static int cpu_cast(void *vctx, gf_stream *s, void *dst, gf_dtype dst_dtype, const void *src,
-                    gf_dtype src_dtype, int64_t n)
-{
-    (void)vctx;
-    (void)s;
-    bool noop;
-    int rc = gf_kargs_cast(dst, dst_dtype, src, src_dtype, n, &noop);
-    if (rc != 0 || noop)
-        return rc;
-    if (dst_dtype == src_dtype) {
-        memmove(dst, src, (size_t)n * gf_dtype_size(src_dtype));
-        return 0;
-    }
-    if (src_dtype == GF_DT_F32) {
-        if (dst_dtype == GF_DT_F16)
-            gf_f32_to_f16_n(dst, src, (size_t)n);
-        else
-            gf_f32_to_bf16_n(dst, src, (size_t)n);
-        return 0;
-    }
-    if (dst_dtype == GF_DT_F32) {
-        widen(dst, src, src_dtype, n);
-        return 0;
-    }
-    /* F16 <-> BF16 through FP32, a block at a time. */
-    float tmp[1024];
-    for (int64_t i = 0; i < n; i += 1024) {
-        int64_t len = n - i < 1024 ? n - i : 1024;
-        widen(tmp, (const uint16_t *)src + i, src_dtype, len);
-        if (dst_dtype == GF_DT_F16)
-            gf_f32_to_f16_n((uint16_t *)dst + i, tmp, (size_t)len);
-        else
-            gf_f32_to_bf16_n((uint16_t *)dst + i, tmp, (size_t)len);
-    }
-    return 0;
-}
 
 static int cpu_permute_0213(void *vctx, gf_stream *s, float *y, const float *x, int64_t d0,
                             int64_t d1, int64_t d2, int64_t d3)
@@ -892,13 +652,25 @@ void gf_cpu_kernels_fill(gf_kernels *k, gf_cpu_kctx *ctx)
     k->layernorm = cpu_layernorm;
     k->batchnorm = cpu_batchnorm;
     k->add = cpu_add;
-    k->conv2d = cpu_conv2d;
-    k->maxpool2d = cpu_maxpool2d;
-    k->avgpool2d = cpu_avgpool2d;
+    k->conv2d = gf_cpu_conv2d;
+    k->maxpool2d = gf_cpu_maxpool2d;
+    k->avgpool2d = gf_cpu_avgpool2d;
     k->global_avgpool = cpu_global_avgpool;
     k->embedding = cpu_embedding;
     k->attention = cpu_attention;
-    k->cast = cpu_cast;
+    k->cast = gf_cpu_cast;
     k->permute_0213 = cpu_permute_0213;
     k->copy2d = cpu_copy2d;
+    /* version 2 */
+    k->unary = gf_cpu_unary;
+    k->binary = gf_cpu_binary;
+    k->where = gf_cpu_where;
+    k->strided_copy = gf_cpu_strided_copy;
+    k->gather = gf_cpu_gather;
+    k->reduce = gf_cpu_reduce;
+    k->softmax_axis = gf_cpu_softmax_axis;
+    k->conv2d_ex = gf_cpu_conv2d_ex;
+    k->pool2d_ex = gf_cpu_pool2d_ex;
+    k->cast_ex = gf_cpu_cast_ex;
+    k->fill = gf_cpu_fill;
 }
