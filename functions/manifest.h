@@ -63,6 +63,13 @@ bool gf_function_name_valid(const char *name);
  * with ".safetensors" replaced by "." + suffix (".../v3.graph"). */
 #define GF_COMPANION_SUFFIX_MAX 32
 
+/* What a kind's deploy-time converter (functions/deploy.h) writes in the
+ * directory it is given: the version's weights, and each companion file as
+ * GF_CONVERTED_BASE "." suffix, so that gf_companion_path of the converted
+ * weights names them there as it does once they are published. */
+#define GF_CONVERTED_BASE "weights"
+#define GF_CONVERTED_WEIGHTS GF_CONVERTED_BASE ".safetensors"
+
 /* True when suffix matches ^[a-z0-9_]{1,32}$ and is not "safetensors". */
 bool gf_companion_suffix_valid(const char *suffix);
 

@@ -1,5 +1,6 @@
-/* gpufaas — running functions: the kind registry, plugins, and the runtime
- * side of the function ABI. */
+/* gpufaas — running functions: the runtime side of the function ABI (the
+ * call context and gf_fn_api), loading a version into a plan, running a
+ * batch. The kinds themselves are in functions/registry.c. */
 #include "core/clock.h"
 #include "functions/runtime.h"
 
@@ -17,160 +18,6 @@
 #include "core/log.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
-#include "functions/kinds/kinds.h"
-
-/* ---- kinds ------------------------------------------------------------------- */
-
-struct gf_fn_kind {
-    const gf_fn_desc *desc;
-    char *path; /* plugin path, NULL for a built-in */
-    void *handle;
-};
-
-/* The built-in kinds: one line each. */
-static const struct {
-    const char *name;
-    const gf_fn_desc *(*entry)(void);
-} gf_builtin_table[] = {
-    {"mlp", gf_fn_kind_mlp},
-    {"resnet", gf_fn_kind_resnet},
-    {"bert", gf_fn_kind_bert},
-};
-#define GF_N_BUILTIN (sizeof gf_builtin_table / sizeof gf_builtin_table[0])
-
-static pthread_mutex_t gf_kinds_lock = PTHREAD_MUTEX_INITIALIZER;
-static gf_fn_kind gf_builtins[GF_N_BUILTIN];
-static bool gf_builtins_ready;
-static gf_fn_kind **gf_plugins;
-static size_t gf_n_plugins;
-
-static void builtins_init(void)
-{
-    /* lock held */
-    if (gf_builtins_ready)
-        return;
-    for (size_t i = 0; i < GF_N_BUILTIN; i++)
-        gf_builtins[i].desc = gf_builtin_table[i].entry();
-    gf_builtins_ready = true;
-}
-
-const char *const *gf_fn_builtin_kinds(void)
-{
-    static const char *names[GF_N_BUILTIN + 1];
-    for (size_t i = 0; i < GF_N_BUILTIN; i++)
-        names[i] = gf_builtin_table[i].name;
-    names[GF_N_BUILTIN] = NULL;
-    return names;
-}
-
-const gf_fn_kind *gf_fn_kind_find(const char *name)
-{
-    const gf_fn_kind *found = NULL;
-    pthread_mutex_lock(&gf_kinds_lock);
-    builtins_init();
-    for (size_t i = 0; i < GF_N_BUILTIN && found == NULL; i++)
-        if (strcmp(gf_builtins[i].desc->name, name) == 0)
-            found = &gf_builtins[i];
-    for (size_t i = 0; i < gf_n_plugins && found == NULL; i++)
-        if (strcmp(gf_plugins[i]->desc->name, name) == 0)
-            found = gf_plugins[i];
-    pthread_mutex_unlock(&gf_kinds_lock);
-    return found;
-}
-
-const char *gf_fn_kind_name(const gf_fn_kind *k) { return k->desc->name; }
-bool gf_fn_kind_is_plugin(const gf_fn_kind *k) { return k->path != NULL; }
-
-gf_status gf_fn_plugin_load(const char *path, bool allow_native, const gf_fn_kind **out,
-                            gf_err *err)
-{
-    *out = NULL;
-    if (!allow_native)
-        return gf_err_set(err, GF_ERR_PERMISSION,
-                          "native function plugins are disabled (start the server with "
-                          "--allow-native-functions to load %s)", path);
-    pthread_mutex_lock(&gf_kinds_lock);
-    builtins_init();
-    for (size_t i = 0; i < gf_n_plugins; i++) {
-        if (strcmp(gf_plugins[i]->path, path) == 0) {
-            *out = gf_plugins[i];
-            pthread_mutex_unlock(&gf_kinds_lock);
-            return GF_OK;
-        }
-    }
-    gf_status st;
-    gf_fn_kind *k = NULL;
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        st = gf_err_set(err, GF_ERR_NOT_FOUND, "cannot load plugin: %s", dlerror());
-        goto fail;
-    }
-    gf_fn_entry_fn entry = (gf_fn_entry_fn)(uintptr_t)dlsym(h, GF_FN_ENTRY_SYMBOL);
-    if (entry == NULL) {
-        st = gf_err_set(err, GF_ERR_INVALID, "plugin %s does not export %s", path,
-                        GF_FN_ENTRY_SYMBOL);
-        goto fail;
-    }
-    const gf_fn_desc *d = entry();
-    if (d == NULL || d->size < offsetof(gf_fn_desc, unload) + sizeof d->unload) {
-        st = gf_err_set(err, GF_ERR_INVALID, "plugin %s: %s returned no valid descriptor", path,
-                        GF_FN_ENTRY_SYMBOL);
-        goto fail;
-    }
-    uint32_t major = d->abi_version >> 16, minor = d->abi_version & 0xffffu;
-    if (major != GF_FN_ABI_MAJOR || minor > GF_FN_ABI_MINOR) {
-        st = gf_err_set(err, GF_ERR_UNSUPPORTED,
-                        "plugin %s was built for function ABI %u.%u; this runtime provides "
-                        "%d.%d (the major must match and the minor must not be newer)",
-                        path, major, minor, GF_FN_ABI_MAJOR, GF_FN_ABI_MINOR);
-        goto fail;
-    }
-    if (d->name == NULL || !gf_function_name_valid(d->name) || d->load == NULL ||
-        d->infer == NULL) {
-        st = gf_err_set(err, GF_ERR_INVALID, "plugin %s: descriptor lacks a valid name, load "
-                        "or infer", path);
-        goto fail;
-    }
-    for (size_t i = 0; i < GF_N_BUILTIN; i++) {
-        if (strcmp(gf_builtins[i].desc->name, d->name) == 0) {
-            st = gf_err_set(err, GF_ERR_EXISTS, "plugin %s: kind '%s' is a built-in kind", path,
-                            d->name);
-            goto fail;
-        }
-    }
-    for (size_t i = 0; i < gf_n_plugins; i++) {
-        if (strcmp(gf_plugins[i]->desc->name, d->name) == 0) {
-            st = gf_err_set(err, GF_ERR_EXISTS, "plugin %s: kind '%s' already comes from %s",
-                            path, d->name, gf_plugins[i]->path);
-            goto fail;
-        }
-    }
-    k = calloc(1, sizeof *k);
-    gf_fn_kind **list = realloc(gf_plugins, (gf_n_plugins + 1) * sizeof *list);
-    if (k == NULL || list == NULL || (k->path = strdup(path)) == NULL) {
-        if (list != NULL)
-            gf_plugins = list;
-        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    gf_plugins = list;
-    k->desc = d;
-    k->handle = h; /* plugins stay loaded for the life of the process */
-    gf_plugins[gf_n_plugins++] = k;
-    pthread_mutex_unlock(&gf_kinds_lock);
-    GF_LOG_I("loaded plugin kind '%s' from %s", d->name, path);
-    *out = k;
-    return GF_OK;
-fail:
-    if (k != NULL) {
-        free(k->path);
-        free(k);
-    }
-    if (h != NULL)
-        dlclose(h);
-    pthread_mutex_unlock(&gf_kinds_lock);
-    return st;
-}
 
 /* ---- plans and the call context ------------------------------------------------ */
 
@@ -705,8 +552,8 @@ void gf_fn_plan_free(gf_fn_plan *p)
 {
     if (p == NULL)
         return;
-    if (p->loaded && p->kind->desc->unload != NULL)
-        p->kind->desc->unload(p->state);
+    if (p->loaded && gf_fn_kind_desc(p->kind)->unload != NULL)
+        gf_fn_kind_desc(p->kind)->unload(p->state);
     for (size_t i = 0; i < p->n; i++) {
         free(p->params[i].name);
         free(p->params[i].derived);
@@ -728,9 +575,9 @@ static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_f
                           gf_err *err)
 {
     *out = NULL;
-    if (strcmp(mf->kind, kind->desc->name) != 0)
+    if (strcmp(mf->kind, gf_fn_kind_desc(kind)->name) != 0)
         return gf_err_set(err, GF_ERR_INVALID, "manifest kind '%s' does not match kind '%s'",
-                          mf->kind, kind->desc->name);
+                          mf->kind, gf_fn_kind_desc(kind)->name);
     gf_fn_plan *p = calloc(1, sizeof *p);
     if (p == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
@@ -738,7 +585,7 @@ static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_f
     p->mf = mf;
     gf_fn_ctx ctx = {.mode = CTX_LOAD, .mf = mf, .err = err, .plan = p, .weights = weights,
                      .weights_path = weights_path, .validating = validating};
-    int rc = kind->desc->load(&gf_runtime_api, &ctx, &p->state);
+    int rc = gf_fn_kind_desc(kind)->load(&gf_runtime_api, &ctx, &p->state);
     ctx_release(&ctx);
     for (size_t i = 0; i < ctx.n_copies; i++)
         free(ctx.copies[i]);
@@ -746,7 +593,7 @@ static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_f
     if (rc != 0) {
         if (!ctx.error_set)
             gf_err_set(err, (gf_status)rc, "kind '%s' failed to load (code %d)",
-                       kind->desc->name, rc);
+                       gf_fn_kind_desc(kind)->name, rc);
         gf_err_prefix(err, "function '%s'", mf->name);
         gf_fn_plan_free(p);
         return err != NULL ? (err->code ? err->code : GF_ERR_INVALID) : (gf_status)rc;
@@ -755,7 +602,7 @@ static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_f
     if (p->n == 0) {
         gf_fn_plan_free(p);
         return gf_err_set(err, GF_ERR_INVALID, "function '%s': kind '%s' declared no "
-                          "parameters", mf->name, kind->desc->name);
+                          "parameters", mf->name, gf_fn_kind_desc(kind)->name);
     }
     p->names = malloc(p->n * sizeof *p->names);
     if (p->names == NULL) {
@@ -803,7 +650,7 @@ static bool derived_reusable(const gf_fn_plan *p, const char *path, const char *
     const char *sid = gf_st_meta_get(f, "gpufaas.source");
     const char *kind = gf_st_meta_get(f, "gpufaas.kind");
     ok = ok && sid != NULL && strcmp(sid, src_id) == 0 && kind != NULL &&
-         strcmp(kind, p->kind->desc->name) == 0;
+         strcmp(kind, gf_fn_kind_desc(p->kind)->name) == 0;
     for (size_t i = 0; ok && i < p->n; i++) {
         const gf_st_tensor *t = gf_st_at(f, i);
         ok = strcmp(t->name, p->params[i].name) == 0 && t->dtype == p->params[i].dtype &&
@@ -836,7 +683,7 @@ gf_status gf_fn_prepare(const gf_fn_kind *kind, const gf_manifest *mf, const cha
         gf_st_close(w);
         gf_fn_plan_free(p);
         return gf_err_set(err, GF_ERR_INVALID, "function '%s': kind '%s' derives parameters "
-                          "but no path was given for them", mf->name, kind->desc->name);
+                          "but no path was given for them", mf->name, gf_fn_kind_desc(kind)->name);
     } else {
         char sid[1200];
         source_id(weights_path, sid, sizeof sid);
@@ -851,7 +698,8 @@ gf_status gf_fn_prepare(const gf_fn_kind *kind, const gf_manifest *mf, const cha
                                             pp->is_derived ? pp->derived
                                                            : gf_st_find(w, pp->name)->data};
                 }
-                const char *meta[] = {"gpufaas.source", sid, "gpufaas.kind", kind->desc->name};
+                const char *meta[] = {"gpufaas.source", sid, "gpufaas.kind",
+                                      gf_fn_kind_desc(kind)->name};
                 st = gf_st_write(derived_path, wt, p->n, meta, 2, err);
                 if (st != GF_OK)
                     gf_err_prefix(err, "writing derived parameters of '%s'", mf->name);
@@ -929,11 +777,11 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
     }
     if (st != GF_OK)
         goto done;
-    int rc = p->kind->desc->infer(&gf_runtime_api, &ctx, p->state);
+    int rc = gf_fn_kind_desc(p->kind)->infer(&gf_runtime_api, &ctx, p->state);
     if (rc != 0) {
         if (!ctx.error_set)
-            gf_err_set(err, (gf_status)rc, "kind '%s' failed (code %d)", p->kind->desc->name,
-                       rc);
+            gf_err_set(err, (gf_status)rc, "kind '%s' failed (code %d)",
+                       gf_fn_kind_desc(p->kind)->name, rc);
         st = err != NULL && err->code != GF_OK ? err->code : (gf_status)rc;
         gf_err_prefix(err, "function '%s'", mf->name);
         gf_stream_sync(be, ctx.stream, NULL);
@@ -942,7 +790,8 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
     for (size_t i = 0; i < mf->n_outputs && st == GF_OK; i++) {
         if (ctx.out[i].data == NULL && ctx.out[i].nbytes == 0 && ctx.out[i].dtype == 0) {
             st = gf_err_set(err, GF_ERR_INTERNAL, "function '%s': kind '%s' did not produce "
-                            "output '%s'", mf->name, p->kind->desc->name, mf->outputs[i].name);
+                            "output '%s'", mf->name, gf_fn_kind_desc(p->kind)->name,
+                            mf->outputs[i].name);
             break;
         }
         host_out[i] = ctx.out[i];

@@ -1,9 +1,9 @@
 /* gpufaas — running functions (functions/): the kind registry, plugins, and
  * the runtime side of the function ABI (gpufaas/function.h).
  *
- * Used by the worker (load a version, run batches) and by the gateway
- * (validate a manifest against its weights at deploy time, without a
- * device).
+ * Used by the worker only: to load a version and run batches, and, in its
+ * one-shot --validate mode, to check a deploy (functions/deploy.h). The
+ * gateway never links it: it runs no function code.
  */
 #ifndef GF_FUNCTIONS_RUNTIME_H
 #define GF_FUNCTIONS_RUNTIME_H
@@ -40,6 +40,36 @@ gf_status gf_fn_plugin_load(const char *path, bool allow_native, const gf_fn_kin
 
 const char *gf_fn_kind_name(const gf_fn_kind *k);
 bool gf_fn_kind_is_plugin(const gf_fn_kind *k);
+/* The shared object a plugin kind came from; NULL for a built-in. */
+const char *gf_fn_kind_path(const gf_fn_kind *k);
+
+/* Every kind known now: the built-ins in table order, then the plugins in
+ * load order. i < gf_fn_kind_count(). */
+size_t gf_fn_kind_count(void);
+const gf_fn_kind *gf_fn_kind_at(size_t i);
+
+/* A built-in kind's deploy-time conversion of its upload (functions/
+ * deploy.h), run in the validation process. It reads upload_path (mf is the
+ * manifest as uploaded), writes the version's safetensors weights to
+ * <out_dir>/GF_CONVERTED_WEIGHTS and each companion file to
+ * <out_dir>/GF_CONVERTED_BASE.<suffix>, and may set *derived to the
+ * manifest to store instead (the same name, kind and version; the caller
+ * frees it). The weights are then validated like any upload. */
+typedef gf_status (*gf_fn_convert_fn)(const gf_manifest *mf, const char *upload_path,
+                                      const char *out_dir, gf_manifest **derived, gf_err *err);
+
+/* The kind's converter; NULL for kinds that take safetensors as uploaded
+ * (and for every plugin). */
+gf_fn_convert_fn gf_fn_kind_converter(const gf_fn_kind *k);
+
+/* The kind's descriptor (its entry points). */
+const gf_fn_desc *gf_fn_kind_desc(const gf_fn_kind *k);
+
+/* Register a kind a program links in besides the built-in table (desc and
+ * convert live as long as the process), as tests/worker's
+ * gpufaas-worker-convtest does: listed after the built-ins with the
+ * plugins, but not a plugin. GF_ERR_EXISTS when the name is taken. */
+gf_status gf_fn_kind_register(const gf_fn_desc *desc, gf_fn_convert_fn convert, gf_err *err);
 
 /* Names of the built-in kinds, NULL-terminated. */
 const char *const *gf_fn_builtin_kinds(void);

@@ -78,6 +78,36 @@ extern "C" {
 #define GF_WORKER_EXIT_PROTOCOL 2 /* the gateway broke the protocol (malformed frame) */
 #define GF_WORKER_EXIT_FATAL 78   /* do not respawn (sysexits' EX_CONFIG) */
 
+/* ONE-SHOT MODES. gpufaas-worker also runs as a short-lived child of the
+ * gateway, for the work the gateway must not do itself (it runs no function
+ * code and touches no device):
+ *
+ *   gpufaas-worker --probe [--allow-native-functions] [--plugin PATH]...
+ *   gpufaas-worker --validate --manifest FILE --upload FILE --out-dir DIR
+ *                  [--allow-native-functions] [--plugin PATH]...
+ *
+ * (both also take --log-level). Each writes ONE JSON object on stdout, at
+ * most GF_IPC_ONESHOT_MAX_ANSWER bytes, and exits GF_WORKER_EXIT_OK:
+ *
+ *   {"ok": false, "code": N, "message": "..."}      no (N is a gf_status)
+ *   --probe:    {"ok": true, "cuda_devices": N,
+ *                "kinds": [{"name": "mlp", "plugin": ""}, ...,
+ *                          {"name": "linear", "plugin": "/abs/path.so"}]}
+ *   --validate: {"ok": true, "manifest": {the manifest to store, canonical},
+ *                "weights": null | "weights.safetensors",
+ *                "companions": ["graph", ...]}
+ *
+ * For --validate, DIR is an empty directory the gateway made on the function
+ * store's file system; a kind that converts its uploads writes the version's
+ * weights there as GF_CONVERTED_WEIGHTS and each companion file as
+ * GF_CONVERTED_BASE ".<suffix>" (functions/manifest.h), and the answer says
+ * which ("weights": null: the upload itself is the weights); the gateway
+ * publishes them beside each other. Any other exit (bad flags: GF_WORKER_EXIT_FATAL; a crash; a
+ * deadline passed) means no answer: the reason is on stderr. */
+#define GF_IPC_ONESHOT_MAX_ANSWER (4u << 20)
+#define GF_IPC_ONESHOT_MAX_PLUGINS 64
+#define GF_IPC_ONESHOT_MAX_COMPANIONS 16
+
 /* Tiers as they travel (equal to runtime/cache's gf_tier). */
 #define GF_IPC_TIER_NONE (-1)
 #define GF_IPC_TIER_STORE 0

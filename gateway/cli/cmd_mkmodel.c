@@ -19,7 +19,7 @@
 #include "core/safetensors.h"
 #include "core/tensor.h"
 #include "functions/manifest.h"
-#include "functions/runtime.h"
+#include "gateway/core/oneshot.h"
 #include "gateway/cli/cli.h"
 
 #define MK_MAX_LAYERS 64
@@ -615,6 +615,33 @@ static void mk_default_name(const char *out, char *name, size_t cap)
     name[n] = '\0';
 }
 
+/* Validate the weights at path against the manifest in a gpufaas-worker
+ * --validate child, working in a directory beside the weights. 0 when they
+ * fit; else the message is printed. */
+static int mk_validate(const char *path, const gf_buf *man)
+{
+    char *dir = strdup(path);
+    char *slash = dir != NULL ? strrchr(dir, '/') : NULL;
+    if (slash != NULL)
+        *slash = '\0';
+    char *worker = gf_worker_program_find(NULL);
+    gf_oneshot_cfg cfg = {worker, false, NULL, 0, 0};
+    gf_validation v;
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st = dir == NULL ? gf_err_set(&err, GF_ERR_NOMEM, "out of memory")
+                   : gf_oneshot_validate(&cfg, man->data, man->len, path,
+                                         slash != NULL ? dir : ".", &v, &err);
+    if (st == GF_OK)
+        gf_validation_deinit(&v);
+    else
+        fprintf(stderr, "gpufaas mkmodel: internal error: the generated function does not "
+                "validate: %s\n", gf_err_msg(&err));
+    free(worker);
+    free(dir);
+    return st == GF_OK ? 0 : 1;
+}
+
 int gf_cmd_mkmodel(int argc, char **argv)
 {
     if (gf_cli_wants_help(argc, argv)) {
@@ -654,7 +681,6 @@ int gf_cmd_mkmodel(int argc, char **argv)
     void **bufs = NULL;
     gf_buf man;
     gf_buf_init(&man);
-    gf_manifest *mf = NULL;
     rc = 1;
     if (mpath == NULL)
         goto oom;
@@ -701,16 +727,10 @@ int gf_cmd_mkmodel(int argc, char **argv)
     }
     if (mk_manifest(&o, name, &man) != GF_OK)
         goto oom;
-    /* Check the pair as a deploy would, before publishing the manifest. */
-    const gf_fn_kind *kind = gf_fn_kind_find(mk_kind_name(o.kind));
-    if (gf_manifest_parse(man.data, man.len, &mf, &err) != GF_OK || kind == NULL ||
-        gf_fn_validate(kind, mf, o.out, &err) != GF_OK) {
-        fprintf(stderr,
-                "gpufaas mkmodel: internal error: the generated function does not "
-                "validate: %s\n",
-                gf_err_msg(&err));
+    /* Check the pair as a deploy would (in a gpufaas-worker --validate
+     * child), before publishing the manifest. */
+    if (mk_validate(o.out, &man) != 0)
         goto done;
-    }
     if (mk_write_text(mpath, man.data, man.len) != 0)
         goto done;
     printf("wrote %s: %s, %zu tensors, %" PRIu64 " parameters, %s, %.1f MB\n", o.out, argv[1], l.n,
@@ -721,7 +741,6 @@ int gf_cmd_mkmodel(int argc, char **argv)
 oom:
     fprintf(stderr, "gpufaas mkmodel: out of memory\n");
 done:
-    gf_manifest_free(mf);
     gf_buf_deinit(&man);
     for (size_t i = 0; bufs != NULL && i < l.n; i++)
         free(bufs[i]);

@@ -15,8 +15,9 @@
 #include "core/clock.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "core/safetensors.h"
-#include "functions/runtime.h"
+#include "core/sha256.h"
 #include "gateway/core/internal.h"
 #include "gf_config.h"
 
@@ -61,20 +62,11 @@ static gf_status make_dirs(const char *path, gf_err *err)
     return GF_OK;
 }
 
-static char *path_join(const char *a, const char *b)
-{
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    if (p != NULL)
-        snprintf(p, n, "%s/%s", a, b);
-    return p;
-}
-
 /* Take the state directory's lock: one gateway per state directory. The
  * descriptor stays open (and the lock held) until gf_gw_free. */
 static gf_status lock_state_dir(gf_gw *gw, gf_err *err)
 {
-    char *path = path_join(gw->state_dir, "gpufaas.lock");
+    char *path = gf_path_join(gw->state_dir, "gpufaas.lock");
     if (path == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -104,53 +96,36 @@ static gf_status lock_state_dir(gf_gw *gw, gf_err *err)
     return GF_OK;
 }
 
-/* Remove what a previous run left in the upload directory (uploads cut
- * short by a crash). */
-static void clean_uploads(const char *dir)
+/* Remove the files (not the directories) in dir; how many. */
+static int remove_files(const char *dir)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
-        return;
+        return 0;
     int removed = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        char *p = path_join(dir, e->d_name);
+        char *p = gf_path_join(dir, e->d_name);
         if (p != NULL && unlink(p) == 0)
             removed++;
         free(p);
     }
     closedir(d);
-    if (removed > 0)
-        GF_LOG_I("removed %d unfinished upload(s) left by a previous run", removed);
+    return removed;
 }
 
-static char *find_worker_binary(const char *configured)
+/* Remove what a previous run left in the upload directory (uploads and
+ * validations cut short by a crash). */
+static void clean_uploads(const char *dir)
 {
-    if (configured != NULL)
-        return strdup(configured);
-    const char *env = getenv("GPUFAAS_WORKER");
-    if (env != NULL && env[0] != '\0')
-        return strdup(env);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    const char *cands[3] = {NULL, NULL, GF_BUILD_DIR "/runtime/worker/gpufaas-worker"};
-    char c0[PATH_MAX + 32], c1[PATH_MAX + 64];
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash != NULL)
-            *slash = '\0';
-        snprintf(c0, sizeof c0, "%s/gpufaas-worker", self);
-        snprintf(c1, sizeof c1, "%s/../runtime/worker/gpufaas-worker", self);
-        cands[0] = c0;
-        cands[1] = c1;
-    }
-    for (int i = 0; i < 3; i++)
-        if (cands[i] != NULL && access(cands[i], X_OK) == 0)
-            return realpath(cands[i], NULL);
-    return NULL;
+    int validations = gf_oneshot_clean(dir);
+    if (validations > 0)
+        GF_LOG_I("removed %d unfinished validation(s) left by a previous run", validations);
+    int removed = remove_files(dir);
+    if (removed > 0)
+        GF_LOG_I("removed %d unfinished upload(s) left by a previous run", removed);
 }
 
 /* ---- lifetime ------------------------------------------------------------------- */
@@ -183,8 +158,8 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
     }
     if ((st = lock_state_dir(gw, err)) != GF_OK)
         goto fail;
-    gw->functions_dir = path_join(gw->state_dir, "functions");
-    gw->upload_dir = path_join(gw->state_dir, "uploads");
+    gw->functions_dir = gf_path_join(gw->state_dir, "functions");
+    gw->upload_dir = gf_path_join(gw->state_dir, "uploads");
     if (gw->functions_dir == NULL || gw->upload_dir == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
@@ -193,7 +168,7 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
         (st = make_dirs(gw->upload_dir, err)) != GF_OK)
         goto fail;
     clean_uploads(gw->upload_dir);
-    gw->worker_path = find_worker_binary(cfg->worker_path);
+    gw->worker_path = gf_worker_program_find(cfg->worker_path);
     if (gw->worker_path == NULL) {
         st = gf_err_set(err, GF_ERR_NOT_FOUND, "cannot find the gpufaas-worker program (set "
                         "GPUFAAS_WORKER to its path)");
@@ -204,30 +179,15 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    /* plugin kinds: loaded here so deploys can validate against them */
-    if (cfg->n_plugins > 0) {
-        gw->plugins = calloc(2 * cfg->n_plugins, sizeof *gw->plugins);
-        if (gw->plugins == NULL) {
-            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    /* which kind each plugin provides, and how many GPUs there are: asked
+     * of a gpufaas-worker --probe child, so that no plugin is loaded and no
+     * device driver initialised in this process */
+    gw->oneshot = (gf_oneshot_cfg){gw->worker_path, gw->cfg.allow_native, gw->cfg.plugins,
+                                   gw->cfg.n_plugins, gw->cfg.validate_timeout_ms};
+    if (cfg->n_plugins > 0 || cfg->devices == NULL || cfg->devices[0] == '\0' ||
+        strcmp(cfg->devices, "auto") == 0) {
+        if ((st = gf_oneshot_probe(&gw->oneshot, &gw->probe, err)) != GF_OK)
             goto fail;
-        }
-        for (size_t i = 0; i < cfg->n_plugins; i++) {
-            const gf_fn_kind *k;
-            char *abs = realpath(cfg->plugins[i], NULL);
-            st = gf_fn_plugin_load(abs != NULL ? abs : cfg->plugins[i], cfg->allow_native, &k,
-                                   err);
-            if (st != GF_OK) {
-                free(abs);
-                goto fail;
-            }
-            gw->plugins[2 * i] = strdup(gf_fn_kind_name(k));
-            gw->plugins[2 * i + 1] = abs;
-            gw->n_plugins = i + 1;
-            if (gw->plugins[2 * i] == NULL) {
-                st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-                goto fail;
-            }
-        }
     }
     char *db;
     if ((st = gf_store_default_path(gw->state_dir, &db, err)) != GF_OK)
@@ -289,9 +249,7 @@ void gf_gw_free(gf_gw *gw)
         gf_store_close(gw->store, NULL);
     gw_registry_free(gw);
     gw_metrics_free(gw->metrics);
-    for (size_t i = 0; i < 2 * gw->n_plugins; i++)
-        free(gw->plugins[i]);
-    free(gw->plugins);
+    gf_probe_deinit(&gw->probe);
     free(gw->ready);
     free(gw->state_dir);
     free(gw->functions_dir);
@@ -490,14 +448,69 @@ fail:
 
 static json_t *version_json(gf_gw *gw, const gw_version *v);
 
+/* A version's files on their way into the function store: where each is
+ * now. A rename moves one; whatever is still somewhere when a deploy fails
+ * is removed. */
+typedef struct {
+    char *weights;          /* the weights file (the upload, or the converted file) */
+    size_t n;
+    char **companions;      /* borrowed from the validation: paths updated in place */
+    char *const *suffixes;
+} vfiles;
+
+static void vfiles_remove(vfiles *f)
+{
+    if (f->weights != NULL)
+        unlink(f->weights);
+    for (size_t i = 0; i < f->n; i++)
+        unlink(f->companions[i]);
+}
+
+/* Move every file to <dir>/v<version>.safetensors and .<suffix>. */
+static gf_status vfiles_place(vfiles *f, const char *dir, int64_t version, gf_err *err)
+{
+    char name[96];
+    snprintf(name, sizeof name, "v%lld.safetensors", (long long)version);
+    char *dst = gf_path_join(dir, name);
+    if (dst == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    if (rename(f->weights, dst) != 0) {
+        gf_status st = gf_err_set(err, GF_ERR_IO, "storing the weights: rename(%s, %s): %s",
+                                  f->weights, dst, strerror(errno));
+        free(dst);
+        return st;
+    }
+    free(f->weights);
+    f->weights = dst;
+    for (size_t i = 0; i < f->n; i++) {
+        char *c = gf_companion_path(f->weights, f->suffixes[i]);
+        if (c == NULL)
+            return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        if (rename(f->companions[i], c) != 0) {
+            gf_status st = gf_err_set(err, GF_ERR_IO, "storing companion file '%s': rename(%s, "
+                                      "%s): %s", f->suffixes[i], f->companions[i], c,
+                                      strerror(errno));
+            free(c);
+            return st;
+        }
+        free(f->companions[i]);
+        f->companions[i] = c;
+    }
+    return GF_OK;
+}
+
 gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int *http_status,
                        gf_err *err)
 {
     *out = NULL;
     *http_status = 400;
     gf_manifest *mf = NULL;
-    char *final = NULL, *dir = NULL;
-    bool moved = false;
+    gf_validation val;
+    memset(&val, 0, sizeof val);
+    vfiles files = {0};
+    char *dir = NULL;
+    char sha[GF_SHA256_HEX_LEN];
+    uint64_t bytes = req->bytes;
     gf_status st;
     pthread_mutex_lock(&gw->deploy_lock);
     if (atomic_load(&gw->stopping)) {
@@ -505,33 +518,47 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
         st = gf_err_set(err, GF_ERR_CLOSED, "the server is shutting down");
         goto out;
     }
+    /* a manifest that does not parse is refused before any child runs */
     if ((st = gf_manifest_parse(req->manifest, req->manifest_len, &mf, err)) != GF_OK)
         goto out;
-    const gf_fn_kind *kind = gf_fn_kind_find(mf->kind);
-    if (kind == NULL) {
-        gf_buf names;
-        gf_buf_init(&names);
-        for (const char *const *k = gf_fn_builtin_kinds(); *k != NULL; k++)
-            gf_buf_printf(&names, "%s%s", names.len ? ", " : "", *k);
-        for (size_t i = 0; i < gw->n_plugins; i++)
-            gf_buf_printf(&names, ", %s (plugin)", gw->plugins[2 * i]);
-        st = gf_err_set(err, GF_ERR_INVALID, "unknown kind '%s' (available: %s)", mf->kind,
-                        names.data ? names.data : "");
-        gf_buf_deinit(&names);
-        goto out;
-    }
-    st = gf_fn_validate(kind, mf, req->weights_tmp, err);
+    gf_manifest_free(mf);
+    mf = NULL;
+    /* the kind's code (validation, conversion) runs in a child, never here */
+    st = gf_oneshot_validate(&gw->oneshot, req->manifest, req->manifest_len, req->weights_tmp,
+                             gw->upload_dir, &val, err);
     if (st != GF_OK) {
-        if (err != NULL && err->code != GF_ERR_NOMEM && err->code != GF_ERR_IO) {
-            err->code = GF_ERR_INVALID;
-            st = GF_ERR_INVALID;
-        }
-        gf_err_prefix(err, "weights do not fit the manifest");
-        if (st != GF_ERR_INVALID)
-            *http_status = 500;
+        *http_status = gw_http_status_of(st);
         goto out;
     }
-    /* choose the version and put the file in place */
+    if ((st = gf_manifest_parse(val.manifest_json, strlen(val.manifest_json), &mf, err)) !=
+        GF_OK) {
+        gf_err_prefix(err, "the validator's manifest");
+        st = err != NULL ? (err->code = GF_ERR_INTERNAL) : GF_ERR_INTERNAL;
+        *http_status = 500;
+        goto out;
+    }
+    files.n = val.n_companions;
+    files.companions = val.companion_files;
+    files.suffixes = val.companions;
+    if (val.weights != NULL) {
+        /* converted: the upload is spent; the new file is what is stored */
+        unlink(req->weights_tmp);
+        files.weights = strdup(val.weights);
+        if (files.weights != NULL &&
+            (st = gf_sha256_file(files.weights, sha, &bytes, err)) != GF_OK) {
+            *http_status = 500;
+            goto out;
+        }
+    } else {
+        files.weights = strdup(req->weights_tmp);
+        snprintf(sha, sizeof sha, "%s", req->sha256_hex);
+    }
+    if (files.weights == NULL) {
+        *http_status = 500;
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* choose the version and put the files in place */
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gw_function_find(gw, mf->name);
     int64_t version = mf->version;
@@ -550,41 +577,27 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
                     version = f->versions[i]->version + 1;
     }
     pthread_mutex_unlock(&gw->lock);
-    dir = path_join(gw->functions_dir, mf->name);
+    dir = gf_path_join(gw->functions_dir, mf->name);
     if (dir == NULL || (st = make_dirs(dir, err)) != GF_OK) {
         *http_status = 500;
         if (dir == NULL)
             st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto out;
     }
-    const char *src = req->weights_tmp;
-    for (int attempt = 0; attempt < 64; attempt++) {
-        char name[64];
-        snprintf(name, sizeof name, "v%lld.safetensors", (long long)version);
-        free(final);
-        final = path_join(dir, name);
-        if (final == NULL || rename(src, final) != 0) {
-            *http_status = 500;
-            st = final == NULL ? gf_err_set(err, GF_ERR_NOMEM, "out of memory")
-                               : gf_err_set(err, GF_ERR_IO, "storing the weights: rename(%s, "
-                                            "%s): %s", src, final, strerror(errno));
-            goto out;
-        }
-        moved = true;
-        src = final;
-        gf_store_version_spec spec = {mf->name, version, mf->kind, NULL, final, req->bytes,
-                                      req->sha256_hex, true};
-        gf_buf mj;
-        gf_buf_init(&mj);
-        if (gf_manifest_to_json(mf, &mj) != GF_OK) {
-            gf_buf_deinit(&mj);
-            *http_status = 500;
-            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        spec.manifest = mj.data;
-        st = gf_store_version_deploy(gw->store, &spec, NULL, err);
+    gf_buf mj;
+    gf_buf_init(&mj);
+    if (gf_manifest_to_json(mf, &mj) != GF_OK) {
         gf_buf_deinit(&mj);
+        *http_status = 500;
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int attempt = 0; attempt < 64; attempt++) {
+        if ((st = vfiles_place(&files, dir, version, err)) != GF_OK)
+            break;
+        gf_store_version_spec spec = {mf->name, version, mf->kind, mj.data, files.weights,
+                                      bytes, sha, true};
+        st = gf_store_version_deploy(gw->store, &spec, NULL, err);
         if (st == GF_ERR_EXISTS && mf->version == 0) {
             version++; /* a version number used before (and deleted) */
             continue;
@@ -592,18 +605,16 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
         break;
     }
     if (st != GF_OK) {
+        gf_buf_deinit(&mj);
         *http_status = st == GF_ERR_EXISTS ? 409 : 500;
         goto out;
     }
     /* publish in memory: requests from now on get the new version; those in
      * flight finish on the one they started with */
-    gf_buf mj;
-    gf_buf_init(&mj);
-    gf_manifest_to_json(mf, &mj);
     pthread_mutex_lock(&gw->lock);
     gw_version *v;
-    st = gw_registry_add(gw, mf->name, mf->kind, version, mj.data ? mj.data : "{}", final,
-                         req->sha256_hex, req->bytes, GF_STORE_VERSION_READY, NULL, &v, err);
+    st = gw_registry_add(gw, mf->name, mf->kind, version, mj.data, files.weights, sha, bytes,
+                         GF_STORE_VERSION_READY, NULL, &v, err);
     if (st == GF_OK) {
         v->fn->current = v;
         /* warm the host tier of the worker that would run it */
@@ -618,18 +629,19 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
         *http_status = 500;
         goto out;
     }
-    GF_LOG_I("function '%s' version %lld deployed (%s, %llu bytes, sha256 %.12s...)", mf->name,
-             (long long)version, mf->kind, (unsigned long long)req->bytes, req->sha256_hex);
-    moved = false; /* keep the file */
+    GF_LOG_I("function '%s' version %lld deployed (%s, %llu bytes, sha256 %.12s...%s)", mf->name,
+             (long long)version, mf->kind, (unsigned long long)bytes, sha,
+             val.weights != NULL ? ", converted" : "");
     *http_status = 201;
 out:
-    if (moved && final != NULL)
-        unlink(final);
-    else if (!moved && st != GF_OK && req->weights_tmp != NULL)
+    if (st != GF_OK) {
+        vfiles_remove(&files);
         unlink(req->weights_tmp);
+    }
+    free(files.weights);
+    gf_validation_deinit(&val);
     pthread_mutex_unlock(&gw->deploy_lock);
     gf_manifest_free(mf);
-    free(final);
     free(dir);
     return st;
 }
@@ -670,9 +682,11 @@ gf_status gf_gw_delete(gf_gw *gw, const char *name, int *http_status, gf_err *er
         free(paths[i]);
     }
     free(paths);
-    char *dir = path_join(gw->functions_dir, name);
-    if (dir != NULL)
+    char *dir = gf_path_join(gw->functions_dir, name);
+    if (dir != NULL) {
+        remove_files(dir); /* the versions' companion files */
         rmdir(dir);
+    }
     free(dir);
     pthread_mutex_unlock(&gw->deploy_lock);
     GF_LOG_I("function '%s' deleted", name);

@@ -53,9 +53,10 @@ typedef struct gf_gw_config {
     uint64_t retention_age_s;    /* invocation age kept (0 = store default) */
     uint64_t cpu_copy_bandwidth; /* benchmarks: cpu workers emulate a host-to-device link of
                                     this many bytes/s (0 = memcpy speed) */
-    const char *const *plugins;  /* shared objects of plugin kinds to load at start
+    const char *const *plugins;  /* shared objects of plugin kinds the workers may load
                                     (needs allow_native); may be NULL */
     size_t n_plugins;
+    uint32_t validate_timeout_ms; /* how long a deploy's validation may take (0 = 300 s) */
 } gf_gw_config;
 
 /* Open the store, recover the catalogue, spawn the workers and wait (a

@@ -10,6 +10,7 @@
 #include "functions/manifest.h"
 #include "gateway/core/gateway.h"
 #include "gateway/core/metrics.h"
+#include "gateway/core/oneshot.h"
 #include "runtime/ipc.h"
 #include "store/store.h"
 
@@ -170,8 +171,8 @@ struct gf_gw {
     char *upload_dir;
     char *functions_dir;
     char *worker_path;
-    char **plugins;
-    size_t n_plugins;
+    gf_oneshot_cfg oneshot;  /* how to run gpufaas-worker --probe / --validate */
+    gf_probe probe;          /* what --probe found: CUDA devices, the plugins' kinds */
     gf_store *store;
     gw_metrics *metrics;
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "functions/runtime.h"
+#include "functions/manifest.h"
 #include "gateway/core/internal.h"
 
 gw_function *gw_function_find(gf_gw *gw, const char *name)

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "backend/backend.h"
 #include "core/log.h"
 #include "gateway/core/internal.h"
 
@@ -182,10 +181,10 @@ gf_status gw_worker_load(gf_gw *gw, gw_worker *w, gw_version *v, int tier, gf_er
     if (pl->state == GW_PL_REGISTERED && (tier <= GF_IPC_TIER_STORE || pl->tier >= tier))
         return GF_OK;
     const char *plugin = "";
-    for (size_t i = 0; i < gw->n_plugins; i++) {
-        const char *kind = gw->plugins[2 * i];
+    for (size_t i = 0; i < gw->probe.n_plugins; i++) {
+        const char *kind = gw->probe.plugin_kinds[i];
         if (strcmp(kind, v->mf->kind) == 0)
-            plugin = gw->plugins[2 * i + 1];
+            plugin = gw->probe.plugin_paths[i];
     }
     gw_pending_load *pend = malloc(sizeof *pend);
     if (pend == NULL)
@@ -827,7 +826,7 @@ static void *supervisor_main(void *arg)
 static gf_status parse_devices(gf_gw *gw, const char *spec, gf_err *err)
 {
     if (spec == NULL || spec[0] == '\0' || strcmp(spec, "auto") == 0) {
-        int n = gf_backend_cuda_device_count();
+        int n = gw->probe.cuda_devices; /* asked of gpufaas-worker --probe */
         if (n > GW_MAX_WORKERS)
             n = GW_MAX_WORKERS;
         for (int i = 0; i < n; i++)

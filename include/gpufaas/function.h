@@ -47,9 +47,16 @@
  * Runtime calls that fail set the message themselves: just return their
  * code.
  *
- * COMPANION FILES. A version may have files beside its weights (a graph, a
- * vocabulary), each named by a suffix; load finds one with
- * api->companion_path (1.1).
+ * DEPLOY-TIME VALIDATION. A deploy is checked by a short-lived
+ * `gpufaas-worker --validate` process, never inside the gateway: it runs
+ * load with validating() == 1 and no device, so a kind that crashes on
+ * hostile weights takes down that process and fails the deploy, nothing
+ * else. A built-in kind may also convert the upload there (functions/
+ * runtime.h, gf_fn_convert_fn; docs/architecture.md, "Deploy"): write the
+ * version's safetensors weights and companion files (a graph, a vocabulary)
+ * into a directory the gateway gives it, and derive the manifest to store.
+ * The gateway publishes the companion files beside the weights; load finds
+ * one with api->companion_path (1.1).
  *
  * THREADING. A version's load, infer and unload are never called
  * concurrently for the same state; different versions may run on different

@@ -79,6 +79,18 @@ bool gf_worker_start_failure_is_fatal(gf_status st);
  * process exit code (GF_WORKER_EXIT_*). Call once. */
 int gf_worker_run(gf_worker *w);
 
+/* The whole program: parse the command line, then serve (or run a one-shot
+ * mode); returns the process exit code (GF_WORKER_EXIT_*). */
+int gf_worker_main(int argc, char **argv);
+
+/* True when argv asks for a one-shot mode: --probe or --validate
+ * (runtime/ipc.h, "One-shot modes"). */
+bool gf_worker_is_oneshot(int argc, char **argv);
+
+/* Run the one-shot mode argv asks for: answer one JSON object on stdout and
+ * return the process exit code (GF_WORKER_EXIT_FATAL for bad flags). */
+int gf_worker_oneshot_main(int argc, char **argv);
+
 /* Free everything (after gf_worker_run returned, or instead of it). NULL is a
  * no-op. Does not close cfg.fd's peer; closes fd. */
 void gf_worker_free(gf_worker *w);

@@ -5,6 +5,7 @@
  * version deployed under load; a restart of the gateway; evictions seen in
  * /metrics and in the database; shutdown draining. */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -123,6 +124,7 @@ typedef struct {
     int64_t version_seen[8];
     int bad_values;
     const mlp_w *ref[8]; /* expected weights per version (index = version) */
+    bool softmax;        /* the function ends with a softmax */
     float x[IN];
 } waiter;
 
@@ -153,6 +155,15 @@ static void on_done(void *arg, gf_gw_result *r)
         } else {
             double want[OUT];
             mlp_ref(m, w->x, want);
+            if (w->softmax) {
+                double mx = want[0], sum = 0;
+                for (int o = 1; o < OUT; o++)
+                    mx = want[o] > mx ? want[o] : mx;
+                for (int o = 0; o < OUT; o++)
+                    sum += (want[o] = exp(want[o] - mx));
+                for (int o = 0; o < OUT; o++)
+                    want[o] /= sum;
+            }
             const float *got = r->outputs[0].t.data;
             for (int o = 0; o < OUT; o++)
                 if (fabs(got[o] - want[o]) > 1e-4 * (1 + fabs(want[o])))
@@ -197,12 +208,14 @@ static gf_status submit(gf_gw *gw, const char *name, waiter *w, int *http, gf_er
     return gf_gw_submit(gw, &req, http, &retry, err);
 }
 
-static gf_gw *open_gw(const char *devices, uint64_t dev_mem)
+static gf_gw *open_gw_with(const char *devices, uint64_t dev_mem, const char *worker,
+                           const char *const *plugins, size_t n_plugins)
 {
     char *state = gf_test_path(tmpdir, "state");
     gf_gw_config cfg = {.state_dir = state, .devices = devices, .device_memory = dev_mem,
-                        .host_memory = 64 << 20,
-                        .worker_path = gf_test_prog("GF_WORKER"), .drain_timeout_ms = 5000};
+                        .host_memory = 64 << 20, .worker_path = worker,
+                        .drain_timeout_ms = 5000, .plugins = plugins, .n_plugins = n_plugins,
+                        .allow_native = n_plugins > 0};
     gf_gw *gw;
     gf_err err;
     gf_status st = gf_gw_new(&cfg, &gw, &err);
@@ -210,6 +223,103 @@ static gf_gw *open_gw(const char *devices, uint64_t dev_mem)
     ck_assert_msg(st == GF_OK, "gf_gw_new: %s", err.msg);
     return gw;
 }
+
+static gf_gw *open_gw(const char *devices, uint64_t dev_mem)
+{
+    return open_gw_with(devices, dev_mem, gf_test_prog("GF_WORKER"), NULL, 0);
+}
+
+/* Stage a manifest text and weights under the names the convtest kind's
+ * uploads use (W1, b1, W2, b2; softmax in the metadata). */
+static gf_gw_deploy_req stage_convtest(gf_gw *gw, const mlp_w *m, char *tmp, size_t cap,
+                                       char *sha, const char *manifest)
+{
+    snprintf(tmp, cap, "%s/stage-conv-%d", gf_gw_upload_dir(gw), (int)getpid());
+    gf_st_wtensor ts[4] = {{"W1", GF_DT_F32, 2, (int64_t[]){HID, IN}, m->w0},
+                           {"b1", GF_DT_F32, 1, (int64_t[]){HID}, m->b0},
+                           {"W2", GF_DT_F32, 2, (int64_t[]){OUT, HID}, m->w1},
+                           {"b2", GF_DT_F32, 1, (int64_t[]){OUT}, m->b1}};
+    const char *meta[] = {"softmax", "true"};
+    ck_assert_int_eq(gf_st_write(tmp, ts, 4, meta, 1, NULL), GF_OK);
+    uint64_t size;
+    ck_assert_int_eq(gf_sha256_file(tmp, sha, &size, NULL), GF_OK);
+    gf_gw_deploy_req r = {manifest, strlen(manifest), tmp, sha, size};
+    return r;
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* Deploys are checked in a gpufaas-worker --validate child: a kind that
+ * crashes there fails that deploy (500, saying so) and the gateway serves
+ * on; a kind that converts its upload has the converted weights, its
+ * companion file and its derived manifest published and served. */
+START_TEST(test_deploy_validated_in_a_child)
+{
+    const char *plugins[1] = {gf_test_prog("GF_PLUGIN_CRASH")};
+    gf_gw *gw = open_gw_with("cpu:1", 64 << 20, gf_test_prog("GF_WORKER_CONVTEST"), plugins, 1);
+    mlp_w m;
+    mlp_init(&m, 7);
+    char tmp[512], sha[GF_SHA256_HEX_LEN];
+    const char *crash = "{\"name\":\"boom\",\"kind\":\"crash\",\"inputs\":[{\"name\":\"x\","
+                        "\"datatype\":\"FP32\",\"shape\":[-1,8]}],\"outputs\":[{\"name\":\"y\","
+                        "\"datatype\":\"FP32\",\"shape\":[-1,4]}]}";
+    gf_gw_deploy_req r = stage(gw, &m, 0, tmp, sizeof tmp, sha);
+    r.manifest = crash;
+    r.manifest_len = strlen(crash);
+    json_t *out;
+    int http;
+    gf_err err;
+    ck_assert_int_eq(gf_gw_deploy(gw, &r, &out, &http, &err), GF_ERR_INTERNAL);
+    ck_assert_int_eq(http, 500);
+    ck_assert_msg(strstr(err.msg, "without answering; the gateway is unaffected"), "%s", err.msg);
+    ck_assert_int_eq(count_entries(gf_gw_upload_dir(gw)), 0); /* upload and work dir gone */
+    ck_assert(gf_gw_ready(gw));
+    /* the converting kind: what is stored is what the converter wrote */
+    const char *conv = "{\"name\":\"conv\",\"kind\":\"convtest\",\"inputs\":[{\"name\":\"x\","
+                       "\"datatype\":\"FP32\",\"shape\":[-1,8]}],\"outputs\":[{\"name\":\"y\","
+                       "\"datatype\":\"FP32\",\"shape\":[-1,4]}],\"max_batch_size\":4}";
+    r = stage_convtest(gw, &m, tmp, sizeof tmp, sha, conv);
+    ck_assert_msg(gf_gw_deploy(gw, &r, &out, &http, &err) == GF_OK, "%s", err.msg);
+    ck_assert_int_eq(http, 201);
+    ck_assert_int_eq(count_entries(gf_gw_upload_dir(gw)), 0);
+    char *fdir = gf_test_path(tmpdir, "state/functions/conv");
+    char *w1 = gf_test_path(fdir, "v1.safetensors"), *note = gf_test_path(fdir, "v1.note");
+    ck_assert_int_eq(access(note, R_OK), 0);
+    char wsha[GF_SHA256_HEX_LEN];
+    uint64_t wbytes;
+    ck_assert_int_eq(gf_sha256_file(w1, wsha, &wbytes, NULL), GF_OK);
+    ck_assert_str_ne(wsha, sha); /* not the upload's */
+    ck_assert_str_eq(json_string_value(json_object_get(out, "sha256")), wsha);
+    ck_assert_int_eq(json_integer_value(json_object_get(out, "bytes")), (json_int_t)wbytes);
+    json_decref(out);
+    /* served with the derived manifest (its config turns the softmax on) */
+    waiter w;
+    waiter_init(&w);
+    w.ref[1] = &m;
+    w.softmax = true;
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(submit(gw, "conv", &w, &http, &err) == GF_OK, "%s", err.msg);
+    waiter_wait(&w, 3);
+    ck_assert_int_eq(w.ok, 3);
+    ck_assert_int_eq(w.bad_values, 0);
+    /* deleting it removes every file of the version */
+    ck_assert_int_eq(gf_gw_delete(gw, "conv", &http, &err), GF_OK);
+    ck_assert_int_ne(access(fdir, F_OK), 0);
+    free(w1);
+    free(note);
+    free(fdir);
+    gf_gw_free(gw);
+}
+END_TEST
 
 START_TEST(test_deploy_infer_batch_and_errors)
 {
@@ -588,6 +698,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_deploy_infer_batch_and_errors);
+    tcase_add_test(tc, test_deploy_validated_in_a_child);
     tcase_add_test(tc, test_large_frames_in_pieces);
     tcase_add_test(tc, test_new_version_under_load_and_worker_kill);
     tcase_add_test(tc, test_restart_keeps_functions_and_evictions_are_recorded);

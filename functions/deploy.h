@@ -1,0 +1,53 @@
+/* gpufaas — checking a deploy (functions/): what the short-lived
+ * `gpufaas-worker --validate` process runs, so that no function code ever
+ * runs in the gateway.
+ *
+ * A deploy brings a manifest and one uploaded file. For most kinds the
+ * upload is the version's safetensors weights and checking it means running
+ * the kind's load in validation mode (gf_fn_validate). A built-in kind may
+ * instead *convert* the upload (gf_fn_convert_fn, registered with the kind in
+ * functions/runtime.c): read it, write the version's weights and any
+ * companion files into an output directory the gateway provides, and derive
+ * the manifest to store. The gateway then publishes those files beside each
+ * other in the function store (functions/manifest.h, "the files of a
+ * version").
+ */
+#ifndef GF_FUNCTIONS_DEPLOY_H
+#define GF_FUNCTIONS_DEPLOY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+#include "functions/manifest.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a checked deploy is: the manifest to store and where its files are. */
+typedef struct gf_fn_deployed {
+    gf_manifest *mf;       /* the manifest to store (canonical form via gf_manifest_to_json) */
+    bool converted;        /* <out_dir>/GF_CONVERTED_WEIGHTS replaces the upload */
+    char **companions;     /* suffixes of the companion files in out_dir (malloc'd) */
+    size_t n_companions;
+} gf_fn_deployed;
+
+/* Check a deploy: parse the manifest (len bytes), find its kind (a built-in,
+ * or a plugin loaded before), convert the upload when the kind converts
+ * (writing into out_dir, an existing empty directory), and validate the
+ * manifest against the weights by running the kind's load in validation
+ * mode. The message names the problem: an unknown kind lists the kinds
+ * there are; weights that do not fit name the tensor (GF_ERR_INVALID).
+ * *out is filled on success only (gf_fn_deployed_deinit frees it). */
+gf_status gf_fn_deploy_check(const char *manifest, size_t len, const char *upload_path,
+                             const char *out_dir, gf_fn_deployed *out, gf_err *err);
+
+/* Free what gf_fn_deploy_check filled in (not the files). NULL is a no-op. */
+void gf_fn_deployed_deinit(gf_fn_deployed *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GF_FUNCTIONS_DEPLOY_H */
