@@ -227,9 +227,17 @@ static gf_status cuda_check_deferred(struct gf_stream *s, gf_err *err)
     /* clear it in stream order, so an error recorded after this sync by work
      * queued on the stream is not erased */
     cudaMemsetAsync(s->dev_error, 0, sizeof words, s->stream);
-    return gf_err_set(err, (gf_status)words[0],
-                      "a kernel found an out-of-range index %lld (valid: 0 to %lld)",
-                      words[1], words[2] - 1);
+    gf_status code = (gf_status)(words[0] & 0xffffffff);
+    switch ((unsigned long long)words[0] >> 32) {
+    case GF_DEVERR_INDEX_NEG:
+        return gf_err_set(err, code, "a kernel found an out-of-range index %lld (valid: %lld to %lld)",
+                          words[1], -words[2], words[2] - 1);
+    case GF_DEVERR_DIV_ZERO:
+        return gf_err_set(err, code, "a kernel found an integer division or modulo by zero");
+    default:
+        return gf_err_set(err, code, "a kernel found an out-of-range index %lld (valid: 0 to %lld)",
+                          words[1], words[2] - 1);
+    }
 }
 
 static gf_status cuda_stream_sync(gf_backend *be, gf_stream *s, gf_err *err)

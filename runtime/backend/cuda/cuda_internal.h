@@ -12,14 +12,22 @@ extern "C" {
 #endif
 
 /* A cuda stream of the backend. Kernels that detect bad input while running
- * (an out-of-range embedding index) write it to dev_error without reading
- * out of range: dev_error[0] = gf_status code (set with atomicCAS from 0, so
- * the first error wins), dev_error[1] = the offending value, dev_error[2] =
- * the limit. The backend's sync reads, reports and clears it. */
+ * (an out-of-range index, an integer division by zero) write it to
+ * dev_error without reading out of range: dev_error[0] = gf_status code |
+ * gf_dev_error_kind << 32 (set with atomicCAS from 0, so the first error
+ * wins), dev_error[1] = the offending value, dev_error[2] = the limit. The
+ * backend's sync reads, reports and clears it. */
 struct gf_stream {
     cudaStream_t stream;
     int kind;                 /* gf_stream_kind */
     long long *dev_error;     /* 3 device words, zeroed at creation */
+};
+
+/* What a deferred error describes (bits 32.. of dev_error[0]). */
+enum gf_dev_error_kind {
+    GF_DEVERR_INDEX = 0,     /* index dev_error[1] outside [0, dev_error[2]) */
+    GF_DEVERR_INDEX_NEG = 1, /* index outside [-dev_error[2], dev_error[2]) */
+    GF_DEVERR_DIV_ZERO = 2,  /* an integer division or modulo by zero */
 };
 
 #ifdef __cplusplus

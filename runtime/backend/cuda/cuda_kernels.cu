@@ -39,47 +39,13 @@
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_kernels_impl.cuh"
 #include "backend/kernel_args.h"
-
-struct gf_cuda_kctx {
-    gf_cuda_alloc_fn alloc_fn; /* the backend's device allocator (budgeted) */
-    gf_cuda_free_fn free_fn;
-    void *arg;
-    int device;                /* ordinal current at creation; every call runs there */
-    cublasHandle_t blas;
-    void *ws;                  /* workspace, 256-byte aligned; NULL until first needed */
-    size_t ws_cap;             /* bytes behind ws */
-};
-
-/* Elementwise kernels: threads per block and a cap on blocks (the rest is a
- * grid-stride loop). */
-#define GF_THREADS 256
-#define GF_MAX_BLOCKS (1 << 20)
-/* Largest workspace one conv2d chunk or one attention chunk asks for. */
-#define GF_CHUNK_BYTES ((size_t)128 << 20)
 
 /* ---- host helpers ---- */
 
-static unsigned grid_for(int64_t n, int threads)
-{
-    int64_t b = (n + threads - 1) / threads;
-    if (b < 1)
-        b = 1;
-    return (unsigned)(b > GF_MAX_BLOCKS ? GF_MAX_BLOCKS : b);
-}
-
-/* Threads for one block per row of `cols` elements: a multiple of 32, at
- * most GF_THREADS. */
-static int row_threads(int64_t cols)
-{
-    int t = 32;
-    while (t < GF_THREADS && t < cols)
-        t *= 2;
-    return t;
-}
-
 /* Make the context's device current on this thread. */
-static int enter(gf_cuda_kctx *c, const char *fn, gf_stream *s)
+int gf_cu_enter(gf_cuda_kctx *c, const char *fn, gf_stream *s)
 {
     if (s == NULL)
         return gf_kerr(GF_ERR_INVALID, fn, "stream is NULL");
@@ -96,7 +62,7 @@ static int enter(gf_cuda_kctx *c, const char *fn, gf_stream *s)
 }
 
 /* After queueing kernels: report a launch failure. */
-static int launched(const char *fn, const char *what)
+int gf_cu_launched(const char *fn, const char *what)
 {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
@@ -105,14 +71,14 @@ static int launched(const char *fn, const char *what)
                    cudaGetErrorName(e));
 }
 
-static int blas_fail(const char *fn, const char *call, cublasStatus_t st)
+int gf_cu_blas_fail(const char *fn, const char *call, cublasStatus_t st)
 {
     return gf_kerr(st == CUBLAS_STATUS_ALLOC_FAILED ? GF_ERR_NO_DEVICE_MEM : GF_ERR_DEVICE, fn,
                    "%s failed: %s", call, cublasGetStatusString(st));
 }
 
 /* Workspace of at least n bytes (contents not kept). */
-static int ws_get(gf_cuda_kctx *c, const char *fn, size_t n, void **out)
+int gf_cu_ws_get(gf_cuda_kctx *c, const char *fn, size_t n, void **out)
 {
     if (n <= c->ws_cap) {
         *out = c->ws;
@@ -146,93 +112,9 @@ static int ws_get(gf_cuda_kctx *c, const char *fn, size_t n, void **out)
     return 0;
 }
 
-/* Bytes of count floats, rounded up to 256 (regions of one workspace). */
-static size_t f32_bytes(int64_t count)
-{
-    return ((size_t)count * sizeof(float) + 255) & ~(size_t)255;
-}
-
-/* ---- device helpers ---- */
-
-__device__ __forceinline__ float ld(const float *p, int64_t i)
-{
-    return p[i];
-}
-__device__ __forceinline__ float ld(const __half *p, int64_t i)
-{
-    return __half2float(p[i]);
-}
-__device__ __forceinline__ float ld(const __nv_bfloat16 *p, int64_t i)
-{
-    return __bfloat162float(p[i]);
-}
-
-__device__ __forceinline__ void st(float *p, int64_t i, float v)
-{
-    p[i] = v;
-}
-__device__ __forceinline__ void st(__half *p, int64_t i, float v)
-{
-    p[i] = __float2half_rn(v);
-}
-__device__ __forceinline__ void st(__nv_bfloat16 *p, int64_t i, float v)
-{
-    p[i] = __float2bfloat16_rn(v);
-}
-
-/* The activations, as the cpu library computes them. */
-__device__ __forceinline__ float act_apply(float x, int act)
-{
-    switch (act) {
-    case GF_ACT_RELU:
-        return x > 0.0f ? x : 0.0f;
-    case GF_ACT_GELU_ERF:
-        return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case GF_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case GF_ACT_SILU:
-        return x * (1.0f / (1.0f + expf(-x)));
-    case GF_ACT_TANH:
-        return tanhf(x);
-    case GF_ACT_SIGMOID:
-        return 1.0f / (1.0f + expf(-x));
-    default:
-        return x;
-    }
-}
-
-template <bool MAX> __device__ __forceinline__ float warp_reduce(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) {
-        float u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = MAX ? fmaxf(v, u) : v + u;
-    }
-    return v;
-}
-
-/* Max or sum over the block (blockDim.x a multiple of 32, every thread
- * calling); sh is 32 floats of shared memory. Returns the result to all. */
-template <bool MAX> __device__ float block_reduce(float v, float *sh)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_reduce<MAX>(v);
-    __syncthreads(); /* sh may still be read by the previous reduction */
-    if (lane == 0)
-        sh[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < nw ? sh[lane] : (MAX ? -INFINITY : 0.0f);
-        v = warp_reduce<MAX>(v);
-        if (lane == 0)
-            sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
-}
-
 /* ---- elementwise kernels ---- */
 
-template <typename D, typename S> __global__ void k_cast(D *dst, const S *src, int64_t n)
+template <typename D, typename S> static __global__ void k_cast(D *dst, const S *src, int64_t n)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -412,67 +294,6 @@ static __global__ void k_bn_apply(float *y, const float *x, int64_t n, int64_t h
     }
 }
 
-/* ---- convolution and pooling ---- */
-
-/* im2col for nb images: col[img][(ci kh + ki) kw + kj][oy ow + ox] =
- * x[img][ci][iy][ix], 0 in the padding. One thread per col element, so
- * writes are coalesced along ox. */
-static __global__ void k_im2col(float *col, const float *x, int64_t nb, int64_t c, int64_t h, int64_t w,
-                         int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                         int64_t dh, int64_t dw, int64_t oh, int64_t ow)
-{
-    int64_t total = nb * c * kh * kw * oh * ow;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t ox = i % ow, t = i / ow;
-        int64_t oy = t % oh;
-        t /= oh;
-        int64_t kj = t % kw;
-        t /= kw;
-        int64_t ki = t % kh;
-        t /= kh; /* t = img * c + ci */
-        int64_t iy = oy * sh - ph + ki * dh, ix = ox * sw - pw + kj * dw;
-        float v = 0.0f;
-        if (iy >= 0 && iy < h && ix >= 0 && ix < w)
-            v = x[(t * h + iy) * w + ix];
-        col[i] = v;
-    }
-}
-
-/* max (is_max) or average pooling: one thread per output element. */
-static __global__ void k_pool(float *y, const float *x, int64_t planes, int64_t h, int64_t w,
-                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                       int64_t oh, int64_t ow, int is_max, int count_include_pad)
-{
-    int64_t total = planes * oh * ow;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t ox = i % ow, oy = (i / ow) % oh, p = i / (ow * oh);
-        int64_t y0 = oy * sh - ph, x0 = ox * sw - pw;
-        int64_t ys = y0 < 0 ? 0 : y0, ye = y0 + kh > h ? h : y0 + kh;
-        int64_t xs = x0 < 0 ? 0 : x0, xe = x0 + kw > w ? w : x0 + kw;
-        const float *xp = x + p * h * w;
-        float r;
-        if (is_max) {
-            r = -INFINITY;
-            for (int64_t iy = ys; iy < ye; iy++)
-                for (int64_t ix = xs; ix < xe; ix++) {
-                    float v = xp[iy * w + ix];
-                    if (v > r || isnan(v)) /* NaN propagates, as in PyTorch */
-                        r = v;
-                }
-        } else {
-            float s = 0.0f;
-            for (int64_t iy = ys; iy < ye; iy++)
-                for (int64_t ix = xs; ix < xe; ix++)
-                    s += xp[iy * w + ix];
-            int64_t cnt = count_include_pad ? kh * kw : (ye - ys) * (xe - xs);
-            r = s / (float)cnt;
-        }
-        y[i] = r;
-    }
-}
-
 /* ---- embedding, permute ---- */
 
 /* One block per output row; a row whose index is out of range is skipped
@@ -517,24 +338,8 @@ static __global__ void k_permute_0213(float *y, const float *x, int64_t d0, int6
 
 /* ---- dtype dispatch ---- */
 
-/* Run the statements with T the device type of weight dtype dt (F32, F16,
- * BF16), e.g. GF_WDISPATCH(dt, T, k<T><<<g, b, 0, st>>>((const T *)w)). */
-#define GF_WDISPATCH(dt, T, ...)                                                                  \
-    do {                                                                                          \
-        if ((dt) == GF_DT_F16) {                                                                  \
-            typedef __half T;                                                                     \
-            __VA_ARGS__;                                                                          \
-        } else if ((dt) == GF_DT_BF16) {                                                          \
-            typedef __nv_bfloat16 T;                                                              \
-            __VA_ARGS__;                                                                          \
-        } else {                                                                                  \
-            typedef float T;                                                                      \
-            __VA_ARGS__;                                                                          \
-        }                                                                                         \
-    } while (0)
-
 /* Widen n weights of dtype dt (F16/BF16) at src into dst (FP32). */
-static void widen_async(float *dst, const void *src, gf_dtype dt, int64_t n, cudaStream_t st)
+void gf_cu_widen_async(float *dst, const void *src, gf_dtype dt, int64_t n, cudaStream_t st)
 {
     if (dt == GF_DT_F16)
         k_cast<float, __half><<<grid_for(n, GF_THREADS), GF_THREADS, 0, st>>>(
@@ -568,7 +373,7 @@ static cudaDataType cuda_type(gf_dtype dt)
 /* Row-major C = alpha op(A) op(B) + beta C for `batch` matrices (strides in
  * elements), arguments already checked; A and B either both F32 or both the
  * same half type. Queued on the handle's stream. */
-static cublasStatus_t gemm_rm(cublasHandle_t h, int ta, int tb, int64_t m, int64_t n, int64_t k,
+cublasStatus_t gf_cu_gemm_rm(cublasHandle_t h, int ta, int tb, int64_t m, int64_t n, int64_t k,
                               float alpha, const void *a, int64_t lda, int64_t sa, const void *b,
                               int64_t ldb, int64_t sb, gf_dtype dt, float beta, float *c,
                               int64_t ldc, int64_t sc, int64_t batch)
@@ -614,11 +419,11 @@ static int gemm_any(gf_cuda_kctx *c, const char *fn, cudaStream_t st, int ta, in
         if (beta != 1.0f)
             k_scale<<<grid_for(batch * m * n, GF_THREADS), GF_THREADS, 0, st>>>(cm, m, n, ldc, scm,
                                                                                batch, beta);
-        return launched(fn, "scaling C");
+        return gf_cu_launched(fn, "scaling C");
     }
     cublasStatus_t bs = cublasSetStream(c->blas, st);
     if (bs != CUBLAS_STATUS_SUCCESS)
-        return blas_fail(fn, "cublasSetStream", bs);
+        return gf_cu_blas_fail(fn, "cublasSetStream", bs);
     gf_dtype dt = adt;
     if (adt != bdt || adt == GF_DT_F32) {
         /* Mixed: widen each half operand to FP32 in the workspace, keeping
@@ -628,28 +433,28 @@ static int gemm_any(gf_cuda_kctx *c, const char *fn, cudaStream_t st, int ta, in
         int64_t nb = bdt == GF_DT_F32 ? 0 : span_of(tb ? n : k, tb ? k : n, ldb, sb, batch);
         if (na > 0 || nb > 0) {
             void *ws;
-            int rc = ws_get(c, fn, f32_bytes(na) + f32_bytes(nb), &ws);
+            int rc = gf_cu_ws_get(c, fn, f32_bytes(na) + f32_bytes(nb), &ws);
             if (rc != 0)
                 return rc;
             float *aw = (float *)ws, *bw = (float *)((char *)ws + f32_bytes(na));
             if (na > 0) {
-                widen_async(aw, a, adt, na, st);
+                gf_cu_widen_async(aw, a, adt, na, st);
                 a = aw;
             }
             if (nb > 0) {
-                widen_async(bw, b, bdt, nb, st);
+                gf_cu_widen_async(bw, b, bdt, nb, st);
                 b = bw;
             }
-            int rc2 = launched(fn, "widening an operand");
+            int rc2 = gf_cu_launched(fn, "widening an operand");
             if (rc2 != 0)
                 return rc2;
         }
         dt = GF_DT_F32;
     }
-    bs = gemm_rm(c->blas, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, dt, beta, cm, ldc, scm,
+    bs = gf_cu_gemm_rm(c->blas, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, dt, beta, cm, ldc, scm,
                  batch);
     if (bs != CUBLAS_STATUS_SUCCESS)
-        return blas_fail(fn, dt == GF_DT_F32 ? "cublasSgemm" : "cublasGemmEx", bs);
+        return gf_cu_blas_fail(fn, dt == GF_DT_F32 ? "cublasSgemm" : "cublasGemmEx", bs);
     return 0;
 }
 
@@ -663,7 +468,7 @@ static int cu_gemm(void *vctx, gf_stream *s, int trans_a, int trans_b, int64_t m
     bool noop;
     int rc = gf_kargs_gemm(fn, trans_a, trans_b, m, n, k, a, a_dtype, lda, 0, b, b_dtype, ldb, 0,
                            c, ldc, 0, 1, &noop);
-    if (rc != 0 || noop || (rc = enter(ctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter(ctx, fn, s)) != 0)
         return rc;
     return gemm_any(ctx, fn, s->stream, trans_a, trans_b, m, n, k, alpha, a, a_dtype, lda, 0, b,
                     b_dtype, ldb, 0, beta, c, ldc, 0, 1);
@@ -680,7 +485,7 @@ static int cu_gemm_batched(void *vctx, gf_stream *s, int trans_a, int trans_b, i
     bool noop;
     int rc = gf_kargs_gemm(fn, trans_a, trans_b, m, n, k, a, a_dtype, lda, stride_a, b, b_dtype,
                            ldb, stride_b, c, ldc, stride_c, batch, &noop);
-    if (rc != 0 || noop || (rc = enter(ctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter(ctx, fn, s)) != 0)
         return rc;
     return gemm_any(ctx, fn, s->stream, trans_a, trans_b, m, n, k, alpha, a, a_dtype, lda,
                     stride_a, b, b_dtype, ldb, stride_b, beta, c, ldc, stride_c, batch);
@@ -694,10 +499,17 @@ static int cu_bias_act(void *vctx, gf_stream *s, float *x, int64_t rows, int64_t
     static const char fn[] = "bias_act";
     bool noop;
     int rc = gf_kargs_bias_act(x, rows, cols, bias, bias_dtype, act, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
     bias_act_async(x, rows * cols, 1, cols, bias, bias_dtype, (int)act, s->stream);
-    return launched(fn, "k_bias_act");
+    return gf_cu_launched(fn, "k_bias_act");
+}
+
+void gf_cu_softmax_rows_async(float *y, const float *x, int64_t rows, int64_t cols, int log_,
+                              cudaStream_t st)
+{
+    unsigned g = (unsigned)(rows < GF_MAX_BLOCKS ? rows : GF_MAX_BLOCKS);
+    k_softmax<<<g, row_threads(cols), 0, st>>>(y, x, rows, cols, log_);
 }
 
 static int cu_softmax(void *vctx, gf_stream *s, float *y, const float *x, int64_t rows,
@@ -706,11 +518,10 @@ static int cu_softmax(void *vctx, gf_stream *s, float *y, const float *x, int64_
     static const char fn[] = "softmax";
     bool noop;
     int rc = gf_kargs_softmax(y, x, rows, cols, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
-    unsigned g = (unsigned)(rows < GF_MAX_BLOCKS ? rows : GF_MAX_BLOCKS);
-    k_softmax<<<g, row_threads(cols), 0, s->stream>>>(y, x, rows, cols, log_);
-    return launched(fn, "k_softmax");
+    gf_cu_softmax_rows_async(y, x, rows, cols, log_, s->stream);
+    return gf_cu_launched(fn, "k_softmax");
 }
 
 static int cu_layernorm(void *vctx, gf_stream *s, float *y, const float *x, int64_t rows,
@@ -720,7 +531,7 @@ static int cu_layernorm(void *vctx, gf_stream *s, float *y, const float *x, int6
     static const char fn[] = "layernorm";
     bool noop;
     int rc = gf_kargs_layernorm(y, x, rows, cols, gamma, beta, w_dtype, eps, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
     unsigned g = (unsigned)(rows < GF_MAX_BLOCKS ? rows : GF_MAX_BLOCKS);
     if (gamma == NULL && beta == NULL)
@@ -728,7 +539,7 @@ static int cu_layernorm(void *vctx, gf_stream *s, float *y, const float *x, int6
     GF_WDISPATCH(w_dtype, T,
                  k_layernorm<T><<<g, row_threads(cols), 0, s->stream>>>(
                      y, x, rows, cols, (const T *)gamma, (const T *)beta, eps));
-    return launched(fn, "k_layernorm");
+    return gf_cu_launched(fn, "k_layernorm");
 }
 
 static int cu_batchnorm(void *vctx, gf_stream *s, float *y, const float *x, int64_t n, int64_t c,
@@ -739,10 +550,10 @@ static int cu_batchnorm(void *vctx, gf_stream *s, float *y, const float *x, int6
     gf_cuda_kctx *ctx = (gf_cuda_kctx *)vctx;
     bool noop;
     int rc = gf_kargs_batchnorm(y, x, n, c, hw, mean, var, w_dtype, eps, act, &noop);
-    if (rc != 0 || noop || (rc = enter(ctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter(ctx, fn, s)) != 0)
         return rc;
     void *ws;
-    if ((rc = ws_get(ctx, fn, 2 * f32_bytes(c), &ws)) != 0)
+    if ((rc = gf_cu_ws_get(ctx, fn, 2 * f32_bytes(c), &ws)) != 0)
         return rc;
     float *sc = (float *)ws, *sh = (float *)((char *)ws + f32_bytes(c));
     GF_WDISPATCH(w_dtype, T,
@@ -752,7 +563,7 @@ static int cu_batchnorm(void *vctx, gf_stream *s, float *y, const float *x, int6
     int64_t total = n * c * hw;
     k_bn_apply<<<grid_for(total, GF_THREADS), GF_THREADS, 0, s->stream>>>(y, x, total, hw, c, sc,
                                                                           sh, (int)act);
-    return launched(fn, "k_bn_apply");
+    return gf_cu_launched(fn, "k_bn_apply");
 }
 
 static int cu_add(void *vctx, gf_stream *s, float *y, const float *a, const float *b, int64_t n,
@@ -761,117 +572,10 @@ static int cu_add(void *vctx, gf_stream *s, float *y, const float *a, const floa
     static const char fn[] = "add";
     bool noop;
     int rc = gf_kargs_add(y, a, b, n, act, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
     k_add<<<grid_for(n, GF_THREADS), GF_THREADS, 0, s->stream>>>(y, a, b, n, (int)act);
-    return launched(fn, "k_add");
-}
-
-/* ---- conv2d ---- */
-
-static int cu_conv2d(void *vctx, gf_stream *s, float *y, const float *x,
-                     const gf_conv2d_params *p, const void *w, const void *bias,
-                     gf_dtype w_dtype, gf_act act)
-{
-    static const char fn[] = "conv2d";
-    gf_cuda_kctx *ctx = (gf_cuda_kctx *)vctx;
-    int64_t oh = 0, ow = 0;
-    bool noop;
-    int rc = gf_kargs_conv2d(y, x, p, w, w_dtype, act, &oh, &ow, &noop);
-    if (rc != 0 || noop || (rc = enter(ctx, fn, s)) != 0)
-        return rc;
-    cudaStream_t st = s->stream;
-    int64_t ohw = oh * ow, cg = p->c / p->groups, ocg = p->oc / p->groups;
-    int64_t kk = cg * p->kh * p->kw;    /* gemm depth per group */
-    int64_t img_in = p->c * p->h * p->w; /* input floats per image */
-    int64_t total = p->n * p->oc * ohw;
-    if (kk == 0) {
-        /* no input channels: y = act(bias) */
-        k_scale<<<grid_for(total, GF_THREADS), GF_THREADS, 0, st>>>(y, 1, total, total, 0, 1,
-                                                                     0.0f);
-        bias_act_async(y, total, ohw, p->oc, bias, w_dtype, (int)act, st);
-        return launched(fn, "k_bias_act");
-    }
-    /* A 1x1, stride 1, unpadded convolution reads x as its own im2col. */
-    bool direct = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-                  p->pad_h == 0 && p->pad_w == 0;
-    int64_t per_img = p->c * p->kh * p->kw * ohw; /* im2col floats per image */
-    int64_t nb = p->n;                            /* images per chunk */
-    if (!direct) {
-        nb = (int64_t)(GF_CHUNK_BYTES / sizeof(float)) / per_img;
-        nb = nb < 1 ? 1 : (nb > p->n ? p->n : nb);
-    }
-    size_t wbytes = w_dtype != GF_DT_F32 ? f32_bytes(p->oc * kk) : 0;
-    size_t need = wbytes + (direct ? 0 : f32_bytes(nb * per_img));
-    void *ws = NULL;
-    if (need > 0 && (rc = ws_get(ctx, fn, need, &ws)) != 0)
-        return rc;
-    const float *wf = (const float *)w;
-    if (wbytes > 0) {
-        widen_async((float *)ws, w, w_dtype, p->oc * kk, st);
-        wf = (const float *)ws;
-    }
-    float *col = (float *)((char *)ws + wbytes);
-    cublasStatus_t bs = cublasSetStream(ctx->blas, st);
-    if (bs != CUBLAS_STATUS_SUCCESS)
-        return blas_fail(fn, "cublasSetStream", bs);
-    for (int64_t i0 = 0; i0 < p->n; i0 += nb) {
-        int64_t cnt = p->n - i0 < nb ? p->n - i0 : nb;
-        const float *cm = x + i0 * img_in; /* [cnt][c kh kw][ohw] */
-        if (!direct) {
-            k_im2col<<<grid_for(cnt * per_img, GF_THREADS), GF_THREADS, 0, st>>>(
-                col, cm, cnt, p->c, p->h, p->w, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_h,
-                p->pad_w, p->dil_h, p->dil_w, oh, ow);
-            cm = col;
-        }
-        float *yc = y + i0 * p->oc * ohw;
-        /* Y_g[ocg, ohw] = W_g[ocg, kk] col_g[kk, ohw] for each image and
-         * group, batched over whichever of the two is larger. */
-        if (p->groups <= cnt) {
-            for (int64_t g = 0; g < p->groups && bs == CUBLAS_STATUS_SUCCESS; g++)
-                bs = gemm_rm(ctx->blas, 0, 0, ocg, ohw, kk, 1.0f, wf + g * ocg * kk, kk, 0,
-                             cm + g * kk * ohw, ohw, per_img, GF_DT_F32, 0.0f, yc + g * ocg * ohw,
-                             ohw, p->oc * ohw, cnt);
-        } else {
-            for (int64_t i = 0; i < cnt && bs == CUBLAS_STATUS_SUCCESS; i++)
-                bs = gemm_rm(ctx->blas, 0, 0, ocg, ohw, kk, 1.0f, wf, kk, ocg * kk,
-                             cm + i * per_img, ohw, kk * ohw, GF_DT_F32, 0.0f,
-                             yc + i * p->oc * ohw, ohw, ocg * ohw, p->groups);
-        }
-        if (bs != CUBLAS_STATUS_SUCCESS)
-            return blas_fail(fn, "cublasSgemmStridedBatched", bs);
-    }
-    bias_act_async(y, total, ohw, p->oc, bias, w_dtype, (int)act, st);
-    return launched(fn, "im2col / bias");
-}
-
-/* ---- pooling ---- */
-
-static int cu_pool(void *vctx, const char *fn, gf_stream *s, float *y, const float *x,
-                   const gf_pool2d_params *p, int is_max)
-{
-    int64_t oh = 0, ow = 0;
-    bool noop;
-    int rc = gf_kargs_pool2d(fn, y, x, p, &oh, &ow, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
-        return rc;
-    int64_t planes = p->n * p->c;
-    k_pool<<<grid_for(planes * oh * ow, GF_THREADS), GF_THREADS, 0, s->stream>>>(
-        y, x, planes, p->h, p->w, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_h, p->pad_w, oh,
-        ow, is_max, p->count_include_pad);
-    return launched(fn, "k_pool");
-}
-
-static int cu_maxpool2d(void *vctx, gf_stream *s, float *y, const float *x,
-                        const gf_pool2d_params *p)
-{
-    return cu_pool(vctx, "maxpool2d", s, y, x, p, 1);
-}
-
-static int cu_avgpool2d(void *vctx, gf_stream *s, float *y, const float *x,
-                        const gf_pool2d_params *p)
-{
-    return cu_pool(vctx, "avgpool2d", s, y, x, p, 0);
+    return gf_cu_launched(fn, "k_add");
 }
 
 static int cu_global_avgpool(void *vctx, gf_stream *s, float *y, const float *x, int64_t n,
@@ -880,12 +584,12 @@ static int cu_global_avgpool(void *vctx, gf_stream *s, float *y, const float *x,
     static const char fn[] = "global_avgpool";
     bool noop;
     int rc = gf_kargs_global_avgpool(y, x, n, c, hw, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
     int64_t planes = n * c;
     k_global_avgpool<<<grid_for(planes, GF_THREADS / 32), GF_THREADS, 0, s->stream>>>(y, x, planes,
                                                                                      hw);
-    return launched(fn, "k_global_avgpool");
+    return gf_cu_launched(fn, "k_global_avgpool");
 }
 
 /* ---- embedding ---- */
@@ -896,7 +600,7 @@ static int cu_embedding(void *vctx, gf_stream *s, float *y, const void *table, g
     static const char fn[] = "embedding";
     bool noop;
     int rc = gf_kargs_embedding(y, table, w_dtype, vocab, dim, ids, id_dtype, n, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
     if (s->dev_error == NULL)
         return gf_kerr(GF_ERR_INTERNAL, fn, "the stream has no device error word");
@@ -910,7 +614,7 @@ static int cu_embedding(void *vctx, gf_stream *s, float *y, const void *table, g
         GF_WDISPATCH(w_dtype, T,
                      k_embedding<T, int64_t><<<g, threads, 0, s->stream>>>(
                          y, (const T *)table, vocab, dim, (const int64_t *)ids, n, s->dev_error));
-    return launched(fn, "k_embedding");
+    return gf_cu_launched(fn, "k_embedding");
 }
 
 /* ---- attention ---- */
@@ -923,7 +627,7 @@ static int cu_attention(void *vctx, gf_stream *s, float *out, const float *q, co
     gf_cuda_kctx *ctx = (gf_cuda_kctx *)vctx;
     bool noop;
     int rc = gf_kargs_attention(out, q, k, v, b, h, seq, d, mask, mask_dtype, &noop);
-    if (rc != 0 || noop || (rc = enter(ctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter(ctx, fn, s)) != 0)
         return rc;
     cudaStream_t st = s->stream;
     int64_t bh = b * h, ss = seq * seq, sd = seq * d;
@@ -932,20 +636,20 @@ static int cu_attention(void *vctx, gf_stream *s, float *out, const float *q, co
     int64_t cb = (int64_t)(GF_CHUNK_BYTES / sizeof(float)) / ss;
     cb = cb < 1 ? 1 : (cb > bh ? bh : cb);
     void *ws;
-    if ((rc = ws_get(ctx, fn, f32_bytes(cb * ss), &ws)) != 0)
+    if ((rc = gf_cu_ws_get(ctx, fn, f32_bytes(cb * ss), &ws)) != 0)
         return rc;
     float *sc = (float *)ws;
     cublasStatus_t bs = cublasSetStream(ctx->blas, st);
     if (bs != CUBLAS_STATUS_SUCCESS)
-        return blas_fail(fn, "cublasSetStream", bs);
+        return gf_cu_blas_fail(fn, "cublasSetStream", bs);
     int threads = row_threads(seq);
     for (int64_t p0 = 0; p0 < bh; p0 += cb) {
         int64_t cnt = bh - p0 < cb ? bh - p0 : cb;
         /* scores[i, j] = scale q_i . k_j */
-        bs = gemm_rm(ctx->blas, 0, 1, seq, seq, d, scale, q + p0 * sd, d, sd, k + p0 * sd, d, sd,
+        bs = gf_cu_gemm_rm(ctx->blas, 0, 1, seq, seq, d, scale, q + p0 * sd, d, sd, k + p0 * sd, d, sd,
                      GF_DT_F32, 0.0f, sc, seq, ss, cnt);
         if (bs != CUBLAS_STATUS_SUCCESS)
-            return blas_fail(fn, "cublasSgemmStridedBatched (scores)", bs);
+            return gf_cu_blas_fail(fn, "cublasSgemmStridedBatched (scores)", bs);
         int64_t rows = cnt * seq;
         unsigned g = (unsigned)(rows < GF_MAX_BLOCKS ? rows : GF_MAX_BLOCKS);
         if (mask != NULL && mask_dtype == GF_DT_I64)
@@ -954,13 +658,13 @@ static int cu_attention(void *vctx, gf_stream *s, float *out, const float *q, co
         else
             k_masked_softmax<int32_t><<<g, threads, 0, st>>>(sc, rows, seq, p0, h,
                                                              (const int32_t *)mask);
-        if ((rc = launched(fn, "k_masked_softmax")) != 0)
+        if ((rc = gf_cu_launched(fn, "k_masked_softmax")) != 0)
             return rc;
         /* out = weights v */
-        bs = gemm_rm(ctx->blas, 0, 0, seq, d, seq, 1.0f, sc, seq, ss, v + p0 * sd, d, sd,
+        bs = gf_cu_gemm_rm(ctx->blas, 0, 0, seq, d, seq, 1.0f, sc, seq, ss, v + p0 * sd, d, sd,
                      GF_DT_F32, 0.0f, out + p0 * sd, d, sd, cnt);
         if (bs != CUBLAS_STATUS_SUCCESS)
-            return blas_fail(fn, "cublasSgemmStridedBatched (values)", bs);
+            return gf_cu_blas_fail(fn, "cublasSgemmStridedBatched (values)", bs);
     }
     return 0;
 }
@@ -973,7 +677,7 @@ static int cu_cast(void *vctx, gf_stream *s, void *dst, gf_dtype dst_dtype, cons
     static const char fn[] = "cast";
     bool noop;
     int rc = gf_kargs_cast(dst, dst_dtype, src, src_dtype, n, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
     if (dst_dtype == src_dtype) {
         if (dst == src)
@@ -991,7 +695,7 @@ static int cu_cast(void *vctx, gf_stream *s, void *dst, gf_dtype dst_dtype, cons
                  GF_WDISPATCH(src_dtype, S,
                               k_cast<D, S><<<g, GF_THREADS, 0, s->stream>>>(
                                   (D *)dst, (const S *)src, n)));
-    return launched(fn, "k_cast");
+    return gf_cu_launched(fn, "k_cast");
 }
 
 static int cu_permute_0213(void *vctx, gf_stream *s, float *y, const float *x, int64_t d0,
@@ -1000,11 +704,11 @@ static int cu_permute_0213(void *vctx, gf_stream *s, float *y, const float *x, i
     static const char fn[] = "permute_0213";
     bool noop;
     int rc = gf_kargs_permute_0213(y, x, d0, d1, d2, d3, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
     k_permute_0213<<<grid_for(d0 * d1 * d2 * d3, GF_THREADS), GF_THREADS, 0, s->stream>>>(
         y, x, d0, d1, d2, d3);
-    return launched(fn, "k_permute_0213");
+    return gf_cu_launched(fn, "k_permute_0213");
 }
 
 static int cu_copy2d(void *vctx, gf_stream *s, void *dst, int64_t dst_pitch, const void *src,
@@ -1013,7 +717,7 @@ static int cu_copy2d(void *vctx, gf_stream *s, void *dst, int64_t dst_pitch, con
     static const char fn[] = "copy2d";
     bool noop;
     int rc = gf_kargs_copy2d(dst, dst_pitch, src, src_pitch, width, rows, &noop);
-    if (rc != 0 || noop || (rc = enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
+    if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
     cudaError_t e;
     if (rows == 1)
@@ -1096,13 +800,25 @@ extern "C" void gf_cuda_kernels_fill(gf_kernels *k, gf_cuda_kctx *ctx)
     k->layernorm = cu_layernorm;
     k->batchnorm = cu_batchnorm;
     k->add = cu_add;
-    k->conv2d = cu_conv2d;
-    k->maxpool2d = cu_maxpool2d;
-    k->avgpool2d = cu_avgpool2d;
+    k->conv2d = gf_cu_conv2d;
+    k->maxpool2d = gf_cu_maxpool2d;
+    k->avgpool2d = gf_cu_avgpool2d;
     k->global_avgpool = cu_global_avgpool;
     k->embedding = cu_embedding;
     k->attention = cu_attention;
     k->cast = cu_cast;
     k->permute_0213 = cu_permute_0213;
     k->copy2d = cu_copy2d;
+    /* version 2 */
+    k->unary = gf_cu_unary;
+    k->binary = gf_cu_binary;
+    k->where = gf_cu_where;
+    k->strided_copy = gf_cu_strided_copy;
+    k->gather = gf_cu_gather;
+    k->reduce = gf_cu_reduce;
+    k->softmax_axis = gf_cu_softmax_axis;
+    k->conv2d_ex = gf_cu_conv2d_ex;
+    k->pool2d_ex = gf_cu_pool2d_ex;
+    k->cast_ex = gf_cu_cast_ex;
+    k->fill = gf_cu_fill;
 }
