@@ -122,12 +122,13 @@ gf_status gf_fn_deploy_check(const char *manifest, size_t len, const char *uploa
     }
     st = gf_fn_validate(kind, d.mf, weights, err);
     if (st != GF_OK) {
+        /* a file that is not safetensors at all says what it is instead */
+        gf_err_prefix(err, st == GF_ERR_FORMAT ? "weights" : "weights do not fit the manifest");
         /* a file that does not fit the manifest is the user's to fix */
         if (err != NULL && err->code != GF_ERR_NOMEM && err->code != GF_ERR_IO) {
             err->code = GF_ERR_INVALID;
             st = GF_ERR_INVALID;
         }
-        gf_err_prefix(err, "weights do not fit the manifest");
         goto fail;
     }
     free(converted);

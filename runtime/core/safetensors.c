@@ -1,5 +1,6 @@
 /* gpufaas — safetensors reader and writer. */
 #include "core/safetensors.h"
+#include "core/filetype.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -162,7 +163,7 @@ static gf_status st_parse_tensor(const gf_json_member *m, gf_st_tensor *t, gf_er
                           "tensor '%s': data span is %llu bytes but shape %s of %s needs %llu",
                           name, (unsigned long long)(t->end - t->begin),
                           gf_shape_str(sh, sizeof sh, t->rank, t->shape),
-                          gf_dtype_st_name(t->dtype), (unsigned long long)bytes);
+                          gf_dtype_kserve_name(t->dtype), (unsigned long long)bytes);
     }
     t->nbytes = (size_t)bytes;
     return GF_OK;
@@ -192,18 +193,30 @@ gf_status gf_st_parse(const void *buf_, size_t len, gf_st_file **out, gf_err *er
 {
     const unsigned char *buf = buf_;
     *out = NULL;
+    /* A file of another known format is named, with how to convert it; an
+     * unknown one whose first bytes make no sense as a header length too. */
+    char what[GF_ERR_MSG_MAX];
+    size_t head = len < 4096 ? len : 4096;
+    gf_filetype ft = gf_filetype_sniff(buf, head);
+    if (ft != GF_FILE_SAFETENSORS && ft != GF_FILE_UNKNOWN)
+        return gf_err_set(err, GF_ERR_FORMAT, "%s",
+                          gf_filetype_not_safetensors(buf, head, what, sizeof what));
     if (len < 8)
         return gf_err_set(err, GF_ERR_FORMAT,
                           "file is %zu bytes, too short for the 8-byte header length", len);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = (n << 8) | buf[i];
+    if (ft == GF_FILE_UNKNOWN && (n > GF_ST_MAX_HEADER || n > len - 8))
+        return gf_err_set(err, GF_ERR_FORMAT, "%s",
+                          gf_filetype_not_safetensors(buf, head, what, sizeof what));
     if (n > GF_ST_MAX_HEADER)
         return gf_err_set(err, GF_ERR_FORMAT, "header length %llu exceeds the limit of %u",
                           (unsigned long long)n, GF_ST_MAX_HEADER);
     if (n > len - 8)
         return gf_err_set(err, GF_ERR_FORMAT,
-                          "header length %llu runs past the end of the file (%zu bytes)",
+                          "header length %llu runs past the end of the file (%zu bytes): the "
+                          "file is truncated",
                           (unsigned long long)n, len);
     const char *hdr = (const char *)buf + 8;
     size_t bad;
@@ -365,10 +378,12 @@ gf_status gf_st_open(const char *path, gf_st_file **out, gf_err *err)
         return gf_err_set(err, GF_ERR_TOO_LARGE, "%s is too large to map", path);
     }
     size_t len = (size_t)sb.st_size;
-    if (len < 8) {
+    if (len < 9) { /* too short to map (or empty): what gf_st_parse would say */
+        unsigned char head[9];
+        ssize_t got = pread(fd, head, len, 0);
         close(fd);
-        return gf_err_set(err, GF_ERR_FORMAT,
-                          "file is %zu bytes, too short for the 8-byte header length", len);
+        gf_st_file *none;
+        return gf_st_parse(head, got > 0 ? (size_t)got : 0, &none, err);
     }
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;

@@ -53,6 +53,17 @@ char *gf_test_path(const char *dir, const char *name)
     return p;
 }
 
+char *gf_test_fixture(const char *name)
+{
+    const char *src = getenv("GF_SOURCE_ROOT");
+    ck_assert_msg(src != NULL, "GF_SOURCE_ROOT must be set (meson)");
+    size_t n = strlen(src) + strlen(name) + sizeof "/tests/fixtures/";
+    char *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    snprintf(p, n, "%s/tests/fixtures/%s", src, name);
+    return p;
+}
+
 void gf_test_write_file(const char *path, const void *data, size_t n)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -20,6 +20,10 @@ void gf_test_rmtree(char *path);
 /* path = dir + "/" + name, malloc'd. */
 char *gf_test_path(const char *dir, const char *name);
 
+/* The committed test file tests/fixtures/<name> (under $GF_SOURCE_ROOT, set
+ * by meson), malloc'd. Fails the test when GF_SOURCE_ROOT is unset. */
+char *gf_test_fixture(const char *name);
+
 /* Write n bytes to path (creating/truncating). Aborts the test on failure. */
 void gf_test_write_file(const char *path, const void *data, size_t n);
 

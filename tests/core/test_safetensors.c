@@ -102,7 +102,7 @@ START_TEST(test_malformed_corpus)
     bad_header("overlap", "{" T1("a", "F32", "[2]", 0, 8) "," T1("b", "F32", "[2]", 4, 12) "}",
                12, "tensor 'b' overlaps tensor 'a'");
     bad_header("span_mismatch", "{" T1("w", "F32", "[2]", 0, 4) "}", 4,
-               "tensor 'w': data span is 4 bytes but shape [2] of F32 needs 8");
+               "tensor 'w': data span is 4 bytes but shape [2] of FP32 needs 8");
     bad_header("end_before_begin", "{" T1("w", "F32", "[0]", 8, 4) "}", 8,
                "tensor 'w': data_offsets end 4 is before begin 8");
     bad_header("trailing", "{" T1("w", "F32", "[1]", 0, 4) "}", 12,
