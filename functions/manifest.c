@@ -72,7 +72,43 @@ void gf_manifest_free(gf_manifest *m)
     io_free(m->inputs, m->n_inputs);
     io_free(m->outputs, m->n_outputs);
     free(m->config_json);
+    for (size_t i = 0; i < m->n_ignore_weights; i++)
+        free(m->ignore_weights[i]);
+    free(m->ignore_weights);
     free(m);
+}
+
+bool gf_manifest_ignores_weight(const gf_manifest *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_ignore_weights; i++) {
+        const char *e = m->ignore_weights[i];
+        size_t n = strlen(e);
+        if (n > 0 && e[n - 1] == '*' ? strncmp(name, e, n - 1) == 0 : strcmp(name, e) == 0)
+            return true;
+    }
+    return false;
+}
+
+static gf_status parse_ignore(const gf_json *v, gf_manifest *m, gf_err *err)
+{
+    if (v->type != GF_JSON_ARRAY || v->u.arr.n == 0 || v->u.arr.n > GF_MANIFEST_MAX_IGNORE)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"ignore_weights\" must be an array "
+                          "of 1 to %d tensor names (or prefixes ending in '*')",
+                          GF_MANIFEST_MAX_IGNORE);
+    m->ignore_weights = calloc(v->u.arr.n, sizeof *m->ignore_weights);
+    if (m->ignore_weights == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < v->u.arr.n; i++) {
+        const gf_json *e = v->u.arr.items[i];
+        if (e->type != GF_JSON_STRING || e->u.str.len == 0 ||
+            e->u.str.len > GF_MANIFEST_MAX_IGNORE_LEN || strlen(e->u.str.s) != e->u.str.len)
+            return gf_err_set(err, GF_ERR_INVALID, "manifest: ignore_weights[%zu] must be a "
+                              "tensor name of 1 to %d bytes", i, GF_MANIFEST_MAX_IGNORE_LEN);
+        if ((m->ignore_weights[i] = strdup(e->u.str.s)) == NULL)
+            return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        m->n_ignore_weights = i + 1;
+    }
+    return GF_OK;
 }
 
 static gf_status dup_str(const gf_json *v, char **out, const char *field, gf_err *err)
@@ -282,6 +318,9 @@ gf_status gf_manifest_parse(const char *text, size_t len, gf_manifest **out, gf_
                 goto fail;
             }
             config = v;
+        } else if (strcmp(k, "ignore_weights") == 0) {
+            if ((st = parse_ignore(v, m, err)) != GF_OK)
+                goto fail;
         } else {
             st = gf_err_set(err, GF_ERR_INVALID, "manifest: unknown field \"%.64s\"", k);
             goto fail;
@@ -354,6 +393,13 @@ gf_status gf_manifest_to_json(const gf_manifest *m, gf_buf *b)
                            (long long)m->max_batch_size, (long long)m->max_queue_delay_us);
     if (st == GF_OK && m->slo_ms > 0)
         st = gf_buf_printf(b, ",\"slo_ms\":%.17g", m->slo_ms);
+    for (size_t i = 0; st == GF_OK && i < m->n_ignore_weights; i++) {
+        st = gf_buf_append_str(b, i ? "," : ",\"ignore_weights\":[");
+        if (st == GF_OK)
+            st = gf_buf_append_json_str(b, m->ignore_weights[i], strlen(m->ignore_weights[i]));
+        if (st == GF_OK && i + 1 == m->n_ignore_weights)
+            st = gf_buf_append_str(b, "]");
+    }
     if (st == GF_OK)
         st = gf_buf_printf(b, ",\"config\":%s}", m->config_json);
     if (st != GF_OK) {

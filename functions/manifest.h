@@ -11,8 +11,10 @@
  * non-empty lists with KServe datatypes and shapes whose dims are positive
  * or -1 (any size; the first dim is the batch dimension when -1);
  * max_batch_size >= 1 (default 1); max_queue_delay_us >= 0 (default 0);
- * slo_ms > 0 (optional); config is an object handed to the kind. Unknown
- * fields are rejected with their name.
+ * slo_ms > 0 (optional); config is an object handed to the kind;
+ * ignore_weights (optional) lists weights tensors the function deliberately
+ * does without (see gf_manifest_ignores_weight). Unknown fields are rejected
+ * with their name.
  */
 #ifndef GF_FUNCTIONS_MANIFEST_H
 #define GF_FUNCTIONS_MANIFEST_H
@@ -52,6 +54,8 @@ typedef struct gf_manifest {
     int64_t max_queue_delay_us;
     double slo_ms;              /* 0 when not given */
     char *config_json;          /* the config object re-serialised, "{}" when absent */
+    char **ignore_weights;      /* weights tensors the kind never sees: exact names, or */
+    size_t n_ignore_weights;    /* prefixes ending in '*' ("*" = every unused one); 0 = none */
 } gf_manifest;
 
 /* True when name matches ^[a-z0-9][a-z0-9_.-]{0,62}$ (safe as a path part). */
@@ -91,6 +95,14 @@ void gf_manifest_free(gf_manifest *m);
 /* Append the manifest as canonical JSON (the form stored and sent to
  * workers; gf_manifest_parse reads it back to an equal manifest). */
 gf_status gf_manifest_to_json(const gf_manifest *m, gf_buf *out);
+
+/* Limits of ignore_weights: entries, and bytes per entry. */
+#define GF_MANIFEST_MAX_IGNORE 256
+#define GF_MANIFEST_MAX_IGNORE_LEN 256
+
+/* True when ignore_weights covers tensor name: an entry equal to it, or an
+ * entry "P*" where name starts with P. */
+bool gf_manifest_ignores_weight(const gf_manifest *m, const char *name);
 
 /* Index of the input / output named name, or -1. */
 long gf_manifest_input_index(const gf_manifest *m, const char *name);

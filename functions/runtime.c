@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
+#include "functions/weights.h"
 
 /* ---- plans and the call context ------------------------------------------------ */
 
@@ -54,8 +55,9 @@ struct gf_fn_ctx {
     size_t n_owned, cap_owned;
     /* load */
     gf_fn_plan *plan;
-    gf_st_file *weights;
+    gf_fn_weights *weights; /* the file as the kind sees it, with what it used */
     const char *weights_path;
+    bool legacy_use;        /* a plugin built before ABI 1.2: weight_info counts as use */
     bool validating;
     void **copies; /* aligned copies handed out by weight_data */
     size_t n_copies;
@@ -231,32 +233,35 @@ static int api_weight_info(gf_fn_ctx *ctx, const char *name, gf_tensor *out)
 {
     if (need_mode(ctx, CTX_LOAD, "weight_info"))
         return GF_ERR_STATE;
-    const gf_st_tensor *t = gf_st_find(ctx->weights, name);
+    const gf_st_tensor *t = gf_fn_weights_find(ctx->weights, name);
     if (t == NULL)
         return GF_ERR_NOT_FOUND;
+    if (ctx->legacy_use)
+        gf_fn_weights_use(ctx->weights, name);
     st_to_tensor(t, out);
     return 0;
 }
 
 static size_t api_weight_count(gf_fn_ctx *ctx)
 {
-    return ctx->mode == CTX_LOAD ? gf_st_count(ctx->weights) : 0;
+    return ctx->mode == CTX_LOAD ? ctx->weights->n : 0;
 }
 
 static const char *api_weight_name(gf_fn_ctx *ctx, size_t i)
 {
-    if (ctx->mode != CTX_LOAD || i >= gf_st_count(ctx->weights))
+    if (ctx->mode != CTX_LOAD || i >= ctx->weights->n)
         return NULL;
-    return gf_st_at(ctx->weights, i)->name;
+    return gf_fn_weights_at(ctx->weights, i)->name;
 }
 
 static int api_weight_data(gf_fn_ctx *ctx, const char *name, gf_tensor *out)
 {
     if (need_mode(ctx, CTX_LOAD, "weight_data"))
         return GF_ERR_STATE;
-    const gf_st_tensor *t = gf_st_find(ctx->weights, name);
+    const gf_st_tensor *t = gf_fn_weights_find(ctx->weights, name);
     if (t == NULL)
         return ctx_fail(ctx, GF_ERR_NOT_FOUND, "weights have no tensor '%s'", name);
+    gf_fn_weights_use(ctx->weights, name);
     st_to_tensor(t, out);
     const void *data = t->data;
     if ((uintptr_t)data % 16 != 0 && t->nbytes > 0) {
@@ -286,7 +291,7 @@ static const char *dtype_list(uint32_t mask, char *buf, size_t cap)
         if (!(mask & (1u << d)))
             continue;
         int n = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
-                         gf_dtype_st_name((gf_dtype)d));
+                         gf_dtype_kserve_name((gf_dtype)d));
         if (n < 0 || (size_t)n >= cap - used)
             break;
         used += (size_t)n;
@@ -337,14 +342,15 @@ static int api_require(gf_fn_ctx *ctx, const char *name, uint32_t dtype_mask, in
 {
     if (need_mode(ctx, CTX_LOAD, "require"))
         return GF_ERR_STATE;
-    const gf_st_tensor *t = gf_st_find(ctx->weights, name);
+    const gf_st_tensor *t = gf_fn_weights_find(ctx->weights, name);
     char want[128], got[128], dts[128];
     if (t == NULL)
-        return ctx_fail(ctx, GF_ERR_INVALID, "weights have no tensor '%s' (kind %s needs it)",
-                        name, ctx->mf->kind);
+        return ctx_fail(ctx, GF_ERR_INVALID, "weights have no tensor '%s' (kind %s needs it)%s",
+                        name, ctx->mf->kind,
+                        gf_fn_weights_missing_hint(ctx->weights, name, got, sizeof got));
     if (dtype_mask != 0 && !(dtype_mask & (1u << t->dtype)))
         return ctx_fail(ctx, GF_ERR_INVALID, "tensor '%s' is %s, expected %s", name,
-                        gf_dtype_st_name(t->dtype), dtype_list(dtype_mask, dts, sizeof dts));
+                        gf_dtype_kserve_name(t->dtype), dtype_list(dtype_mask, dts, sizeof dts));
     if (shape != NULL) {
         bool ok = t->rank == rank;
         for (int32_t k = 0; ok && k < rank; k++)
@@ -356,6 +362,7 @@ static int api_require(gf_fn_ctx *ctx, const char *name, uint32_t dtype_mask, in
                             got, want);
         }
     }
+    gf_fn_weights_use(ctx->weights, name);
     long have = plan_find(ctx->plan, name);
     if (have >= 0) {
         *index = (size_t)have;
@@ -365,13 +372,20 @@ static int api_require(gf_fn_ctx *ctx, const char *name, uint32_t dtype_mask, in
     return plan_add(ctx, name, t->dtype, t->rank, t->shape, index, &pp);
 }
 
+static int api_weight_use(gf_fn_ctx *ctx, const char *name)
+{
+    if (need_mode(ctx, CTX_LOAD, "weight_use"))
+        return GF_ERR_STATE;
+    return gf_fn_weights_use(ctx->weights, name) ? 0 : GF_ERR_NOT_FOUND;
+}
+
 static int api_derive(gf_fn_ctx *ctx, const char *name, gf_dtype dtype, int32_t rank,
                       const int64_t *shape, void **data, size_t *index)
 {
     *data = NULL;
     if (need_mode(ctx, CTX_LOAD, "derive"))
         return GF_ERR_STATE;
-    if (name == NULL || name[0] == '\0' || gf_st_find(ctx->weights, name) != NULL ||
+    if (name == NULL || name[0] == '\0' || gf_st_find(ctx->weights->f, name) != NULL ||
         plan_find(ctx->plan, name) >= 0)
         return ctx_fail(ctx, GF_ERR_INVALID, "derived parameter '%s': the name is empty or "
                         "already taken", name ? name : "");
@@ -544,6 +558,7 @@ static const gf_fn_api gf_runtime_api = {
     /* .output = */ api_output,
     /* .config = */ api_config,
     /* .companion_path = */ api_companion_path,
+    /* .weight_use = */ api_weight_use,
 };
 
 /* ---- load ---------------------------------------------------------------------- */
@@ -583,13 +598,33 @@ static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_f
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     p->kind = kind;
     p->mf = mf;
-    gf_fn_ctx ctx = {.mode = CTX_LOAD, .mf = mf, .err = err, .plan = p, .weights = weights,
-                     .weights_path = weights_path, .validating = validating};
+    gf_fn_weights view;
+    gf_status st = gf_fn_weights_init(&view, weights, mf, err);
+    if (st != GF_OK) {
+        free(p);
+        return st;
+    }
+    gf_fn_ctx ctx = {.mode = CTX_LOAD, .mf = mf, .err = err, .plan = p, .weights = &view,
+                     .weights_path = weights_path,
+                     .legacy_use = (gf_fn_kind_desc(kind)->abi_version & 0xffffu) < 2,
+                     .validating = validating};
     int rc = gf_fn_kind_desc(kind)->load(&gf_runtime_api, &ctx, &p->state);
     ctx_release(&ctx);
     for (size_t i = 0; i < ctx.n_copies; i++)
         free(ctx.copies[i]);
     free(ctx.copies);
+    if (rc == 0) {
+        /* the unused-weights rule (gpufaas/function.h) */
+        p->loaded = true;
+        st = gf_fn_weights_check_unused(&view, gf_fn_kind_desc(kind)->name, err);
+        if (st != GF_OK) {
+            gf_fn_weights_deinit(&view);
+            gf_err_prefix(err, "function '%s'", mf->name);
+            gf_fn_plan_free(p);
+            return st;
+        }
+    }
+    gf_fn_weights_deinit(&view);
     if (rc != 0) {
         if (!ctx.error_set)
             gf_err_set(err, (gf_status)rc, "kind '%s' failed to load (code %d)",
@@ -619,7 +654,7 @@ gf_status gf_fn_validate(const gf_fn_kind *kind, const gf_manifest *mf, const ch
                          gf_err *err)
 {
     gf_st_file *w;
-    gf_status st = gf_st_open(weights_path, &w, err);
+    gf_status st = gf_fn_weights_open(weights_path, &w, err);
     if (st != GF_OK)
         return st;
     gf_fn_plan *p;
@@ -665,7 +700,7 @@ gf_status gf_fn_prepare(const gf_fn_kind *kind, const gf_manifest *mf, const cha
 {
     *out = NULL;
     gf_st_file *w;
-    gf_status st = gf_st_open(weights_path, &w, err);
+    gf_status st = gf_fn_weights_open(weights_path, &w, err);
     if (st != GF_OK)
         return st;
     gf_fn_plan *p;

@@ -72,7 +72,7 @@ def main(argv):
         "2.weight": w2, "2.bias": clf.intercepts_[1].astype(np.float32),
     })
     manifest = {
-        "name": "digits", "kind": "mlp", "version": 1,
+        "name": "digits", "kind": "mlp",
         "inputs": [{"name": "pixels", "datatype": "FP32", "shape": [-1, 64]}],
         "outputs": [{"name": "probs", "datatype": "FP32", "shape": [-1, 10]}],
         "max_batch_size": 64, "max_queue_delay_us": 1000,

@@ -10,14 +10,21 @@
  *   bert.encoder.layer.{i}.output.dense.{weight,bias},
  *   bert.encoder.layer.{i}.output.LayerNorm.{weight,bias},
  *   bert.pooler.dense.{weight,bias}, classifier.{weight,bias}
- * (other tensors, such as bert.embeddings.position_ids, are ignored).
+ * and, from older transformers versions, the buffers bert.embeddings.
+ * position_ids (checked to be 0, 1, 2, ...) and token_type_ids (all 0). Any
+ * other tensor is refused by the runtime (the unused-weights rule).
  *
  * Config: the model's config.json as Hugging Face writes it. Read: hidden_size,
  * num_attention_heads, num_hidden_layers, intermediate_size, layer_norm_eps
  * (1e-12), max_position_embeddings, vocab_size, type_vocab_size, hidden_act
  * (gelu, gelu_new, gelu_pytorch_tanh, relu, silu), position_embedding_type
- * (absolute only). Sizes absent from the config are taken from the tensors;
- * num_attention_heads defaults to hidden_size / 64. Other fields are ignored.
+ * (absolute only). Sizes absent from the config are taken from the tensors,
+ * but num_attention_heads is required: no tensor shape depends on it.
+ * Fields that would change the forward pass are refused unless they say
+ * what this kind computes (model_type "bert", is_decoder and
+ * add_cross_attention false); id2label, when given, must have as many
+ * labels as classifier.weight has rows. Other fields (dropout rates,
+ * architectures...) have no effect at inference.
  *
  * Inputs (by name): input_ids [N,S] and optionally attention_mask [N,S]
  * (1 = attend) and token_type_ids [N,S] (all 0 when absent); INT32 or INT64.
@@ -48,6 +55,7 @@ typedef struct bt_layer {
 
 typedef struct bt_state {
     int64_t hidden, heads, layers, inter, vocab, max_pos, type_vocab, labels;
+    int64_t id2label;  /* labels the config's id2label names, 0 when absent */
     float eps;
     gf_act act;
     size_t word, pos, type;
@@ -113,6 +121,29 @@ static int bt_config(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st, bool *h
                                   "bert config: \"hidden_act\" must be one "
                                   "of gelu, gelu_new, gelu_pytorch_tanh, relu, silu");
     }
+    if ((rc = gf_ku_cfg_get(api, ctx, "model_type", &v)) != 0)
+        return rc;
+    if (v.type != GF_FN_CFG_ABSENT && (v.type != GF_FN_CFG_STRING || strcmp(v.s, "bert") != 0))
+        return api->set_error(ctx, GF_ERR_UNSUPPORTED,
+                              "bert config: \"model_type\" is %s%.32s%s; kind bert computes BERT "
+                              "(model_type \"bert\")",
+                              v.type == GF_FN_CFG_STRING ? "\"" : "",
+                              v.type == GF_FN_CFG_STRING ? v.s : "not a string",
+                              v.type == GF_FN_CFG_STRING ? "\"" : "");
+    static const char *const off[] = {"is_decoder", "add_cross_attention"};
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+        if ((rc = gf_ku_cfg_get(api, ctx, off[i], &v)) != 0)
+            return rc;
+        if (v.type != GF_FN_CFG_ABSENT && (v.type != GF_FN_CFG_BOOL || v.i != 0))
+            return api->set_error(ctx, GF_ERR_UNSUPPORTED,
+                                  "bert config: \"%s\" must be false: kind bert runs the "
+                                  "encoder of BertForSequenceClassification",
+                                  off[i]);
+    }
+    if ((rc = gf_ku_cfg_get(api, ctx, "id2label", &v)) != 0)
+        return rc;
+    if (v.type == GF_FN_CFG_OBJECT)
+        st->id2label = (int64_t)v.n;
     if ((rc = gf_ku_cfg_get(api, ctx, "position_embedding_type", &v)) != 0)
         return rc;
     if (v.type != GF_FN_CFG_ABSENT &&
@@ -217,6 +248,47 @@ static int bt_check_io(const gf_fn_api *api, gf_fn_ctx *ctx, bt_state *st)
     return 0;
 }
 
+/* The buffers older transformers versions save with the weights:
+ * position_ids must be 0, 1, 2, ... (what this kind uses) and token_type_ids
+ * all 0 (the default when a request has none); then they are used. */
+static int bt_buffers(const gf_fn_api *api, gf_fn_ctx *ctx, const bt_state *st)
+{
+    static const char *const names[2] = {"bert.embeddings.position_ids",
+                                         "bert.embeddings.token_type_ids"};
+    for (int b = 0; b < 2; b++) {
+        gf_tensor t;
+        if (api->weight_info(ctx, names[b], &t) != 0)
+            continue;
+        int64_t n = t.rank == 1 ? t.shape[0] : t.rank == 2 && t.shape[0] == 1 ? t.shape[1] : -1;
+        if (!(GF_KU_ID_MASK & (1u << t.dtype)) || n != st->max_pos) {
+            char got[128];
+            return api->set_error(ctx, GF_ERR_INVALID,
+                                  "tensor '%s' is %s %s, expected INT64 [1, %" PRId64 "]",
+                                  names[b], gf_ku_dtype_name(t.dtype),
+                                  gf_ku_shape_str(got, sizeof got, t.rank, t.shape), st->max_pos);
+        }
+        int rc = api->weight_data(ctx, names[b], &t);
+        if (rc == GF_ERR_UNSUPPORTED) { /* validating without the data */
+            api->weight_use(ctx, names[b]);
+            continue;
+        }
+        if (rc != 0)
+            return rc;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = t.dtype == GF_DT_I64 ? ((const int64_t *)t.data)[i]
+                                             : ((const int32_t *)t.data)[i];
+            if (v != (b == 0 ? i : 0))
+                return api->set_error(ctx, GF_ERR_INVALID,
+                                      "tensor '%s' holds %" PRId64 " at %" PRId64 " where kind bert "
+                                      "uses %" PRId64 "%s",
+                                      names[b], v, i, b == 0 ? i : 0,
+                                      b == 0 ? " (positions 0, 1, 2, ...)"
+                                             : " (token type 0 when a request has none)");
+        }
+    }
+    return 0;
+}
+
 static int bt_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
 {
     bt_state *st = calloc(1, sizeof *st);
@@ -259,10 +331,8 @@ static int bt_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
                             st->layers, extra_name);
         goto fail;
     }
-    if (!heads_given && st->hidden > 0)
-        st->heads = st->hidden % 64 == 0 ? st->hidden / 64 : 1;
     /* Anything still 0 names a missing tensor: require reports it below. */
-    if (st->hidden > 0 && st->hidden % st->heads != 0) {
+    if (heads_given && st->hidden > 0 && st->hidden % st->heads != 0) {
         rc = api->set_error(ctx, GF_ERR_INVALID,
                             "bert config: hidden_size %" PRId64 " is not a "
                             "multiple of num_attention_heads %" PRId64,
@@ -316,8 +386,29 @@ static int bt_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
         goto fail;
     if (st->inter == 0 && st->layers > 0) /* unreachable: require named the tensor */
         st->inter = 1;
-    if ((rc = bt_check_io(api, ctx, st)) != 0)
+    if ((rc = bt_check_io(api, ctx, st)) != 0 || (rc = bt_buffers(api, ctx, st)) != 0)
         goto fail;
+    if (st->id2label > 0 && st->id2label != st->labels) {
+        rc = api->set_error(ctx, GF_ERR_INVALID,
+                            "bert config: id2label names %" PRId64 " labels but "
+                            "classifier.weight has %" PRId64 " rows",
+                            st->id2label, st->labels);
+        goto fail;
+    }
+    if (!heads_given) {
+        /* the one size no tensor shape shows: 128 could be 2 heads of 64 or
+         * 4 of 32, and a wrong guess answers wrongly without an error */
+        char conv[96] = "";
+        if (st->hidden % 64 == 0)
+            snprintf(conv, sizeof conv, ": %" PRId64 " heads of 64 in Google's BERT, but "
+                     "other models differ", st->hidden / 64);
+        rc = api->set_error(ctx, GF_ERR_INVALID,
+                            "bert config: set \"num_attention_heads\" (as in the model's "
+                            "config.json): the weights do not determine it (hidden_size %" PRId64
+                            " is heads x head size%s)",
+                            st->hidden, conv);
+        goto fail;
+    }
     *state = st;
     return 0;
 fail:

@@ -34,47 +34,40 @@ static inline const char *gf_ku_shape_str(char *buf, size_t cap, int32_t rank, c
     return buf;
 }
 
+/* A dtype as KServe (and the manifest) spells it: "FP32", "INT64". */
 static inline const char *gf_ku_dtype_name(gf_dtype dt)
 {
-    switch (dt) {
-    case GF_DT_F32:
-        return "F32";
-    case GF_DT_F16:
-        return "F16";
-    case GF_DT_BF16:
-        return "BF16";
-    case GF_DT_I32:
-        return "I32";
-    case GF_DT_I64:
-        return "I64";
-    default:
-        return "another dtype";
-    }
+    static const char *const names[GF_DT_COUNT_] = {
+        [GF_DT_BOOL] = "BOOL",   [GF_DT_U8] = "UINT8",   [GF_DT_U16] = "UINT16",
+        [GF_DT_U32] = "UINT32",  [GF_DT_U64] = "UINT64", [GF_DT_I8] = "INT8",
+        [GF_DT_I16] = "INT16",   [GF_DT_I32] = "INT32",  [GF_DT_I64] = "INT64",
+        [GF_DT_F16] = "FP16",    [GF_DT_BF16] = "BF16",  [GF_DT_F32] = "FP32",
+        [GF_DT_F64] = "FP64",
+    };
+    return (unsigned)dt < GF_DT_COUNT_ && names[dt] != NULL ? names[dt] : "an invalid dtype";
 }
 
 /* Check, without declaring a parameter, that the weights hold tensor `name`
- * with a dtype in mask (0 = any) and the given shape (-1 = any size); *info
- * gets its descriptor. For tensors a kind only reads at load (the sources of
- * a derived parameter). Messages match those of api->require. */
+ * with a dtype in mask (0 = any) and the given shape (-1 = any size), and
+ * mark it used (weight_use); *info gets its descriptor. For tensors a kind
+ * only reads at load (the sources of a derived parameter). When the check
+ * fails, api->require reports it, so the messages are the runtime's. */
 static inline int gf_ku_expect(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind,
                                const char *name, uint32_t mask, int32_t rank, const int64_t *shape,
                                gf_tensor *info)
 {
-    if (api->weight_info(ctx, name, info) != 0)
-        return api->set_error(ctx, GF_ERR_INVALID, "weights have no tensor '%s' (kind %s needs it)",
-                              name, kind);
-    if (mask != 0 && !(mask & (1u << info->dtype)))
-        return api->set_error(ctx, GF_ERR_INVALID, "tensor '%s' is %s, expected F32, F16 or BF16",
-                              name, gf_ku_dtype_name(info->dtype));
-    bool ok = info->rank == rank;
+    bool ok = api->weight_info(ctx, name, info) == 0 &&
+              (mask == 0 || (mask & (1u << info->dtype))) && info->rank == rank;
     for (int32_t k = 0; ok && k < rank; k++)
         ok = shape[k] < 0 || shape[k] == info->shape[k];
     if (!ok) {
-        char want[128], got[128];
-        return api->set_error(ctx, GF_ERR_INVALID, "tensor '%s' has shape %s, expected %s", name,
-                              gf_ku_shape_str(got, sizeof got, info->rank, info->shape),
-                              gf_ku_shape_str(want, sizeof want, rank, shape));
+        size_t unused;
+        int rc = api->require(ctx, name, mask, rank, shape, &unused);
+        return rc != 0 ? rc
+                       : api->set_error(ctx, GF_ERR_INTERNAL, "%s: tensor '%s' passed require "
+                                        "but not its own check", kind, name);
     }
+    api->weight_use(ctx, name);
     return 0;
 }
 
@@ -172,5 +165,59 @@ static inline bool gf_ku_io_matches(const gf_fn_io *io, int32_t rank, const int6
             return false;
     return true;
 }
+
+/* ---- batchnorm and other per-channel vectors (kind_util.c) ----
+ *
+ * THE FOLDING RULE, one for every kind: a BatchNorm after a layer with F32
+ * weights is folded into that layer at load (W' = W s, b' = (b - mean) s +
+ * beta with s = gamma / sqrt(var + eps), in double, stored as F32: the
+ * rounding is FP32's own). After F16 or BF16 weights it is not folded:
+ * folding would round W s to the half dtype once more, adding its error to
+ * that of the stored weights; the weights are used as stored and batchnorm
+ * runs after the layer from the stored statistics (kernel batchnorm), as
+ * PyTorch computes it. */
+
+/* Element i of a F32, F16 or BF16 array, exactly widened. */
+double gf_ku_get(const void *p, gf_dtype dt, size_t i);
+
+/* Up to four [c] vectors one kernel reads with one dtype: a BatchNorm's
+ * mean, var, gamma, beta or a LayerNorm's gamma, beta. */
+typedef struct gf_ku_vecs {
+    int n;            /* vectors in the group */
+    bool present[4];  /* an absent one is NULL at run time (the kernel's default) */
+    bool packed;      /* stored dtypes differ: one derived F32 [n, c] copy */
+    gf_dtype dtype;   /* what the kernel reads */
+    int64_t c;
+    size_t idx[4];    /* parameter indices (packed: idx[0] for all) */
+} gf_ku_vecs;
+
+/* Declare the group names[0..n) (NULL or absent entries allowed where
+ * !needed[j]): each must be FP32/FP16/BF16 of shape [c]. When they share a
+ * dtype they become parameters as stored, else an exactly widened F32 copy
+ * "<names[0]>.f32" is derived. */
+int gf_ku_vecs_declare(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind,
+                       const char *const *names, const bool *needed, int n, int64_t c,
+                       gf_ku_vecs *v);
+
+/* At infer: the group's device pointers (NULL for absent ones). */
+int gf_ku_vecs_get(const gf_fn_api *api, gf_fn_ctx *ctx, const gf_ku_vecs *v, const void **ptr);
+
+/* A BatchNorm `bn` ("<bn>.running_mean", ... ) of c channels, as a group in
+ * the order mean, var, gamma, beta (gamma and beta absent when !affine). */
+int gf_ku_bn_declare(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind, const char *bn,
+                     bool affine, int64_t c, gf_ku_vecs *v);
+
+/* Fold BatchNorm `bn` (c = wshape[0] channels) into the layer with weight
+ * tensor wname (F32, rank wrank, shape wshape, rows = output channels) and
+ * optional bias tensor bname (NULL: none): derives "<wname>.folded" and
+ * "<bname or wname's prefix>.bias.folded", both F32, into *w_idx and
+ * *b_idx; the sources are used (weight_use). eps > 0. */
+int gf_ku_bn_fold(const gf_fn_api *api, gf_fn_ctx *ctx, const char *kind, const char *wname,
+                  const char *bname, const char *bn, bool affine, int32_t wrank,
+                  const int64_t *wshape, double eps, size_t *w_idx, size_t *b_idx);
+
+/* Mark "<bn>.num_batches_tracked" used when present: a counter for
+ * training that has no effect at inference. */
+void gf_ku_bn_counter(const gf_fn_api *api, gf_fn_ctx *ctx, const char *bn);
 
 #endif /* GF_FUNCTIONS_KIND_UTIL_H */

@@ -4,19 +4,22 @@
  *   conv1.weight [64,3,7,7], bn1.{weight,bias,running_mean,running_var} [64],
  *   layerL.B.convK.weight, layerL.B.bnK.*, layerL.0.downsample.0.weight,
  *   layerL.0.downsample.1.*, fc.weight [classes, 512*e], fc.bias [classes]
- * (num_batches_tracked and any other tensor are ignored). Basic blocks
+ * and each BatchNorm's num_batches_tracked. Basic blocks
  * (18, 34) have conv1/conv2 3x3; bottlenecks (50, 101, 152; e = 4) have
  * conv1 1x1, conv2 3x3 carrying the stride (torchvision's "v1.5"), conv3 1x1.
  *
  * Config (all optional): {"depth": 18|34|50|101|152, "num_classes": n,
  * "bn_eps": 1e-5}. Without depth it is inferred from the tensors present.
  *
- * Batchnorm is folded into the convolutions at load, as derived parameters:
- * W' = W * g / sqrt(v + eps) and b' = beta - m * g / sqrt(v + eps), computed
- * in double and stored in the weights' dtype (F32, F16 or BF16). The bias
- * takes the weights' dtype too because the kernel table's conv2d reads its
- * bias with the weight dtype. So infer runs conv2d with fused bias and ReLU
- * and never batchnorm.
+ * Batchnorm follows THE FOLDING RULE (kind_util.h): with F32 weights it is
+ * folded into the convolutions at load, as derived F32 parameters W' = W *
+ * g / sqrt(v + eps) and b' = beta - m * g / sqrt(v + eps) computed in double,
+ * and infer runs conv2d with fused bias and ReLU; with F16 or BF16 weights
+ * the convolution uses its weights as stored and batchnorm (with the fused
+ * ReLU) runs after it from the stored statistics, so no rounding is added.
+ * Every tensor of the file is used: num_batches_tracked counters are checked
+ * off (they have no effect at inference); anything else is refused by the
+ * runtime (the unused-weights rule).
  *
  * Input [N,3,H,W] FP32 (any H, W large enough for five stride-2 stages);
  * output logits [N, classes] FP32.
@@ -39,7 +42,9 @@
 typedef struct rn_conv {
     char name[RN_NAME_MAX]; /* "layer1.0.conv1", for messages */
     int64_t ic, oc, k, stride, pad;
-    size_t w_idx, b_idx; /* folded weight and bias parameters */
+    bool folded;   /* F32: batchnorm folded into w_idx, b_idx */
+    size_t w_idx, b_idx; /* folded weight and bias (b_idx unused when !folded) */
+    gf_ku_vecs bn; /* !folded: the batchnorm's statistics, applied after the conv */
 } rn_conv;
 
 typedef struct rn_block {
@@ -51,6 +56,7 @@ typedef struct rn_block {
 
 typedef struct rn_state {
     int depth;
+    float eps; /* batchnorm epsilon (unfolded batchnorms) */
     bool bottleneck;
     rn_conv stem;
     rn_block *blocks;
@@ -70,96 +76,17 @@ static const struct {
 };
 #define RN_NDEPTHS (sizeof rn_depths / sizeof rn_depths[0])
 
-/* ---- half-precision conversions (round to nearest even) ---- */
-
-static float rn_f16_to_f32(uint16_t h)
-{
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static uint16_t rn_f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u)
-        return sign | 0x7e00; /* NaN */
-    if (ax >= 0x477ff000u)
-        return sign | 0x7c00; /* >= 65520 rounds to infinity */
-    if (ax < 0x38800000u) {   /* below 2^-14: a subnormal (or zero) */
-        float a;
-        memcpy(&a, &ax, 4);
-        return sign | (uint16_t)nearbyintf(a * 16777216.0f); /* units of 2^-24 */
-    }
-    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u) - 0x38000000u; /* round, rebias 127 -> 15 */
-    return sign | (uint16_t)(r >> 13);
-}
-
-static float rn_get(const void *p, gf_dtype dt, size_t i)
-{
-    float f;
-    uint16_t h;
-    uint32_t x;
-    switch (dt) {
-    case GF_DT_F16:
-        memcpy(&h, (const char *)p + 2 * i, 2);
-        return rn_f16_to_f32(h);
-    case GF_DT_BF16:
-        memcpy(&h, (const char *)p + 2 * i, 2);
-        x = (uint32_t)h << 16;
-        memcpy(&f, &x, 4);
-        return f;
-    default:
-        memcpy(&f, (const char *)p + 4 * i, 4);
-        return f;
-    }
-}
-
-static void rn_put(void *p, gf_dtype dt, size_t i, double v)
-{
-    float f = (float)v;
-    uint32_t x;
-    uint16_t h;
-    switch (dt) {
-    case GF_DT_F16:
-        h = rn_f32_to_f16(f);
-        memcpy((char *)p + 2 * i, &h, 2);
-        break;
-    case GF_DT_BF16:
-        memcpy(&x, &f, 4);
-        if ((x & 0x7fffffffu) > 0x7f800000u)
-            h = (uint16_t)((x >> 16) | 0x40);
-        else
-            h = (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-        memcpy((char *)p + 2 * i, &h, 2);
-        break;
-    default:
-        memcpy((char *)p + 4 * i, &f, 4);
-        break;
-    }
-}
-
 /* ---- load ---- */
 
-/* Declare conv `conv` (weights conv.weight) followed by batchnorm `bn` as
- * one folded convolution: checks every source tensor, derives
- * "<conv>.weight.folded" and "<conv>.bias.folded" and, unless validating,
- * computes them. */
+/* Declare conv `conv` (weights conv.weight) followed by batchnorm `bn`, by
+ * THE FOLDING RULE: F32 weights fold into derived "<conv>.weight.folded" and
+ * "<conv>.bias.folded"; F16/BF16 weights are used as stored, with the
+ * batchnorm's four vectors as parameters after them. */
 static int rn_fold(const gf_fn_api *api, gf_fn_ctx *ctx, double eps, rn_conv *c, const char *conv,
                    const char *bn, int64_t ic, int64_t oc, int64_t k, int64_t stride, int64_t pad)
 {
-    static const char *const bn_parts[4] = {"weight", "bias", "running_mean", "running_var"};
     char name[RN_NAME_MAX + 32];
-    gf_tensor wi, bi[4], wd, bd[4];
+    gf_tensor wi;
     int rc;
     snprintf(c->name, sizeof c->name, "%s", conv);
     c->ic = ic;
@@ -171,43 +98,13 @@ static int rn_fold(const gf_fn_api *api, gf_fn_ctx *ctx, double eps, rn_conv *c,
     snprintf(name, sizeof name, "%s.weight", conv);
     if ((rc = gf_ku_expect(api, ctx, RN_KIND, name, GF_KU_FLOAT_MASK, 4, wshape, &wi)) != 0)
         return rc;
-    for (int j = 0; j < 4; j++) {
-        snprintf(name, sizeof name, "%s.%s", bn, bn_parts[j]);
-        if ((rc = gf_ku_expect(api, ctx, RN_KIND, name, GF_KU_FLOAT_MASK, 1, &oc, &bi[j])) != 0)
-            return rc;
-    }
-    void *fw = NULL, *fb = NULL;
-    snprintf(name, sizeof name, "%s.weight.folded", conv);
-    if ((rc = api->derive(ctx, name, wi.dtype, 4, wshape, &fw, &c->w_idx)) != 0)
+    c->folded = wi.dtype == GF_DT_F32;
+    if (c->folded)
+        return gf_ku_bn_fold(api, ctx, RN_KIND, name, NULL, bn, true, 4, wshape, eps, &c->w_idx,
+                             &c->b_idx);
+    if ((rc = api->require(ctx, name, GF_KU_FLOAT_MASK, 4, wshape, &c->w_idx)) != 0)
         return rc;
-    snprintf(name, sizeof name, "%s.bias.folded", conv);
-    if ((rc = api->derive(ctx, name, wi.dtype, 1, &oc, &fb, &c->b_idx)) != 0)
-        return rc;
-    if (api->validating(ctx) == 1 || fw == NULL || fb == NULL)
-        return 0;
-    snprintf(name, sizeof name, "%s.weight", conv);
-    if ((rc = api->weight_data(ctx, name, &wd)) != 0)
-        return rc;
-    for (int j = 0; j < 4; j++) {
-        snprintf(name, sizeof name, "%s.%s", bn, bn_parts[j]);
-        if ((rc = api->weight_data(ctx, name, &bd[j])) != 0)
-            return rc;
-    }
-    size_t per = (size_t)(ic * k * k);
-    for (int64_t o = 0; o < oc; o++) {
-        size_t oi = (size_t)o;
-        double var = rn_get(bd[3].data, bd[3].dtype, oi);
-        if (!(var + eps > 0.0))
-            return api->set_error(ctx, GF_ERR_INVALID,
-                                  "tensor '%s.running_var' has a negative or NaN entry at %zu", bn,
-                                  oi);
-        double scale = rn_get(bd[0].data, bd[0].dtype, oi) / sqrt(var + eps);
-        double mean = rn_get(bd[2].data, bd[2].dtype, oi);
-        rn_put(fb, wi.dtype, oi, rn_get(bd[1].data, bd[1].dtype, oi) - mean * scale);
-        for (size_t j = 0; j < per; j++)
-            rn_put(fw, wi.dtype, oi * per + j, rn_get(wd.data, wd.dtype, oi * per + j) * scale);
-    }
-    return 0;
+    return gf_ku_bn_declare(api, ctx, RN_KIND, bn, true, oc, &c->bn);
 }
 
 /* Number of blocks stage `layer` (1..4) has in the weights. */
@@ -359,6 +256,7 @@ static int rn_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
     rn_state *st = calloc(1, sizeof *st);
     if (st == NULL)
         return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
+    st->eps = (float)eps;
     st->depth = rn_depths[di].depth;
     st->bottleneck = rn_depths[di].bottleneck;
     for (int l = 0; l < 4; l++)
@@ -446,6 +344,7 @@ typedef struct rn_run {
     const gf_kernels *k;
     gf_stream *s;
     int64_t n;
+    float eps;
 } rn_run;
 
 /* y = act(conv(x) + b) for folded convolution c on an h x w input; *h and
@@ -453,10 +352,10 @@ typedef struct rn_run {
 static int rn_conv_run(const rn_run *r, const rn_conv *c, float *y, const float *x, int64_t *h,
                        int64_t *w, gf_act act)
 {
-    gf_tensor wt, bt;
+    gf_tensor wt, bt = {0};
     int rc;
     if ((rc = r->api->param(r->ctx, c->w_idx, &wt)) != 0 ||
-        (rc = r->api->param(r->ctx, c->b_idx, &bt)) != 0)
+        (c->folded && (rc = r->api->param(r->ctx, c->b_idx, &bt)) != 0))
         return rc;
     const gf_conv2d_params p = {
         /* .n = */ r->n,
@@ -474,18 +373,27 @@ static int rn_conv_run(const rn_run *r, const rn_conv *c, float *y, const float 
         /* .dil_w = */ 1,
         /* .groups = */ 1,
     };
-    rc = r->k->conv2d(r->k->ctx, r->s, y, x, &p, wt.data, bt.data, wt.dtype, act);
+    rc = r->k->conv2d(r->k->ctx, r->s, y, x, &p, wt.data, c->folded ? bt.data : NULL, wt.dtype,
+                      c->folded ? act : GF_ACT_IDENTITY);
     if (rc != 0)
         return gf_ku_kerr(r->api, r->ctx, r->k, rc, c->name);
     *h = rn_out(*h, c->k, c->stride, c->pad);
     *w = rn_out(*w, c->k, c->stride, c->pad);
+    if (c->folded)
+        return 0;
+    const void *v[4];
+    if ((rc = gf_ku_vecs_get(r->api, r->ctx, &c->bn, v)) != 0)
+        return rc;
+    if ((rc = r->k->batchnorm(r->k->ctx, r->s, y, y, r->n, c->oc, *h * *w, v[0], v[1], v[2], v[3],
+                              c->bn.dtype, r->eps, act)) != 0)
+        return gf_ku_kerr(r->api, r->ctx, r->k, rc, c->name);
     return 0;
 }
 
 static int rn_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
 {
     const rn_state *st = state;
-    rn_run r = {api, ctx, api->kernels(ctx), api->stream(ctx), 0};
+    rn_run r = {api, ctx, api->kernels(ctx), api->stream(ctx), 0, st->eps};
     const gf_kernels *k = r.k;
     gf_tensor x, out;
     int rc = api->input(ctx, 0, &x);

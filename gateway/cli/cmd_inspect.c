@@ -81,7 +81,7 @@ int gf_cmd_inspect(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         const gf_st_tensor *t = gf_st_at(f, i);
         char shape[128];
-        printf("%-*s  %-5s  %-24s  %zu\n", (int)wname, t->name, gf_dtype_st_name(t->dtype),
+        printf("%-*s  %-5s  %-24s  %zu\n", (int)wname, t->name, gf_dtype_kserve_name(t->dtype),
                gf_shape_str(shape, sizeof shape, t->rank, t->shape), t->nbytes);
     }
     gf_st_close(f);

@@ -36,12 +36,12 @@ static void mkmodel_usage(FILE *out)
                  "kinds:\n"
                  "  mlp                      nn.Sequential of Linear layers and activations\n"
                  "  resnet18 resnet34 resnet50 resnet101 resnet152\n"
-                 "                           torchvision ResNet (resnet50 F32: ~100 MB)\n"
+                 "                           torchvision ResNet (resnet50 FP32: ~100 MB)\n"
                  "  bert                     BertForSequenceClassification; bert-base sizes by\n"
-                 "                           default (F32: ~440 MB)\n"
+                 "                           default (FP32: ~440 MB)\n"
                  "\n"
                  "options for every kind:\n"
-                 "  --dtype F32|F16|BF16     weight dtype (default F32)\n"
+                 "  --dtype FP32|FP16|BF16   weight dtype (default FP32; F32, F16 work too)\n"
                  "  --seed N                 random seed (default 1); same seed, same bytes\n"
                  "  --manifest PATH          where to write the manifest (default: OUT with\n"
                  "                           .safetensors replaced by .json)\n"
@@ -63,7 +63,7 @@ static void mkmodel_usage(FILE *out)
                  "  --seq N                  sequence length in the manifest (default 0 = any)\n"
                  "\n"
                  "examples:\n"
-                 "  gpufaas mkmodel resnet50 --classes 10 --dtype F16 r50.safetensors\n"
+                 "  gpufaas mkmodel resnet50 --classes 10 --dtype FP16 r50.safetensors\n"
                  "  gpufaas mkmodel bert --layers 2 --hidden 128 --heads 2 --intermediate 512 "
                  "b.safetensors\n"
                  "  gpufaas mkmodel mlp --sizes 64,32,10 --softmax mlp.safetensors\n");
@@ -216,9 +216,13 @@ static int mk_parse(int argc, char **argv, mk_opts *o)
         const char *v = argv[++i];
         int64_t n;
         if (strcmp(a, "--dtype") == 0) {
-            o->dtype = gf_dtype_from_st_name(v, strlen(v));
+            /* KServe's spelling (FP32) or safetensors' (F32) */
+            o->dtype = gf_dtype_from_kserve_name(v, strlen(v));
+            if (o->dtype == GF_DT_INVALID)
+                o->dtype = gf_dtype_from_st_name(v, strlen(v));
             if (o->dtype != GF_DT_F32 && o->dtype != GF_DT_F16 && o->dtype != GF_DT_BF16) {
-                fprintf(stderr, "gpufaas mkmodel: --dtype must be F32, F16 or BF16, not '%s'\n", v);
+                fprintf(stderr, "gpufaas mkmodel: --dtype must be FP32, FP16 or BF16, not '%s'\n",
+                        v);
                 return 2;
             }
         } else if (strcmp(a, "--seed") == 0) {
@@ -734,7 +738,7 @@ int gf_cmd_mkmodel(int argc, char **argv)
     if (mk_write_text(mpath, man.data, man.len) != 0)
         goto done;
     printf("wrote %s: %s, %zu tensors, %" PRIu64 " parameters, %s, %.1f MB\n", o.out, argv[1], l.n,
-           params, gf_dtype_st_name(o.dtype), (double)total / 1e6);
+           params, gf_dtype_kserve_name(o.dtype), (double)total / 1e6);
     printf("wrote %s: function '%s' (kind %s)\n", mpath, name, mk_kind_name(o.kind));
     rc = 0;
     goto done;

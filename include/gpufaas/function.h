@@ -16,7 +16,8 @@
  * size and are append-only: "members above are valid for version 1.0". Use
  * GF_FN_HAS(api, member) before calling a member added after 1.0 (a plugin
  * built for 1.1 that may run on a 1.0 runtime). 1.1 added the named status
- * codes (<gpufaas/status.h>), api->config and api->companion_path.
+ * codes (<gpufaas/status.h>), api->config and api->companion_path; 1.2
+ * api->weight_use and the unused-weights rule (see weight_use).
  *
  * LIFECYCLE. For each function version on each worker:
  *   load(ctx, &state)    once, on the host, before any parameter is on the
@@ -84,7 +85,7 @@ extern "C" {
 #endif
 
 #define GF_FN_ABI_MAJOR 1
-#define GF_FN_ABI_MINOR 1
+#define GF_FN_ABI_MINOR 2
 #define GF_FN_ABI_VERSION ((uint32_t)((GF_FN_ABI_MAJOR << 16) | GF_FN_ABI_MINOR))
 
 #if defined(__GNUC__)
@@ -230,6 +231,27 @@ typedef struct gf_fn_api {
      * until the entry point returns. */
     const char *(*companion_path)(gf_fn_ctx *ctx, const char *suffix);
     /* members above are valid for version 1.1 */
+
+    /* -- load only (1.2) -- */
+
+    /* Declare that load uses weights tensor `name` without making it a
+     * parameter: a source of a derived parameter (when validating, too,
+     * where the derived data is not computed), or a tensor the kind has
+     * checked and that has no effect at inference (a BatchNorm's
+     * num_batches_tracked). Returns GF_ERR_NOT_FOUND without setting an
+     * error when absent.
+     *
+     * THE UNUSED-WEIGHTS RULE. After load returns 0, every tensor of the
+     * weights file must have been required, read with weight_data or
+     * declared with weight_use; otherwise the load fails (GF_ERR_INVALID) with a
+     * message naming the tensors left over, so that a model is never served
+     * without a part its file contains. The manifest's "ignore_weights"
+     * lists tensors a deploy deliberately does without: they are invisible
+     * to the kind (weight_info, weight_count and weight_name skip them).
+     * For a plugin built for ABI 1.0 or 1.1, which cannot call weight_use, a
+     * tensor it looked at with weight_info counts as used. */
+    int (*weight_use)(gf_fn_ctx *ctx, const char *name);
+    /* members above are valid for version 1.2 */
 } gf_fn_api;
 
 /* What a kind implements. */

@@ -33,16 +33,16 @@ int gf_kcheck_wdtype(const char *fn, const char *what, gf_dtype dt)
 {
     if (gf_kw_size(dt) != 0)
         return 0;
-    return gf_kerr(GF_ERR_UNSUPPORTED, fn, "%s dtype %s (%d) is not supported (F32, F16 or BF16)",
-                   what, gf_dtype_st_name(dt), (int)dt);
+    return gf_kerr(GF_ERR_UNSUPPORTED, fn, "%s dtype %s (%d) is not supported (FP32, FP16 or BF16)",
+                   what, gf_dtype_kserve_name(dt), (int)dt);
 }
 
 int gf_kcheck_idtype(const char *fn, const char *what, gf_dtype dt)
 {
     if (dt == GF_DT_I32 || dt == GF_DT_I64)
         return 0;
-    return gf_kerr(GF_ERR_UNSUPPORTED, fn, "%s dtype %s (%d) is not supported (I32 or I64)", what,
-                   gf_dtype_st_name(dt), (int)dt);
+    return gf_kerr(GF_ERR_UNSUPPORTED, fn, "%s dtype %s (%d) is not supported (INT32 or INT64)",
+                   what, gf_dtype_kserve_name(dt), (int)dt);
 }
 
 int gf_kcheck_act(const char *fn, gf_act act)

@@ -36,7 +36,7 @@ gf_status gf_tensor_init(gf_tensor *t, gf_dtype dtype, int32_t rank, const int64
     uint64_t bytes;
     if (!gf_u64_mul(numel, gf_dtype_size(dtype), &bytes) || bytes > SIZE_MAX)
         return gf_err_set(err, GF_ERR_OVERFLOW, "byte size of %llu %s elements overflows",
-                          (unsigned long long)numel, gf_dtype_st_name(dtype));
+                          (unsigned long long)numel, gf_dtype_kserve_name(dtype));
     memset(t, 0, sizeof *t);
     t->dtype = dtype;
     t->rank = rank;

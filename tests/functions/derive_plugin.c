@@ -1,5 +1,8 @@
 /* Test plugin `double_linear`: y = x (2W)^T + b, where 2W is a DERIVED
- * parameter computed at load from the weights (as resnet folds batchnorm). */
+ * parameter computed at load from the weights (as resnet folds batchnorm).
+ * Built twice: for the current ABI, declaring its source tensor with
+ * weight_use; and with DL_ABI_1_0 as a plugin built for ABI 1.0, which
+ * cannot (weight_info then counts as use). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +25,10 @@ static int dl_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
     s->in = w.shape[1];
     void *data;
     int rc = api->derive(ctx, "weight_x2", GF_DT_F32, 2, w.shape, &data, &s->w2);
+#ifndef DL_ABI_1_0
+    if (rc == 0 && GF_FN_HAS(api, weight_use))
+        rc = api->weight_use(ctx, "weight");
+#endif
     if (rc == 0 && !api->validating(ctx)) {
         gf_tensor src;
         rc = api->weight_data(ctx, "weight", &src);
@@ -68,8 +75,15 @@ static void dl_unload(void *state)
     free(state);
 }
 
-static const gf_fn_desc desc = {sizeof(gf_fn_desc), GF_FN_ABI_VERSION, "double_linear",
-                                dl_load, dl_infer, dl_unload};
+#ifdef DL_ABI_1_0
+#define DL_ABI ((uint32_t)(1u << 16))
+#define DL_NAME "double_linear_v10"
+#else
+#define DL_ABI GF_FN_ABI_VERSION
+#define DL_NAME "double_linear"
+#endif
+static const gf_fn_desc desc = {sizeof(gf_fn_desc), DL_ABI, DL_NAME, dl_load, dl_infer,
+                                dl_unload};
 
 GF_FN_EXPORT const gf_fn_desc *gf_function_entry(void);
 GF_FN_EXPORT const gf_fn_desc *gf_function_entry(void)

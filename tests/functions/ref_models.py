@@ -101,8 +101,13 @@ def gelu_erf(x):
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)).astype(np.float64))
 
 
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
 ACTS = {
     "identity": lambda x: x,
+    "gelu_tanh": gelu_tanh,
     "relu": lambda x: np.maximum(x, 0.0),
     "gelu": gelu_erf,
     "tanh": np.tanh,
@@ -137,6 +142,94 @@ def case_mlp(a, w):
         "config": {"activations": acts, "softmax": bool(a.softmax)},
     }
     return manifest, [plain("x", x, "F32")], [("y", h)]
+
+
+# ---- mlp: any nn.Sequential of Linear, BatchNorm1d, LayerNorm and activations ---------
+
+# PyTorch's class names and str(module) for the activations
+TORCH_ACTS = {"identity": ("Identity", "Identity()"), "relu": ("ReLU", "ReLU()"),
+              "gelu": ("GELU", "GELU(approximate='none')"),
+              "gelu_tanh": ("GELU(approximate='tanh')", "GELU(approximate='tanh')"),
+              "silu": ("SiLU", "SiLU()"), "tanh": ("Tanh", "Tanh()"),
+              "sigmoid": ("Sigmoid", "Sigmoid()")}
+
+
+def case_seq(a, w):
+    """--modules "linear:4:8,batchnorm1d,relu,linear:8:2": module i of the
+    Sequential is the i-th entry (batchnorm1d[-noaffine][:eps],
+    layernorm[-noaffine][:eps], dropout, softmax, an activation; a first
+    normalisation takes its width as batchnorm1d:4). Tensors are named and
+    ordered as the state_dict names them; the forward pass is computed here in
+    float64. --modules-config: "layers" (class names), "str" (what str(module)
+    prints), "none" (no config) or "activations:relu,identity"."""
+    specs = a.modules.split(",")
+    first = specs[0].split(":")
+    width = int(first[1]) if len(first) > 1 else None
+    x32 = w.rng.standard_normal((a.batch, width)).astype(np.float32) * np.float32(1.5)
+    h = x32.astype(np.float64)
+    names, strs, bn_eps = [], [], None
+    for i, spec in enumerate(specs):
+        p = spec.split(":")
+        kind = p[0]
+        if kind == "linear":
+            fin, fout = int(p[1]), int(p[2])
+            W = w.normal(f"{i}.weight", (fout, fin), 1.0 / math.sqrt(fin))
+            b = w.normal(f"{i}.bias", (fout,), 0.1)
+            h = h @ W.T + b
+            names.append("Linear")
+            strs.append(f"Linear(in_features={fin}, out_features={fout}, bias=True)")
+        elif kind.startswith("batchnorm1d") or kind.startswith("layernorm"):
+            c = h.shape[1]
+            affine = not kind.endswith("-noaffine")
+            eps = 1e-5  # PyTorch's default; "batchnorm1d:1e-3" sets it
+            if len(p) > 1 and any(ch in p[1] for ch in ".e"):
+                eps = float(p[1])
+            if affine:
+                g = w.uniform(f"{i}.weight", (c,), 0.5, 1.5)
+                beta = w.normal(f"{i}.bias", (c,), 0.3)
+            else:
+                g, beta = np.ones(c), np.zeros(c)
+            if kind.startswith("batchnorm1d"):
+                mean = w.normal(f"{i}.running_mean", (c,), 0.5)
+                var = w.uniform(f"{i}.running_var", (c,), 0.5, 2.0)
+                w.extra(f"{i}.num_batches_tracked", np.array(100, dtype=np.int64), "I64")
+                h = (h - mean) / np.sqrt(var + eps) * g + beta
+                bn_eps = eps if eps != 1e-5 else bn_eps
+                names.append("BatchNorm1d")
+                strs.append(f"BatchNorm1d({c}, eps={eps:g}, momentum=0.1, affine={affine}, "
+                            "track_running_stats=True)")
+            else:
+                h = layernorm(h, g, beta, eps)
+                names.append("LayerNorm")
+                strs.append(f"LayerNorm(({c},), eps={eps:g}, elementwise_affine={affine})")
+        elif kind == "dropout":
+            names.append("Dropout")
+            strs.append("Dropout(p=0.5, inplace=False)")
+        elif kind == "softmax":
+            h = softmax(h)
+            names.append("Softmax")
+            strs.append("Softmax(dim=-1)")
+        else:
+            h = ACTS[kind](h)
+            names.append(TORCH_ACTS[kind][0])
+            strs.append(TORCH_ACTS[kind][1])
+    if a.modules_config == "layers":
+        config = {"layers": names}
+    elif a.modules_config == "str":
+        config = {"layers": strs}
+    elif a.modules_config.startswith("activations:"):
+        config = {"activations": a.modules_config.split(":", 1)[1].split(",")}
+    else:
+        config = {}
+    if bn_eps is not None and a.modules_config not in ("str",):
+        config["bn_eps"] = bn_eps  # "layers" with bare class names takes it from here too
+    manifest = {
+        "name": "ref-seq", "kind": "mlp",
+        "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, width]}],
+        "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, h.shape[1]]}],
+        "max_batch_size": 64, "config": config,
+    }
+    return manifest, [plain("x", x32, "F32")], [("y", h)]
 
 
 # ---- torchvision ResNet ------------------------------------------------------------
@@ -344,13 +437,15 @@ def case_bert(a, w):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--kind", required=True, choices=["mlp", "resnet", "bert"])
+    ap.add_argument("--kind", required=True, choices=["mlp", "seq", "resnet", "bert"])
     ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--mlp-dims", default="64,48,32,10")
     ap.add_argument("--mlp-acts", default="relu,gelu,identity")
     ap.add_argument("--softmax", action="store_true")
+    ap.add_argument("--modules", default="linear:4:8,batchnorm1d,relu,linear:8:2")
+    ap.add_argument("--modules-config", default="layers")
     ap.add_argument("--depth", type=int, default=18, choices=sorted(RESNETS))
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--classes", type=int, default=10)
@@ -368,7 +463,7 @@ def main(argv):
     a = ap.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     w = Weights(a.dtype, rng)
-    manifest, inputs, outputs = {"mlp": case_mlp, "resnet": case_resnet,
+    manifest, inputs, outputs = {"mlp": case_mlp, "seq": case_seq, "resnet": case_resnet,
                                  "bert": case_bert}[a.kind](a, w)
     os.makedirs(a.out, exist_ok=True)
     write_safetensors(os.path.join(a.out, "weights.safetensors"), w.tensors)

@@ -82,6 +82,17 @@ START_TEST(test_manifest_parse_and_round_trip)
     gf_manifest_free(m);
     gf_manifest_free(m2);
     gf_manifest_free(m3);
+    /* ignore_weights survives the canonical form */
+    m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"ignore_weights\":[\"aux.w\","
+              "\"cls.*\"]}");
+    ck_assert_int_eq(gf_manifest_clone(m, &m3, NULL), GF_OK);
+    ck_assert_uint_eq(m3->n_ignore_weights, 2);
+    ck_assert_str_eq(m3->ignore_weights[1], "cls.*");
+    ck_assert(gf_manifest_ignores_weight(m3, "aux.w") && !gf_manifest_ignores_weight(m3, "aux.w2"));
+    ck_assert(gf_manifest_ignores_weight(m3, "cls.predictions.bias"));
+    ck_assert(gf_manifest_ignores_weight(m3, "cls.") && !gf_manifest_ignores_weight(m3, "cls"));
+    gf_manifest_free(m3);
+    gf_manifest_free(m);
     /* defaults */
     m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK "}");
     ck_assert_int_eq(m->max_batch_size, 1);
@@ -125,6 +136,12 @@ START_TEST(test_manifest_rejects)
               "\"config\" must be an object");
     parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"version\":1.5}",
               "\"version\" must be an integer");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"ignore_weights\":\"x\"}",
+              "\"ignore_weights\" must be an array");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"ignore_weights\":[]}",
+              "\"ignore_weights\" must be an array of 1 to");
+    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"ignore_weights\":[\"a\",\"\"]}",
+              "ignore_weights[1] must be a tensor name");
     ck_assert(gf_function_name_valid("a"));
     ck_assert(gf_function_name_valid("resnet-50_v1.2"));
     ck_assert(!gf_function_name_valid(""));
@@ -414,7 +431,7 @@ START_TEST(test_mlp_validation_errors)
     mf = parse("{\"name\":\"v\",\"kind\":\"mlp\"," IO_OK ",\"config\":{\"activations\":"
                "[\"relu\",\"swish9\"]}}");
     ck_assert_int_eq(gf_fn_validate(kind, mf, w, &err), GF_ERR_INVALID);
-    ck_assert_msg(strstr(err.msg, "config.activations[1]: unknown activation"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "activations[1]: unknown activation"), "%s", err.msg);
     gf_manifest_free(mf);
     /* a kind mismatch and missing file */
     mf = parse("{\"name\":\"v\",\"kind\":\"resnet\"," IO_OK "}");
@@ -428,6 +445,13 @@ START_TEST(test_mlp_validation_errors)
     gf_st_wtensor t = {"scale", GF_DT_F32, 1, (int64_t[]){1}, &one};
     char *w2 = gf_test_path(tmpdir, "nolayers.safetensors");
     ck_assert_int_eq(gf_st_write(w2, &t, 1, NULL, 0, NULL), GF_OK);
+    ck_assert_int_eq(gf_fn_validate(kind, mf, w2, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "tensor 'scale' is not named as an nn.Sequential names"), "%s",
+                  err.msg);
+    float stats[2] = {0, 1};
+    gf_st_wtensor bn[2] = {{"0.running_mean", GF_DT_F32, 1, (int64_t[]){1}, &stats[0]},
+                           {"0.running_var", GF_DT_F32, 1, (int64_t[]){1}, &stats[1]}};
+    ck_assert_int_eq(gf_st_write(w2, bn, 2, NULL, 0, NULL), GF_OK);
     ck_assert_int_eq(gf_fn_validate(kind, mf, w2, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "no Linear layer"), "%s", err.msg);
     gf_manifest_free(mf);
@@ -679,6 +703,85 @@ START_TEST(test_derived_parameters)
 }
 END_TEST
 
+/* Validation with weights written from ts (n tensors) and the double_linear
+ * manifest plus `extra` (manifest fields); NULL expect = must pass. */
+static void dl_validate(const gf_fn_kind *k, const gf_st_wtensor *ts, size_t n, const char *extra,
+                        const char *const *expect)
+{
+    char *w = gf_test_path(tmpdir, "dl-unused.safetensors");
+    ck_assert_int_eq(gf_st_write(w, ts, n, NULL, 0, NULL), GF_OK);
+    char m[1024];
+    snprintf(m, sizeof m,
+             "{\"name\":\"dl\",\"kind\":\"%s\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
+             "\"FP32\",\"shape\":[-1,2]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\","
+             "\"shape\":[-1,2]}]%s}",
+             gf_fn_kind_name(k), extra);
+    gf_manifest *mf = parse(m);
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st = gf_fn_validate(k, mf, w, &err);
+    if (expect == NULL) {
+        ck_assert_msg(st == GF_OK, "%s: %s", m, err.msg);
+    } else {
+        ck_assert_msg(st == GF_ERR_INVALID, "%s: accepted", m);
+        for (size_t i = 0; expect[i] != NULL; i++)
+            ck_assert_msg(strstr(err.msg, expect[i]) != NULL, "'%s' lacks '%s'", err.msg,
+                          expect[i]);
+        /* a real load refuses the same way */
+        gf_fn_plan *plan;
+        char *derived = gf_test_path(tmpdir, "dl-unused.derived");
+        ck_assert_int_eq(gf_fn_prepare(k, mf, w, derived, &plan, &err), GF_ERR_INVALID);
+        free(derived);
+    }
+    gf_manifest_free(mf);
+    free(w);
+}
+
+#define EXPECT(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* THE UNUSED-WEIGHTS RULE: a tensor no kind used is a deploy error naming
+ * it, unless ignore_weights lists it; ignored tensors are invisible. */
+START_TEST(test_unused_weights)
+{
+    gf_err err;
+    const gf_fn_kind *k, *k10;
+    char *path = plugin_path("GF_PLUGIN_DERIVE"), *path10 = plugin_path("GF_PLUGIN_DERIVE_V10");
+    ck_assert_msg(gf_fn_plugin_load(path, true, &k, &err) == GF_OK, "%s", err.msg);
+    ck_assert_msg(gf_fn_plugin_load(path10, true, &k10, &err) == GF_OK, "%s", err.msg);
+    float W[4] = {1, 2, 3, 4}, B[2] = {0.5f, 0.25f}, M[2] = {0, 1};
+    gf_st_wtensor ts[5] = {{"weight", GF_DT_F32, 2, (int64_t[]){2, 2}, W},
+                           {"bias", GF_DT_F32, 1, (int64_t[]){2}, B},
+                           {"bn.running_mean", GF_DT_F32, 1, (int64_t[]){2}, M},
+                           {"cls.predictions.bias", GF_DT_F32, 1, (int64_t[]){2}, M},
+                           {"cls.predictions.decoder.bias", GF_DT_F32, 1, (int64_t[]){2}, M}};
+    /* everything used: the source of the derived parameter through weight_use */
+    dl_validate(k, ts, 2, "", NULL);
+    /* a plugin built for ABI 1.0 looked at it with weight_info: that counts */
+    dl_validate(k10, ts, 2, "", NULL);
+    /* left over: named, with what it looks like and the way out */
+    dl_validate(k, ts, 3, "",
+                EXPECT("tensor 'bn.running_mean' (a BatchNorm's statistics) is not used by kind "
+                       "double_linear", "\"ignore_weights\""));
+    dl_validate(k10, ts, 3, "", EXPECT("'bn.running_mean'"));
+    dl_validate(k, ts, 5, "",
+                EXPECT("'bn.running_mean'", "nor are 'cls.predictions.bias', "
+                       "'cls.predictions.decoder.bias' (3 tensors in all)"));
+    /* listed in ignore_weights: exact names and prefixes */
+    dl_validate(k, ts, 3, ",\"ignore_weights\":[\"bn.running_mean\"]", NULL);
+    dl_validate(k, ts, 5, ",\"ignore_weights\":[\"bn.running_mean\",\"cls.*\"]", NULL);
+    dl_validate(k, ts, 5, ",\"ignore_weights\":[\"cls.*\"]",
+                EXPECT("tensor 'bn.running_mean'", "is not used"));
+    dl_validate(k, ts, 4, ",\"ignore_weights\":[\"bn.running_mean\"]",
+                EXPECT("'cls.predictions.bias' (a pre-training head"));
+    /* an ignored tensor is invisible: ignoring one the kind needs is a
+     * missing tensor */
+    dl_validate(k, ts, 2, ",\"ignore_weights\":[\"b*\"]",
+                EXPECT("weights have no tensor 'bias'"));
+    free(path);
+    free(path10);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("functions_runtime");
@@ -694,6 +797,7 @@ int main(void)
     tcase_add_test(tc, test_plugins);
     tcase_add_test(tc, test_config_accessor_and_companions);
     tcase_add_test(tc, test_derived_parameters);
+    tcase_add_test(tc, test_unused_weights);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }

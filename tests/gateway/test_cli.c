@@ -58,7 +58,7 @@ START_TEST(test_inspect_valid)
     ck_assert_int_eq(run("inspect", path, &out, &err), 0);
     ck_assert_msg(strstr(out, "tensors: 2") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "format = pt") != NULL, "%s", out);
-    ck_assert_msg(strstr(out, "0.weight  F32    [2, 3]") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "0.weight  FP32   [2, 3]") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "0.bias    BF16   [2]") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "  24\n") != NULL && strstr(out, "  4\n") != NULL, "%s", out);
     ck_assert_str_eq(err, "");
@@ -78,7 +78,7 @@ START_TEST(test_inspect_malformed)
     gf_test_write_file(path, buf, sizeof buf);
     char *out, *err;
     ck_assert_int_eq(run("inspect", path, &out, &err), 1);
-    ck_assert_msg(strstr(err, "data span is 4 bytes but shape [2] of F32 needs 8") != NULL, "%s",
+    ck_assert_msg(strstr(err, "data span is 4 bytes but shape [2] of FP32 needs 8") != NULL, "%s",
                   err);
     ck_assert_str_eq(out, "");
     free(out);

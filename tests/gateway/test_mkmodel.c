@@ -234,7 +234,7 @@ START_TEST(test_errors)
     mk_fails(ARGS("vgg16", w), 2, "unknown kind 'vgg16'");
     mk_fails(ARGS("resnet50"), 2, "no output file");
     mk_fails(ARGS("bert", "--classes", "3", w), 2, "--classes does not apply to kind bert");
-    mk_fails(ARGS("mlp", "--dtype", "F64", w), 2, "--dtype must be F32, F16 or BF16");
+    mk_fails(ARGS("mlp", "--dtype", "F64", w), 2, "--dtype must be FP32, FP16 or BF16");
     mk_fails(ARGS("mlp", "--sizes", "8", w), 2, "--sizes");
     mk_fails(ARGS("mlp", "--sizes", "8,0,3", w), 2, "--sizes");
     mk_fails(ARGS("mlp", "--activation", "swish", w), 2, "unknown --activation 'swish'");

@@ -100,8 +100,9 @@ static json_t *deploy(gf_gw *gw, const char *name, const mlp_w *m, size_t pad, i
     snprintf(manifest, sizeof manifest,
              "{\"name\":\"%s\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
              "\"FP32\",\"shape\":[-1,%d]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\","
-             "\"shape\":[-1,%d]}],\"max_batch_size\":%d,\"max_queue_delay_us\":%d}",
-             name, IN, OUT, max_batch, delay_us);
+             "\"shape\":[-1,%d]}],\"max_batch_size\":%d,\"max_queue_delay_us\":%d%s}",
+             name, IN, OUT, max_batch, delay_us,
+             pad ? ",\"ignore_weights\":[\"pad\"]" : ""); /* mlp reads no 'pad' */
     r.manifest = manifest;
     r.manifest_len = strlen(manifest);
     json_t *out;
