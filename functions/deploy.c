@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/json.h"
 #include "core/path.h"
 #include "functions/runtime.h"
 
@@ -76,38 +77,66 @@ static gf_status unknown_kind(const char *kind, gf_err *err)
     return st;
 }
 
-gf_status gf_fn_deploy_check(const char *manifest, size_t len, const char *upload_path,
-                             const char *out_dir, gf_fn_deployed *out, gf_err *err)
+/* The kind a deploy names: in->kind, else the manifest's "kind" (read
+ * leniently: the manifest may be partial). Copied into buf. */
+static gf_status deploy_kind(const gf_fn_deploy_in *in, char *buf, size_t cap, gf_err *err)
+{
+    const char *mk = NULL;
+    gf_json_doc *doc = NULL;
+    if (in->manifest != NULL) {
+        if (in->manifest_len > GF_MANIFEST_MAX_BYTES)
+            return gf_err_set(err, GF_ERR_TOO_LARGE, "manifest: larger than %u bytes",
+                              GF_MANIFEST_MAX_BYTES);
+        gf_err e;
+        if (gf_json_parse(in->manifest, in->manifest_len, 0, &doc, &e) != GF_OK)
+            return gf_err_set(err, GF_ERR_INVALID, "manifest: %s", e.msg);
+        const gf_json *k = gf_json_get(gf_json_doc_root(doc), "kind");
+        if (k != NULL && k->type == GF_JSON_STRING)
+            mk = k->u.str.s;
+    }
+    gf_status st = GF_OK;
+    if (in->kind != NULL && mk != NULL && strcmp(in->kind, mk) != 0)
+        st = gf_err_set(err, GF_ERR_INVALID, "the manifest says kind '%.64s' but the upload is "
+                        "for kind '%.64s'", mk, in->kind);
+    else if (in->kind == NULL && mk == NULL)
+        st = gf_err_set(err, GF_ERR_INVALID, "manifest: missing field \"kind\"");
+    else
+        snprintf(buf, cap, "%s", in->kind != NULL ? in->kind : mk);
+    gf_json_doc_free(doc);
+    return st;
+}
+
+gf_status gf_fn_deploy_check(const gf_fn_deploy_in *in, const char *out_dir, gf_fn_deployed *out,
+                             gf_err *err)
 {
     memset(out, 0, sizeof *out);
     gf_fn_deployed d = {0};
-    char *converted = NULL;
-    gf_status st = gf_manifest_parse(manifest, len, &d.mf, err);
+    char *converted = NULL, *derived = NULL;
+    char kname[128];
+    if (in->n_uploads < 1 || in->n_uploads > GF_MAX_UPLOADS)
+        return gf_err_set(err, GF_ERR_INVALID, "a deploy brings 1 to %d files, not %zu",
+                          GF_MAX_UPLOADS, in->n_uploads);
+    gf_status st = deploy_kind(in, kname, sizeof kname, err);
     if (st != GF_OK)
         return st;
-    const gf_fn_kind *kind = gf_fn_kind_find(d.mf->kind);
-    if (kind == NULL) {
-        st = unknown_kind(d.mf->kind, err);
-        goto fail;
-    }
-    const char *weights = upload_path;
+    const gf_fn_kind *kind = gf_fn_kind_find(kname);
+    if (kind == NULL)
+        return unknown_kind(kname, err);
+    const char *weights = in->uploads[0];
     gf_fn_convert_fn convert = gf_fn_kind_converter(kind);
     if (convert != NULL) {
-        gf_manifest *derived = NULL;
-        if ((st = convert(d.mf, upload_path, out_dir, &derived, err)) != GF_OK) {
-            gf_manifest_free(derived);
+        gf_fn_convert_req req = {in->manifest, in->manifest_len, in->name, in->uploads,
+                                 in->n_uploads, out_dir};
+        if ((st = convert(&req, &derived, err)) != GF_OK)
+            goto fail;
+        if (derived == NULL) {
+            st = gf_err_set(err, GF_ERR_INTERNAL, "kind '%s': its converter returned no "
+                            "manifest", kname);
             goto fail;
         }
-        if (derived != NULL) {
-            if (strcmp(derived->name, d.mf->name) != 0 || strcmp(derived->kind, d.mf->kind) != 0 ||
-                derived->version != d.mf->version) {
-                gf_manifest_free(derived);
-                st = gf_err_set(err, GF_ERR_INTERNAL, "kind '%s': the derived manifest changed "
-                                "the function's name, kind or version", d.mf->kind);
-                goto fail;
-            }
-            gf_manifest_free(d.mf);
-            d.mf = derived;
+        if ((st = gf_manifest_parse(derived, strlen(derived), &d.mf, err)) != GF_OK) {
+            gf_err_prefix(err, "kind '%s': the derived manifest", kname);
+            goto fail;
         }
         converted = gf_path_join(out_dir, GF_CONVERTED_WEIGHTS);
         if (converted == NULL) {
@@ -119,6 +148,25 @@ gf_status gf_fn_deploy_check(const char *manifest, size_t len, const char *uploa
             weights = converted;
         if ((st = list_companions(out_dir, &d, err)) != GF_OK)
             goto fail;
+    } else {
+        if (in->manifest == NULL) {
+            st = gf_err_set(err, GF_ERR_INVALID, "kind '%s' needs a manifest", kname);
+            goto fail;
+        }
+        if (in->n_uploads != 1) {
+            st = gf_err_set(err, GF_ERR_INVALID, "kind '%s' takes one weights file, not %zu",
+                            kname, in->n_uploads);
+            goto fail;
+        }
+        if ((st = gf_manifest_parse(in->manifest, in->manifest_len, &d.mf, err)) != GF_OK)
+            goto fail;
+    }
+    if (strcmp(d.mf->kind, kname) != 0 || (in->name != NULL && strcmp(d.mf->name, in->name) != 0)) {
+        st = gf_err_set(err, convert != NULL ? GF_ERR_INTERNAL : GF_ERR_INVALID,
+                        "the manifest names function '%.64s' of kind '%.64s', but the deploy is "
+                        "for '%.64s' of kind '%s'", d.mf->name, d.mf->kind,
+                        in->name != NULL ? in->name : d.mf->name, kname);
+        goto fail;
     }
     st = gf_fn_validate(kind, d.mf, weights, err);
     if (st != GF_OK) {
@@ -132,10 +180,12 @@ gf_status gf_fn_deploy_check(const char *manifest, size_t len, const char *uploa
         goto fail;
     }
     free(converted);
+    free(derived);
     *out = d;
     return GF_OK;
 fail:
     free(converted);
+    free(derived);
     gf_fn_deployed_deinit(&d);
     return st;
 }

@@ -72,6 +72,10 @@ bool gf_function_name_valid(const char *name);
  * GF_CONVERTED_BASE "." suffix, so that gf_companion_path of the converted
  * weights names them there as it does once they are published. */
 #define GF_CONVERTED_BASE "weights"
+
+/* Most files one deploy may upload: the model or weights, then its extra
+ * parts (ONNX external data). */
+#define GF_MAX_UPLOADS 8
 #define GF_CONVERTED_WEIGHTS GF_CONVERTED_BASE ".safetensors"
 
 /* True when suffix matches ^[a-z0-9_]{1,32}$ and is not "safetensors". */

@@ -48,15 +48,29 @@ const char *gf_fn_kind_path(const gf_fn_kind *k);
 size_t gf_fn_kind_count(void);
 const gf_fn_kind *gf_fn_kind_at(size_t i);
 
-/* A built-in kind's deploy-time conversion of its upload (functions/
- * deploy.h), run in the validation process. It reads upload_path (mf is the
- * manifest as uploaded), writes the version's safetensors weights to
- * <out_dir>/GF_CONVERTED_WEIGHTS and each companion file to
- * <out_dir>/GF_CONVERTED_BASE.<suffix>, and may set *derived to the
- * manifest to store instead (the same name, kind and version; the caller
- * frees it). The weights are then validated like any upload. */
-typedef gf_status (*gf_fn_convert_fn)(const gf_manifest *mf, const char *upload_path,
-                                      const char *out_dir, gf_manifest **derived, gf_err *err);
+/* What a converting kind gets at deploy (functions/deploy.h). Borrowed for
+ * the call. */
+typedef struct gf_fn_convert_req {
+    const char *manifest;       /* the manifest as uploaded (len bytes), possibly partial
+                                   ({"name": "x", "kind": "onnx"}); NULL when none came */
+    size_t manifest_len;
+    const char *name;           /* the function's name when the deploy gave it apart from
+                                   the manifest; NULL otherwise */
+    const char *const *uploads; /* the uploaded files: [0] the model, then its extra parts */
+    size_t n_uploads;
+    const char *out_dir;        /* an empty directory to write into */
+} gf_fn_convert_req;
+
+/* A built-in kind's deploy-time conversion of its uploads, run in the
+ * validation process (gpufaas-worker --validate). It reads the uploads,
+ * writes the version's safetensors weights to
+ * <out_dir>/GF_CONVERTED_WEIGHTS and any companion file to
+ * <out_dir>/GF_CONVERTED_BASE.<suffix> (functions/manifest.h), and returns
+ * in *manifest_json (malloc'd, the caller frees) the complete manifest to
+ * store, with the kind's name and the given name. The weights are then
+ * validated like any upload. On failure the message names the problem. */
+typedef gf_status (*gf_fn_convert_fn)(const gf_fn_convert_req *req, char **manifest_json,
+                                      gf_err *err);
 
 /* The kind's converter; NULL for kinds that take safetensors as uploaded
  * (and for every plugin). */

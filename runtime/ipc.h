@@ -83,10 +83,13 @@ extern "C" {
  * code and touches no device):
  *
  *   gpufaas-worker --probe [--allow-native-functions] [--plugin PATH]...
- *   gpufaas-worker --validate --manifest FILE --upload FILE --out-dir DIR
+ *   gpufaas-worker --validate [--manifest FILE] [--name NAME] [--kind KIND]
+ *                  --upload FILE [--upload FILE]... --out-dir DIR
  *                  [--allow-native-functions] [--plugin PATH]...
  *
- * (both also take --log-level). Each writes ONE JSON object on stdout, at
+ * (both also take --log-level). --validate's manifest may be partial or
+ * absent for a kind that converts its uploads (functions/deploy.h); the
+ * first --upload is the model or weights, the others its extra parts. Each writes ONE JSON object on stdout, at
  * most GF_IPC_ONESHOT_MAX_ANSWER bytes, and exits GF_WORKER_EXIT_OK:
  *
  *   {"ok": false, "code": N, "message": "..."}      no (N is a gf_status)

@@ -633,9 +633,10 @@ static int mk_validate(const char *path, const gf_buf *man)
     gf_validation v;
     gf_err err;
     gf_err_clear(&err);
+    const char *uploads[1] = {path};
+    gf_fn_deploy_in in = {man->data, man->len, NULL, NULL, uploads, 1};
     gf_status st = dir == NULL ? gf_err_set(&err, GF_ERR_NOMEM, "out of memory")
-                   : gf_oneshot_validate(&cfg, man->data, man->len, path,
-                                         slash != NULL ? dir : ".", &v, &err);
+                   : gf_oneshot_validate(&cfg, &in, slash != NULL ? dir : ".", &v, &err);
     if (st == GF_OK)
         gf_validation_deinit(&v);
     else

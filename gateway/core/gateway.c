@@ -518,14 +518,18 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
         st = gf_err_set(err, GF_ERR_CLOSED, "the server is shutting down");
         goto out;
     }
-    /* a manifest that does not parse is refused before any child runs */
-    if ((st = gf_manifest_parse(req->manifest, req->manifest_len, &mf, err)) != GF_OK)
-        goto out;
-    gf_manifest_free(mf);
-    mf = NULL;
     /* the kind's code (validation, conversion) runs in a child, never here */
-    st = gf_oneshot_validate(&gw->oneshot, req->manifest, req->manifest_len, req->weights_tmp,
-                             gw->upload_dir, &val, err);
+    const char *uploads[GF_MAX_UPLOADS];
+    if (req->n_extra + 1 > GF_MAX_UPLOADS) {
+        st = gf_err_set(err, GF_ERR_INVALID, "a deploy brings at most %d files", GF_MAX_UPLOADS);
+        goto out;
+    }
+    uploads[0] = req->weights_tmp;
+    for (size_t i = 0; i < req->n_extra; i++)
+        uploads[1 + i] = req->extra_tmp[i];
+    gf_fn_deploy_in in = {req->manifest, req->manifest_len, req->name, req->kind, uploads,
+                          1 + req->n_extra};
+    st = gf_oneshot_validate(&gw->oneshot, &in, gw->upload_dir, &val, err);
     if (st != GF_OK) {
         *http_status = gw_http_status_of(st);
         goto out;
@@ -535,6 +539,12 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
         gf_err_prefix(err, "the validator's manifest");
         st = err != NULL ? (err->code = GF_ERR_INTERNAL) : GF_ERR_INTERNAL;
         *http_status = 500;
+        goto out;
+    }
+    if (val.weights == NULL && req->n_extra > 0) {
+        *http_status = 500;
+        st = gf_err_set(err, GF_ERR_INTERNAL, "kind '%s' took %zu files but wrote no weights",
+                        mf->kind, 1 + req->n_extra);
         goto out;
     }
     files.n = val.n_companions;
@@ -638,6 +648,8 @@ out:
         vfiles_remove(&files);
         unlink(req->weights_tmp);
     }
+    for (size_t i = 0; i < req->n_extra; i++) /* spent by the conversion, or refused */
+        unlink(req->extra_tmp[i]);
     free(files.weights);
     gf_validation_deinit(&val);
     pthread_mutex_unlock(&gw->deploy_lock);

@@ -132,19 +132,26 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
 /* ---- functions ------------------------------------------------------------- */
 
 typedef struct gf_gw_deploy_req {
-    const char *manifest;    /* JSON text */
+    const char *manifest;    /* JSON text; NULL, or partial, for a kind that converts its
+                                upload and derives the manifest (onnx) */
     size_t manifest_len;
-    const char *weights_tmp; /* a staged file in gf_gw_upload_dir(); moved on success,
-                                removed on failure */
+    const char *name;        /* the function's name when given apart from the manifest */
+    const char *kind;        /* the kind when given apart from the manifest (by the upload) */
+    const char *weights_tmp; /* a staged file in gf_gw_upload_dir(): the weights, or the model
+                                a kind converts; moved on success, removed on failure */
     const char *sha256_hex;  /* of the staged file, computed while streaming */
     uint64_t bytes;
+    const char *const *extra_tmp; /* more staged files the kind converts with it (ONNX
+                                     external data), removed after the deploy; may be NULL */
+    size_t n_extra;
 } gf_gw_deploy_req;
 
-/* Validate the weights (safetensors) and the manifest against them, store
- * the file as a new version, record it durably and publish it as current
- * once it is ready. The previous version serves until then. *out (a JSON
- * object describing the function, its new version and the invoke URL) is
- * owned by the caller. *http_status is 201 on success, else 400/404/409/... */
+/* Validate the upload and the manifest against it (in a gpufaas-worker
+ * --validate child, converting the upload when its kind does), store the
+ * version's files, record it durably and publish it as current once it is
+ * ready. The previous version serves until then. *out (a JSON object
+ * describing the function, its new version and the invoke URL) is owned by
+ * the caller. *http_status is 201 on success, else 400/404/409/... */
 gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int *http_status,
                        gf_err *err);
 

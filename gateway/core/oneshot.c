@@ -403,14 +403,16 @@ static gf_status read_validation(const gf_json *root, const char *out_dir, gf_va
     return GF_OK;
 }
 
-gf_status gf_oneshot_validate(const gf_oneshot_cfg *cfg, const char *manifest, size_t len,
-                              const char *upload_path, const char *parent_dir,
-                              gf_validation *out, gf_err *err)
+gf_status gf_oneshot_validate(const gf_oneshot_cfg *cfg, const gf_fn_deploy_in *d,
+                              const char *parent_dir, gf_validation *out, gf_err *err)
 {
     memset(out, 0, sizeof *out);
     if (cfg->n_plugins > GF_IPC_ONESHOT_MAX_PLUGINS)
         return gf_err_set(err, GF_ERR_INVALID, "more than %d plugins",
                           GF_IPC_ONESHOT_MAX_PLUGINS);
+    if (d->n_uploads < 1 || d->n_uploads > GF_MAX_UPLOADS)
+        return gf_err_set(err, GF_ERR_INVALID, "a deploy brings 1 to %d files, not %zu",
+                          GF_MAX_UPLOADS, d->n_uploads);
     gf_status st;
     char *mpath = NULL, *out_dir = NULL;
     gf_json_doc *doc = NULL;
@@ -432,20 +434,35 @@ gf_status gf_oneshot_validate(const gf_oneshot_cfg *cfg, const char *manifest, s
         st = gf_err_set(err, GF_ERR_IO, "mkdir(%s): %s", out_dir, strerror(errno));
         goto done;
     }
-    FILE *f = fopen(mpath, "wb");
-    bool written = f != NULL && fwrite(manifest, 1, len, f) == len;
-    if (f != NULL && fclose(f) != 0)
-        written = false;
-    if (!written) {
-        st = gf_err_set(err, GF_ERR_IO, "writing %s: %s", mpath, strerror(errno));
-        goto done;
+    if (d->manifest != NULL) {
+        FILE *f = fopen(mpath, "wb");
+        bool written = f != NULL && fwrite(d->manifest, 1, d->manifest_len, f) == d->manifest_len;
+        if (f != NULL && fclose(f) != 0)
+            written = false;
+        if (!written) {
+            st = gf_err_set(err, GF_ERR_IO, "writing %s: %s", mpath, strerror(errno));
+            goto done;
+        }
     }
-    const char *argv[24 + 2 * GF_IPC_ONESHOT_MAX_PLUGINS];
-    size_t a = base_argv(cfg, "--validate", argv, sizeof argv / sizeof argv[0] - 7);
-    argv[a++] = "--manifest";
-    argv[a++] = mpath;
-    argv[a++] = "--upload";
-    argv[a++] = upload_path;
+    const char *argv[32 + 2 * (GF_IPC_ONESHOT_MAX_PLUGINS + GF_MAX_UPLOADS)];
+    size_t a = base_argv(cfg, "--validate", argv,
+                         sizeof argv / sizeof argv[0] - 9 - 2 * GF_MAX_UPLOADS);
+    if (d->manifest != NULL) {
+        argv[a++] = "--manifest";
+        argv[a++] = mpath;
+    }
+    if (d->name != NULL) {
+        argv[a++] = "--name";
+        argv[a++] = d->name;
+    }
+    if (d->kind != NULL) {
+        argv[a++] = "--kind";
+        argv[a++] = d->kind;
+    }
+    for (size_t i = 0; i < d->n_uploads; i++) {
+        argv[a++] = "--upload";
+        argv[a++] = d->uploads[i];
+    }
     argv[a++] = "--out-dir";
     argv[a++] = out_dir;
     argv[a] = NULL;

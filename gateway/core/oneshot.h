@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "functions/deploy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,16 +68,15 @@ typedef struct gf_validation {
     char **companion_files;      /* where each is now (in work_dir) */
 } gf_validation;
 
-/* Validate a deploy in a child: the manifest (len bytes of JSON) and the
- * uploaded file at upload_path. The child works in a fresh directory made in
+/* Validate a deploy (what it brings: functions/deploy.h, as the child gets
+ * it) in a child. The child works in a fresh directory made in
  * parent_dir (on the function store's file system, so that what it writes can
  * be published with rename). On success *out says what to publish; a refusal
  * comes back with the child's code and message (GF_ERR_INVALID naming the
  * tensor, ...); a child that crashed is GF_ERR_INTERNAL, one past its
  * deadline GF_ERR_TIMEOUT. */
-gf_status gf_oneshot_validate(const gf_oneshot_cfg *cfg, const char *manifest, size_t len,
-                              const char *upload_path, const char *parent_dir,
-                              gf_validation *out, gf_err *err);
+gf_status gf_oneshot_validate(const gf_oneshot_cfg *cfg, const gf_fn_deploy_in *d,
+                              const char *parent_dir, gf_validation *out, gf_err *err);
 
 /* Remove the work directory (with whatever is still in it) and free. NULL
  * is a no-op. */

@@ -12,7 +12,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: gpufaas-worker --fd N --state-dir DIR [options]\n"
             "       gpufaas-worker --probe [--allow-native-functions] [--plugin PATH]...\n"
-            "       gpufaas-worker --validate --manifest FILE --upload FILE --out-dir DIR\n"
+            "       gpufaas-worker --validate [--manifest FILE] [--name N] [--kind K]\n"
+            "                      --upload FILE... --out-dir DIR\n"
             "                      [--allow-native-functions] [--plugin PATH]...\n"
             "\n"
             "Started by the gateway; speaks the worker protocol (docs/protocol.md) on the\n"

@@ -19,7 +19,9 @@
 
 typedef struct {
     bool probe, validate, allow_native;
-    const char *manifest, *upload, *out_dir;
+    const char *manifest, *name, *kind, *out_dir;
+    const char *uploads[GF_MAX_UPLOADS];
+    size_t n_uploads;
     const char *plugins[GF_IPC_ONESHOT_MAX_PLUGINS];
     size_t n_plugins;
     gf_log_level log_level;
@@ -47,14 +49,22 @@ static gf_status parse(int argc, char **argv, oneshot_args *a, gf_err *err)
             a->allow_native = true;
         } else if (strcmp(f, "--manifest") == 0 || strcmp(f, "--upload") == 0 ||
                    strcmp(f, "--out-dir") == 0 || strcmp(f, "--plugin") == 0 ||
-                   strcmp(f, "--log-level") == 0) {
+                   strcmp(f, "--log-level") == 0 || strcmp(f, "--name") == 0 ||
+                   strcmp(f, "--kind") == 0) {
             if (i + 1 >= argc)
                 return gf_err_set(err, GF_ERR_INVALID, "%s needs a value", f);
             const char *v = argv[++i];
             if (strcmp(f, "--manifest") == 0) {
                 a->manifest = v;
+            } else if (strcmp(f, "--name") == 0) {
+                a->name = v;
+            } else if (strcmp(f, "--kind") == 0) {
+                a->kind = v;
             } else if (strcmp(f, "--upload") == 0) {
-                a->upload = v;
+                if (a->n_uploads == GF_MAX_UPLOADS)
+                    return gf_err_set(err, GF_ERR_INVALID, "more than %d --upload flags",
+                                      GF_MAX_UPLOADS);
+                a->uploads[a->n_uploads++] = v;
             } else if (strcmp(f, "--out-dir") == 0) {
                 a->out_dir = v;
             } else if (strcmp(f, "--log-level") == 0) {
@@ -73,9 +83,8 @@ static gf_status parse(int argc, char **argv, oneshot_args *a, gf_err *err)
     }
     if (a->probe == a->validate)
         return gf_err_set(err, GF_ERR_INVALID, "give exactly one of --probe and --validate");
-    if (a->validate && (a->manifest == NULL || a->upload == NULL || a->out_dir == NULL))
-        return gf_err_set(err, GF_ERR_INVALID, "--validate needs --manifest, --upload and "
-                          "--out-dir");
+    if (a->validate && (a->n_uploads == 0 || a->out_dir == NULL))
+        return gf_err_set(err, GF_ERR_INVALID, "--validate needs --upload and --out-dir");
     return GF_OK;
 }
 
@@ -143,19 +152,24 @@ static int validate(const oneshot_args *a, gf_buf *b)
 {
     gf_err e;
     gf_err_clear(&e);
-    FILE *f = fopen(a->manifest, "rb");
-    char *text = malloc(GF_MANIFEST_MAX_BYTES + 1);
-    size_t len = f != NULL && text != NULL ? fread(text, 1, GF_MANIFEST_MAX_BYTES + 1, f) : 0;
-    bool read_ok = f != NULL && text != NULL && !ferror(f);
-    if (f != NULL)
-        fclose(f);
-    if (!read_ok) {
-        free(text);
-        gf_err_set(&e, GF_ERR_IO, "cannot read the manifest %s", a->manifest);
-        return answer_no(b, &e);
+    char *text = NULL;
+    size_t len = 0;
+    if (a->manifest != NULL) {
+        FILE *f = fopen(a->manifest, "rb");
+        text = malloc(GF_MANIFEST_MAX_BYTES + 1);
+        len = f != NULL && text != NULL ? fread(text, 1, GF_MANIFEST_MAX_BYTES + 1, f) : 0;
+        bool read_ok = f != NULL && text != NULL && !ferror(f);
+        if (f != NULL)
+            fclose(f);
+        if (!read_ok) {
+            free(text);
+            gf_err_set(&e, GF_ERR_IO, "cannot read the manifest %s", a->manifest);
+            return answer_no(b, &e);
+        }
     }
+    gf_fn_deploy_in in = {text, len, a->name, a->kind, a->uploads, a->n_uploads};
     gf_fn_deployed d;
-    gf_status st = gf_fn_deploy_check(text, len, a->upload, a->out_dir, &d, &e);
+    gf_status st = gf_fn_deploy_check(&in, a->out_dir, &d, &e);
     free(text);
     if (st != GF_OK)
         return answer_no(b, &e);

@@ -182,7 +182,8 @@ static void run(const char *dir, const char *worker, gf_evict_policy pol, const 
                  "\"FP32\",\"shape\":[-1,%d]}],\"outputs\":[{\"name\":\"y\",\"datatype\":"
                  "\"FP32\",\"shape\":[-1,%d]}],\"slo_ms\":%d}",
                  f, IN, OUT, SLO_US / 1000);
-        gf_gw_deploy_req dr = {mf, strlen(mf), tmp, sha, size};
+        gf_gw_deploy_req dr = {.manifest = mf, .manifest_len = strlen(mf), .weights_tmp = tmp,
+                               .sha256_hex = sha, .bytes = size};
         json_t *out;
         int http;
         if (gf_gw_deploy(gw, &dr, &out, &http, &err) != GF_OK) {

@@ -204,10 +204,18 @@ START_TEST(test_validate_converting_kind)
 {
     static const char *const up_names[4] = {"W1", "b1", "W2", "b2"};
     char *w = write_mlp("up.bin", up_names, "true");
-    char *m = write_manifest("m.json", "convtest", 4);
+    /* a partial manifest: the converter derives the rest */
+    char *m = gf_test_path(tmpdir, "m.json");
+    const char *partial = "{\"name\":\"f\",\"kind\":\"convtest\"}";
+    gf_test_write_file(m, partial, strlen(partial));
+    char *note = gf_test_path(tmpdir, "note.txt");
+    gf_test_write_file(note, "hello", 5);
     char *out = fresh_dir("out");
     int status;
-    gf_json_doc *d = validate("GF_WORKER_CONVTEST", m, w, out, &status);
+    gf_json_doc *d = run(gf_test_prog("GF_WORKER_CONVTEST"),
+                         (const char *[]){"--validate", "--manifest", m, "--upload", w,
+                                          "--upload", note, "--out-dir", out, NULL},
+                         &status);
     ck_assert_int_eq(status, 0);
     ck_assert_msg(is_true(d, "/ok"), "%s", get(d, "/message")->u.str.s);
     ck_assert_str_eq(get(d, "/weights")->u.str.s, GF_CONVERTED_WEIGHTS);
@@ -215,19 +223,52 @@ START_TEST(test_validate_converting_kind)
     ck_assert_str_eq(get(d, "/companions/0")->u.str.s, "note");
     ck_assert_int_eq(get(d, "/manifest/config/softmax")->type, GF_JSON_BOOL);
     ck_assert_str_eq(get(d, "/manifest/kind")->u.str.s, "convtest");
+    ck_assert_int_eq(get(d, "/manifest/inputs/0/shape/1")->u.num.i, 4);
     gf_json_doc_free(d);
-    /* what it wrote: the weights under the names its load needs */
+    /* what it wrote: the weights under the names its load needs, the note */
     char *cw = gf_test_path(out, GF_CONVERTED_WEIGHTS);
     gf_st_file *f;
     ck_assert_int_eq(gf_st_open(cw, &f, NULL), GF_OK);
     ck_assert_ptr_nonnull(gf_st_find(f, "0.weight"));
     ck_assert_ptr_null(gf_st_find(f, "W1"));
     gf_st_close(f);
-    char *note = gf_test_path(out, GF_CONVERTED_BASE ".note");
-    ck_assert_int_eq(access(note, R_OK), 0);
-    free(note);
+    char *cn = gf_test_path(out, GF_CONVERTED_BASE ".note");
+    size_t len;
+    char *text = gf_test_read_file(cn, &len);
+    ck_assert_str_eq(text, "converted: hello\n");
+    free(text);
+    /* no manifest at all: the name and the kind given apart */
+    char *out2 = fresh_dir("out2");
+    d = run(gf_test_prog("GF_WORKER_CONVTEST"),
+            (const char *[]){"--validate", "--name", "g", "--kind", "convtest", "--upload", w,
+                             "--out-dir", out2, NULL},
+            &status);
+    ck_assert_msg(is_true(d, "/ok"), "%s", get(d, "/message")->u.str.s);
+    ck_assert_str_eq(get(d, "/manifest/name")->u.str.s, "g");
+    gf_json_doc_free(d);
+    /* a kind that does not convert needs a whole manifest and one file */
+    char *out3 = fresh_dir("out3");
+    d = run(gf_test_prog("GF_WORKER_CONVTEST"),
+            (const char *[]){"--validate", "--name", "g", "--kind", "mlp", "--upload", w,
+                             "--out-dir", out3, NULL},
+            &status);
+    ck_assert(!is_true(d, "/ok"));
+    ck_assert_str_eq(get(d, "/message")->u.str.s, "kind 'mlp' needs a manifest");
+    gf_json_doc_free(d);
+    d = run(gf_test_prog("GF_WORKER_CONVTEST"),
+            (const char *[]){"--validate", "--manifest", m, "--kind", "mlp", "--upload", w,
+                             "--out-dir", out3, NULL},
+            &status);
+    ck_assert(!is_true(d, "/ok"));
+    ck_assert_str_eq(get(d, "/message")->u.str.s,
+                     "the manifest says kind 'convtest' but the upload is for kind 'mlp'");
+    gf_json_doc_free(d);
+    free(out3);
+    free(out2);
+    free(cn);
     free(cw);
     free(out);
+    free(note);
     free(m);
     free(w);
 }

@@ -88,7 +88,7 @@ static gf_gw_deploy_req stage(gf_gw *gw, const mlp_w *m, size_t pad_floats, char
     free(pad);
     uint64_t size;
     ck_assert_int_eq(gf_sha256_file(tmp_path, sha, &size, NULL), GF_OK);
-    gf_gw_deploy_req r = {NULL, 0, tmp_path, sha, size};
+    gf_gw_deploy_req r = {.weights_tmp = tmp_path, .sha256_hex = sha, .bytes = size};
     return r;
 }
 
@@ -244,7 +244,8 @@ static gf_gw_deploy_req stage_convtest(gf_gw *gw, const mlp_w *m, char *tmp, siz
     ck_assert_int_eq(gf_st_write(tmp, ts, 4, meta, 1, NULL), GF_OK);
     uint64_t size;
     ck_assert_int_eq(gf_sha256_file(tmp, sha, &size, NULL), GF_OK);
-    gf_gw_deploy_req r = {manifest, strlen(manifest), tmp, sha, size};
+    gf_gw_deploy_req r = {.manifest = manifest, .manifest_len = strlen(manifest),
+                          .weights_tmp = tmp, .sha256_hex = sha, .bytes = size};
     return r;
 }
 
@@ -284,17 +285,25 @@ START_TEST(test_deploy_validated_in_a_child)
     ck_assert_msg(strstr(err.msg, "without answering; the gateway is unaffected"), "%s", err.msg);
     ck_assert_int_eq(count_entries(gf_gw_upload_dir(gw)), 0); /* upload and work dir gone */
     ck_assert(gf_gw_ready(gw));
-    /* the converting kind: what is stored is what the converter wrote */
-    const char *conv = "{\"name\":\"conv\",\"kind\":\"convtest\",\"inputs\":[{\"name\":\"x\","
-                       "\"datatype\":\"FP32\",\"shape\":[-1,8]}],\"outputs\":[{\"name\":\"y\","
-                       "\"datatype\":\"FP32\",\"shape\":[-1,4]}],\"max_batch_size\":4}";
+    /* the converting kind, from a partial manifest and two files: what is
+     * stored is what the converter wrote and derived */
+    const char *conv = "{\"name\":\"conv\",\"kind\":\"convtest\"}";
     r = stage_convtest(gw, &m, tmp, sizeof tmp, sha, conv);
+    char *extra = gf_test_path(gf_gw_upload_dir(gw), "stage-note");
+    gf_test_write_file(extra, "from the second part", 20);
+    const char *extras[1] = {extra};
+    r.extra_tmp = extras;
+    r.n_extra = 1;
     ck_assert_msg(gf_gw_deploy(gw, &r, &out, &http, &err) == GF_OK, "%s", err.msg);
     ck_assert_int_eq(http, 201);
     ck_assert_int_eq(count_entries(gf_gw_upload_dir(gw)), 0);
     char *fdir = gf_test_path(tmpdir, "state/functions/conv");
     char *w1 = gf_test_path(fdir, "v1.safetensors"), *note = gf_test_path(fdir, "v1.note");
-    ck_assert_int_eq(access(note, R_OK), 0);
+    size_t nlen;
+    char *ntext = gf_test_read_file(note, &nlen);
+    ck_assert_str_eq(ntext, "converted: from the second part\n");
+    free(ntext);
+    free(extra);
     char wsha[GF_SHA256_HEX_LEN];
     uint64_t wbytes;
     ck_assert_int_eq(gf_sha256_file(w1, wsha, &wbytes, NULL), GF_OK);
