@@ -7,7 +7,7 @@
  * (cuMemCreate) mapped into ranges reserved with cuMemAddressReserve; the
  * driver functions are reached through cudaGetDriverEntryPointByVersion,
  * never by linking libcuda. Streams are two non-blocking cudaStreams;
- * events are cudaEvents without timing. */
+ * events are cudaEvents without timing, with blocking synchronisation. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -264,7 +264,14 @@ static gf_status cuda_event_new(gf_backend *be, gf_event **out, gf_err *err)
     gf_event *ev = calloc(1, sizeof *ev);
     if (ev == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory for an event");
-    cudaError_t e = cudaEventCreateWithFlags(&ev->ev, cudaEventDisableTiming);
+    /* BlockingSync: cudaEventSynchronize then sleeps in the driver until the
+     * event completes instead of busy-waiting ("If the cudaEventBlockingSync
+     * flag has not been set, then the CPU thread will busy-wait", runtime
+     * API): the cache's loader waits on staging and load events for as long
+     * as a model takes to copy, and would spin a core of the worker's for
+     * all of it. cudaStreamWaitEvent and cudaEventQuery are unaffected. */
+    cudaError_t e =
+        cudaEventCreateWithFlags(&ev->ev, cudaEventDisableTiming | cudaEventBlockingSync);
     if (e != cudaSuccess) {
         free(ev);
         return cuda_fail(err, GF_ERR_DEVICE, "cudaEventCreateWithFlags", e);
