@@ -215,47 +215,60 @@ static gf_status cuda_memcpy_async(gf_backend *be, gf_stream *s, void *dst, cons
     return GF_OK;
 }
 
-/* Read, report and clear the stream's deferred kernel error. */
-static gf_status cuda_check_deferred(struct gf_stream *s, gf_err *err)
+/* Wait for everything queued on s, then report and clear its deferred
+ * kernel error. The error words are copied into pinned memory by a copy
+ * queued before the wait (only when a kernel that may write them ran since
+ * the last sync), so no synchronous cudaMemcpy is needed to read them. */
+static gf_status cuda_sync_stream(struct gf_stream *s, gf_err *err)
 {
-    long long words[3] = {0, 0, 0};
-    cudaError_t e = cudaMemcpy(words, s->dev_error, sizeof words, cudaMemcpyDeviceToHost);
+    int armed = s->error_armed;
+    cudaError_t e;
+    if (armed) {
+        e = cudaMemcpyAsync(s->host_error, s->dev_error, 3 * sizeof(long long),
+                            cudaMemcpyDeviceToHost, s->stream);
+        if (e != cudaSuccess)
+            return cuda_fail(err, GF_ERR_DEVICE, "queueing the read of the stream's error word",
+                             e);
+    }
+    e = cudaStreamSynchronize(s->stream);
     if (e != cudaSuccess)
-        return cuda_fail(err, GF_ERR_DEVICE, "reading the stream's error word", e);
+        return cuda_fail(err, GF_ERR_DEVICE, "cudaStreamSynchronize", e);
+    if (!armed)
+        return GF_OK;
+    s->error_armed = 0;
+    const long long *words = s->host_error;
     if (words[0] == 0)
         return GF_OK;
+    gf_status code = (gf_status)(words[0] & 0xffffffff);
+    unsigned long long kind = (unsigned long long)words[0] >> 32;
+    long long bad = words[1], limit = words[2];
     /* clear it in stream order, so an error recorded after this sync by work
      * queued on the stream is not erased */
-    cudaMemsetAsync(s->dev_error, 0, sizeof words, s->stream);
-    gf_status code = (gf_status)(words[0] & 0xffffffff);
-    switch ((unsigned long long)words[0] >> 32) {
+    cudaMemsetAsync(s->dev_error, 0, 3 * sizeof(long long), s->stream);
+    switch (kind) {
     case GF_DEVERR_INDEX_NEG:
-        return gf_err_set(err, code, "a kernel found an out-of-range index %lld (valid: %lld to %lld)",
-                          words[1], -words[2], words[2] - 1);
+        return gf_err_set(err, code,
+                          "a kernel found an out-of-range index %lld (valid: %lld to %lld)", bad,
+                          -limit, limit - 1);
     case GF_DEVERR_DIV_ZERO:
         return gf_err_set(err, code, "a kernel found an integer division or modulo by zero");
     default:
-        return gf_err_set(err, code, "a kernel found an out-of-range index %lld (valid: 0 to %lld)",
-                          words[1], words[2] - 1);
+        return gf_err_set(err, code,
+                          "a kernel found an out-of-range index %lld (valid: 0 to %lld)", bad,
+                          limit - 1);
     }
 }
 
 static gf_status cuda_stream_sync(gf_backend *be, gf_stream *s, gf_err *err)
 {
     cuda_enter(be->context);
-    cudaError_t e = cudaStreamSynchronize(s->stream);
-    if (e != cudaSuccess)
-        return cuda_fail(err, GF_ERR_DEVICE, "cudaStreamSynchronize", e);
-    return cuda_check_deferred(s, err);
+    return cuda_sync_stream(s, err);
 }
 
 static int cuda_kernel_sync(void *kctx, gf_stream *s)
 {
     (void)kctx;
-    cudaError_t e = cudaStreamSynchronize(s->stream);
-    if (e != cudaSuccess)
-        return GF_ERR_DEVICE;
-    return (int)cuda_check_deferred(s, NULL);
+    return (int)cuda_sync_stream(s, NULL);
 }
 
 static gf_status cuda_event_new(gf_backend *be, gf_event **out, gf_err *err)
@@ -364,6 +377,8 @@ static void cuda_stream_destroy(struct gf_stream *s)
 {
     if (s->dev_error != NULL)
         cudaFree(s->dev_error);
+    if (s->host_error != NULL)
+        cudaFreeHost(s->host_error);
     if (s->stream != NULL)
         cudaStreamDestroy(s->stream);
     memset(s, 0, sizeof *s);
@@ -379,6 +394,8 @@ static gf_status cuda_stream_create(struct gf_stream *s, gf_stream_kind kind, gf
     e = cudaMalloc((void **)&s->dev_error, 3 * sizeof(long long));
     if (e == cudaSuccess)
         e = cudaMemset(s->dev_error, 0, 3 * sizeof(long long));
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&s->host_error, 3 * sizeof(long long), cudaHostAllocDefault);
     if (e != cudaSuccess)
         return cuda_fail(err, GF_ERR_DEVICE, "allocating the stream's error word", e);
     return GF_OK;

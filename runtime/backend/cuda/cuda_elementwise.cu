@@ -251,6 +251,7 @@ static void binary_launch(const gf_kiter &it, gf_binary_op op, void *y, const vo
     cudaStream_t st = s->stream;
     int o = (int)op;
     bool cmp = op >= GF_BINARY_EQUAL && op <= GF_BINARY_GREATER_EQUAL;
+    long long *err = cmp || dt == GF_DT_BOOL ? s->dev_error : gf_cuda_stream_error_words(s);
     if (dt == GF_DT_BOOL) {
         k_logic<I><<<g, GF_THREADS, 0, st>>>(it, (uint8_t *)y, (const uint8_t *)a,
                                              (const uint8_t *)b, o);
@@ -260,21 +261,21 @@ static void binary_launch(const gf_kiter &it, gf_binary_op op, void *y, const vo
                                                           (const float *)b, o);
         else
             k_arith<float, I><<<g, GF_THREADS, 0, st>>>(it, (float *)y, (const float *)a,
-                                                        (const float *)b, o, s->dev_error);
+                                                        (const float *)b, o, err);
     } else if (dt == GF_DT_I32) {
         if (cmp)
             k_compare<int32_t, I><<<g, GF_THREADS, 0, st>>>(it, (uint8_t *)y, (const int32_t *)a,
                                                             (const int32_t *)b, o);
         else
             k_arith<int32_t, I><<<g, GF_THREADS, 0, st>>>(it, (int32_t *)y, (const int32_t *)a,
-                                                          (const int32_t *)b, o, s->dev_error);
+                                                          (const int32_t *)b, o, err);
     } else {
         if (cmp)
             k_compare<int64_t, I><<<g, GF_THREADS, 0, st>>>(it, (uint8_t *)y, (const int64_t *)a,
                                                             (const int64_t *)b, o);
         else
             k_arith<int64_t, I><<<g, GF_THREADS, 0, st>>>(it, (int64_t *)y, (const int64_t *)a,
-                                                          (const int64_t *)b, o, s->dev_error);
+                                                          (const int64_t *)b, o, err);
     }
 }
 
@@ -434,12 +435,12 @@ int gf_cu_gather(void *vctx, gf_stream *s, void *y, const void *x, int64_t outer
         GF_EDISPATCH(elem_size, E,
                      k_gather<E, int32_t><<<g, GF_THREADS, 0, s->stream>>>(
                          (E *)y, (const E *)x, outer, axis_dim, inner, (const int32_t *)ids,
-                         n_ids, s->dev_error));
+                         n_ids, gf_cuda_stream_error_words(s)));
     else
         GF_EDISPATCH(elem_size, E,
                      k_gather<E, int64_t><<<g, GF_THREADS, 0, s->stream>>>(
                          (E *)y, (const E *)x, outer, axis_dim, inner, (const int64_t *)ids,
-                         n_ids, s->dev_error));
+                         n_ids, gf_cuda_stream_error_words(s)));
     return gf_cu_launched(fn, "k_gather");
 }
 

@@ -602,18 +602,19 @@ static int cu_embedding(void *vctx, gf_stream *s, float *y, const void *table, g
     int rc = gf_kargs_embedding(y, table, w_dtype, vocab, dim, ids, id_dtype, n, &noop);
     if (rc != 0 || noop || (rc = gf_cu_enter((gf_cuda_kctx *)vctx, fn, s)) != 0)
         return rc;
-    if (s->dev_error == NULL)
+    long long *dev_error = s->dev_error != NULL ? gf_cuda_stream_error_words(s) : NULL;
+    if (dev_error == NULL)
         return gf_kerr(GF_ERR_INTERNAL, fn, "the stream has no device error word");
     unsigned g = (unsigned)(n < GF_MAX_BLOCKS ? n : GF_MAX_BLOCKS);
     int threads = row_threads(dim);
     if (id_dtype == GF_DT_I32)
         GF_WDISPATCH(w_dtype, T,
                      k_embedding<T, int32_t><<<g, threads, 0, s->stream>>>(
-                         y, (const T *)table, vocab, dim, (const int32_t *)ids, n, s->dev_error));
+                         y, (const T *)table, vocab, dim, (const int32_t *)ids, n, dev_error));
     else
         GF_WDISPATCH(w_dtype, T,
                      k_embedding<T, int64_t><<<g, threads, 0, s->stream>>>(
-                         y, (const T *)table, vocab, dim, (const int64_t *)ids, n, s->dev_error));
+                         y, (const T *)table, vocab, dim, (const int64_t *)ids, n, dev_error));
     return gf_cu_launched(fn, "k_embedding");
 }
 
