@@ -76,6 +76,7 @@ extern "C" {
 #define GF_WORKER_EXIT_OK 0       /* SHUTDOWN drained, or the gateway closed the socket */
 #define GF_WORKER_EXIT_FAILURE 1  /* a runtime failure (socket I/O, out of memory) */
 #define GF_WORKER_EXIT_PROTOCOL 2 /* the gateway broke the protocol (malformed frame) */
+#define GF_WORKER_EXIT_DEVICE 3   /* the device was lost (a CUDA fault): respawn */
 #define GF_WORKER_EXIT_FATAL 78   /* do not respawn (sysexits' EX_CONFIG) */
 
 /* ONE-SHOT MODES. gpufaas-worker also runs as a short-lived child of the

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +244,19 @@ void gf_backend_free(gf_backend *be)
         pthread_mutex_destroy(&be->acct_lock);
     }
     free(be);
+}
+
+bool gf_backend_lost(gf_backend *be)
+{
+    if (atomic_load(&be->lost))
+        return true;
+    if (!be->iface.lost(be))
+        return false;
+    if (atomic_exchange(&be->lost, 1) == 0)
+        GF_LOG_E("%s: the device is lost (a fault left its context unusable; every further "
+                 "call fails until the process restarts)",
+                 be->info.name);
+    return true;
 }
 
 void gf_backend_info(gf_backend *be, gf_device_info *out)

@@ -103,6 +103,16 @@ void gf_backend_free(gf_backend *be);
  * the module was not built). Never fails. */
 int gf_backend_cuda_device_count(void);
 
+/* True once the device is lost: a fault (an illegal address, an
+ * uncorrectable ECC error, a kernel that trapped) left the CUDA context
+ * unusable. Such an error is sticky: every later call fails with it and
+ * nothing short of a new process clears it, so the caller fails what it
+ * holds and exits (the worker exits with GF_WORKER_EXIT_DEVICE and the
+ * gateway starts a fresh one). Cheap (one stream query the first time):
+ * call it after a device call failed. Any thread. cpu: only through the
+ * fault-injection site "device_lost". */
+bool gf_backend_lost(gf_backend *be);
+
 /* Information about the device (fresh free_memory on each call). */
 void gf_backend_info(gf_backend *be, gf_device_info *out);
 

@@ -59,6 +59,9 @@ struct gf_backend_iface {
     gf_status (*stream_wait_event)(gf_backend *be, gf_stream *s, gf_event *ev, gf_err *err);
     bool (*event_query)(gf_backend *be, gf_event *ev);
     gf_status (*event_sync)(gf_backend *be, gf_event *ev, gf_err *err);
+    /* True when the device is lost for good (see gf_backend_lost); may probe
+     * the device. */
+    bool (*lost)(gf_backend *be);
 };
 
 /* dev_alloc pointer -> size, for accounting on free (open addressing). */
@@ -87,6 +90,7 @@ struct gf_backend {
     bool acct_ready;
     gf_reclaim_fn reclaim;  /* under acct_lock; may be NULL */
     void *reclaim_arg;
+    _Atomic int lost;       /* gf_backend_lost answered true */
 };
 
 /* The cpu backend's constructor (cpu/cpu_backend.c). */

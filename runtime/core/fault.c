@@ -1,7 +1,9 @@
 /* gpufaas — fault injection for tests. */
 #include "core/fault.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GF_FAULT_SITES 16
@@ -36,6 +38,62 @@ void gf_fault_arm(const char *site, long nth, long repeat)
         gf_fault_armed_any = 1;
     }
     pthread_mutex_unlock(&gf_fault_lock);
+}
+
+/* One "site:nth[:repeat]" entry of len bytes at p. */
+static bool fault_parse_one(const char *p, size_t len, char *site, size_t cap, long *nth,
+                            long *repeat)
+{
+    const char *colon = memchr(p, ':', len);
+    if (colon == NULL || colon == p || (size_t)(colon - p) >= cap)
+        return false;
+    memcpy(site, p, (size_t)(colon - p));
+    site[colon - p] = '\0';
+    char num[48];
+    size_t rest = len - (size_t)(colon - p) - 1;
+    if (rest == 0 || rest >= sizeof num)
+        return false;
+    memcpy(num, colon + 1, rest);
+    num[rest] = '\0';
+    char *end;
+    errno = 0;
+    *nth = strtol(num, &end, 10);
+    if (errno != 0 || end == num || *nth < 1)
+        return false;
+    *repeat = 1;
+    if (*end == ':') {
+        char *r = end + 1;
+        *repeat = strtol(r, &end, 10);
+        if (errno != 0 || end == r || *repeat == 0)
+            return false;
+    }
+    return *end == '\0';
+}
+
+gf_status gf_fault_arm_spec(const char *spec, gf_err *err)
+{
+    if (spec == NULL || spec[0] == '\0')
+        return GF_OK;
+    /* check every entry before arming any */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *p = spec;
+        while (*p != '\0') {
+            const char *comma = strchr(p, ',');
+            size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+            char site[32];
+            long nth, repeat;
+            if (!fault_parse_one(p, len, site, sizeof site, &nth, &repeat))
+                return gf_err_set(err, GF_ERR_INVALID,
+                                  "fault spec entry '%.*s' is not site:nth[:repeat]", (int)len,
+                                  p);
+            if (pass == 1)
+                gf_fault_arm(site, nth, repeat);
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+    }
+    return GF_OK;
 }
 
 void gf_fault_reset(void)

@@ -10,12 +10,16 @@
  * backend's reclaimer is asked, as when another thread took the room),
  * "dev_page_alloc", "dev_map", "host_alloc",
  * "memcpy_async" (at queue time), "copy_exec" (on the copy stream, reported by
- * the next event/stream sync), "cache_alloc".
+ * the next event/stream sync), "cache_alloc", "device_lost" (cpu: the compute
+ * stream's sync finds the device lost, as a CUDA context after a fault, and
+ * every later device call fails).
  */
 #ifndef GF_CORE_FAULT_H
 #define GF_CORE_FAULT_H
 
 #include <stdbool.h>
+
+#include "core/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,6 +33,12 @@ bool gf_fault_hit(const char *site);
 /* Make the nth call (1 = the next) at site fail, and the `repeat` - 1 calls
  * after it too (repeat < 0: every call from the nth on). Thread-safe. */
 void gf_fault_arm(const char *site, long nth, long repeat);
+
+/* Arm sites from a spec "site:nth[:repeat][,site:nth[:repeat]...]" (nth and
+ * repeat as for gf_fault_arm; repeat defaults to 1), as tests hand a worker
+ * process in GPUFAAS_FAULTS. NULL or "" arms nothing. GF_ERR_INVALID naming
+ * the bad entry, with nothing armed. err may be NULL. */
+gf_status gf_fault_arm_spec(const char *spec, gf_err *err);
 
 /* Disarm every site and forget their counters. */
 void gf_fault_reset(void);

@@ -2,8 +2,10 @@
  * serving process, or one of the one-shot modes. See worker.h and
  * docs/protocol.md. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "ipc.h"
 #include "worker/worker.h"
 
@@ -37,9 +39,13 @@ static void usage(FILE *out)
             "  --copy-bandwidth SIZE      cpu, for tests: emulate a link of SIZE bytes/s\n"
             "\n"
             "Exit codes: %d done (SHUTDOWN, or the gateway closed the socket), %d runtime\n"
-            "failure, %d protocol error, %d fatal start-up failure: do not respawn.\n",
+            "failure, %d protocol error, %d the device was lost (a CUDA fault; respawn),\n"
+            "%d fatal start-up failure: do not respawn.\n"
+            "\n"
+            "For tests, GPUFAAS_FAULTS=site:nth[:repeat],... arms fault-injection sites\n"
+            "(runtime/core/fault.h), e.g. device_lost:1.\n",
             GF_WORKER_EXIT_OK, GF_WORKER_EXIT_FAILURE, GF_WORKER_EXIT_PROTOCOL,
-            GF_WORKER_EXIT_FATAL);
+            GF_WORKER_EXIT_DEVICE, GF_WORKER_EXIT_FATAL);
 }
 
 int gf_worker_main(int argc, char **argv)
@@ -50,11 +56,15 @@ int gf_worker_main(int argc, char **argv)
             return GF_WORKER_EXIT_OK;
         }
     }
+    gf_err err;
+    gf_err_clear(&err);
+    if (gf_fault_arm_spec(getenv("GPUFAAS_FAULTS"), &err) != GF_OK) {
+        fprintf(stderr, "gpufaas-worker: GPUFAAS_FAULTS: %s\n", gf_err_msg(&err));
+        return GF_WORKER_EXIT_FATAL;
+    }
     if (gf_worker_is_oneshot(argc, argv))
         return gf_worker_oneshot_main(argc, argv);
     gf_worker_config cfg;
-    gf_err err;
-    gf_err_clear(&err);
     if (gf_worker_parse_args(argc, argv, &cfg, &err) != GF_OK) {
         fprintf(stderr, "gpufaas-worker: %s (see --help)\n", gf_err_msg(&err));
         return GF_WORKER_EXIT_FATAL;

@@ -122,6 +122,7 @@ struct gf_worker {
     bool draining; /* SHUTDOWN/SIGTERM: refuse new work, exit when idle */
     bool stopping; /* EOF, malformed frame, I/O error: drop queued work, exit */
     int exit_code;
+    char stop_why[192]; /* why requests are refused while stopping ("" = the default) */
     bool exec_done, admin_done;
     uint64_t n_requests, n_errors;
     wreq *ahead;         /* the queued request holding a lease taken ahead, or NULL */
@@ -358,6 +359,41 @@ static void begin_stop(gf_worker *w, int code)
     pthread_cond_broadcast(&w->admin_cond);
     pthread_cond_broadcast(&w->progress_cond);
     pthread_mutex_unlock(&w->lock);
+}
+
+/* What a refused or dropped request is told while the worker stops. w->lock
+ * held; copied into buf. */
+static const char *stop_message(gf_worker *w, const char *dflt, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", w->stop_why[0] != '\0' ? w->stop_why : dflt);
+    return buf;
+}
+
+/* After a device call failed (st): when the device is lost for good (a
+ * CUDA fault left the context unusable, gf_backend_lost), nothing this
+ * process does can use it again. Stop as on end of stream (queued requests
+ * are answered GF_ERR_CLOSED: 503, try again) and exit with
+ * GF_WORKER_EXIT_DEVICE, so the supervisor starts a fresh worker with a new
+ * context. Notes it in err. Returns true when the device is lost. No lock
+ * held. */
+static bool device_lost(gf_worker *w, gf_status st, gf_err *err)
+{
+    if (st == GF_OK || !gf_backend_lost(w->be))
+        return false;
+    pthread_mutex_lock(&w->lock);
+    bool first = w->stop_why[0] == '\0';
+    if (first)
+        snprintf(w->stop_why, sizeof w->stop_why,
+                 "the worker is stopping: device %s is lost (it restarts with a new context)",
+                 w->device);
+    pthread_mutex_unlock(&w->lock);
+    if (first) {
+        GF_LOG_E("device %s is lost: failing queued work and exiting with code %d (%s)",
+                 w->device, GF_WORKER_EXIT_DEVICE, gf_err_msg(err));
+        begin_stop(w, GF_WORKER_EXIT_DEVICE);
+    }
+    gf_err_prefix(err, "device %s is lost (the worker restarts)", w->device);
+    return true;
 }
 
 /* Write the frame in b (one whole frame) and empty b. No lock may be held. A
@@ -791,6 +827,7 @@ static void do_load(gf_worker *w, wjob *j, gf_buf *b)
         pthread_mutex_unlock(&w->lock);
     }
     if (st != GF_OK) {
+        device_lost(w, st, &err);
         GF_LOG_W("LOAD '%s' failed: %s", m->key, gf_err_msg(&err));
         reply_error(w, b, j->id, st, gf_err_msg(&err));
         return;
@@ -1041,6 +1078,7 @@ static void run_request(gf_worker *w, wreq *cur, gf_buf *b)
     lease_ahead(w);
     st = gf_fn_infer(m->plan, w->be, w->cache, cur->lease, in, m->mf->n_inputs, &outs, &timing,
                      &err);
+    device_lost(w, st, &err);
     if (st == GF_OK) {
         pthread_mutex_lock(&w->lock);
         m->exec_us = m->exec_us == 0 ? timing.exec_us : (m->exec_us * 7 + timing.exec_us) / 8;
@@ -1151,8 +1189,10 @@ static void *exec_main(void *arg)
         wreq *r = w->q_head;
         queue_unlink(w, r);
         w->n_errors++;
+        char why[sizeof w->stop_why];
+        stop_message(w, "the worker is stopping", why, sizeof why);
         pthread_mutex_unlock(&w->lock);
-        reply_error(w, &b, r->id, GF_ERR_CLOSED, "the worker is stopping");
+        reply_error(w, &b, r->id, GF_ERR_CLOSED, why);
         request_free(w, r);
         pthread_mutex_lock(&w->lock);
     }
@@ -1175,18 +1215,22 @@ static int protocol_error(gf_worker *w, gf_buf *b, uint64_t id, gf_status code, 
     return GF_WORKER_EXIT_PROTOCOL;
 }
 
-static bool refusing(gf_worker *w)
+/* True while new work is refused; the reason goes to why (cap bytes). */
+static bool refusing(gf_worker *w, char *why, size_t cap)
 {
     pthread_mutex_lock(&w->lock);
     bool r = w->draining || w->stopping;
+    if (r)
+        stop_message(w, "the worker is shutting down", why, cap);
     pthread_mutex_unlock(&w->lock);
     return r;
 }
 
 static void handle_load(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_load *msg)
 {
-    if (refusing(w)) {
-        reply_error(w, b, id, GF_ERR_CLOSED, "the worker is shutting down");
+    char why[sizeof w->stop_why];
+    if (refusing(w, why, sizeof why)) {
+        reply_error(w, b, id, GF_ERR_CLOSED, why);
         return;
     }
     if (msg->key[0] == '\0') {
@@ -1269,8 +1313,9 @@ static void handle_load(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_load 
 
 static void handle_unload(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_unload *msg)
 {
-    if (refusing(w)) {
-        reply_error(w, b, id, GF_ERR_CLOSED, "the worker is shutting down");
+    char why[sizeof w->stop_why];
+    if (refusing(w, why, sizeof why)) {
+        reply_error(w, b, id, GF_ERR_CLOSED, why);
         return;
     }
     wjob *j = calloc(1, sizeof *j);
@@ -1311,8 +1356,9 @@ static void handle_infer(gf_worker *w, gf_buf *b, gf_ipc_frame *f, gf_ipc_infer 
     pthread_mutex_lock(&w->lock);
     w->n_requests++;
     pthread_mutex_unlock(&w->lock);
-    if (refusing(w)) {
-        reply_error(w, b, id, GF_ERR_CLOSED, "the worker is shutting down");
+    char why[sizeof w->stop_why];
+    if (refusing(w, why, sizeof why)) {
+        reply_error(w, b, id, GF_ERR_CLOSED, why);
         goto drop;
     }
     if ((r = calloc(1, sizeof *r)) == NULL) {

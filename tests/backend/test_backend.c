@@ -725,6 +725,57 @@ START_TEST(test_faults)
 }
 END_TEST
 
+/* A lost device (a CUDA context after an illegal address, an ECC error):
+ * gf_backend_lost says so, and every later call fails with the same sticky
+ * error; closing still works. On cpu through the "device_lost" fault site,
+ * which the compute stream's sync hits. */
+START_TEST(test_device_lost)
+{
+    if (!g_is_cpu)
+        return; /* no fault can be injected into a real GPU from here */
+    gf_backend *be = open_be(8 * dev_page(), NULL, NULL);
+    gf_stream *comp = gf_backend_stream(be, GF_STREAM_COMPUTE);
+    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
+    gf_err err;
+    char *h, *d;
+    ck_assert_int_eq(gf_host_alloc_pinned(be, 64, (void **)&h, &err), GF_OK);
+    ck_assert_int_eq(gf_dev_alloc(be, 64, (void **)&d, &err), GF_OK);
+    ck_assert(!gf_backend_lost(be));
+    ck_assert_int_eq(gf_stream_sync(be, comp, &err), GF_OK);
+    ck_assert(!gf_backend_lost(be)); /* a failure alone is not a loss */
+    ck_assert_int_eq(gf_memcpy_async(be, comp, NULL, h, 64, GF_COPY_H2D, &err), GF_ERR_INVALID);
+    ck_assert(!gf_backend_lost(be));
+    gf_fault_arm("device_lost", 1, 1);
+    ck_assert_int_eq(gf_stream_sync(be, comp, &err), GF_ERR_DEVICE);
+    ck_assert_msg(strstr(err.msg, "lost") != NULL, "%s", err.msg);
+    ck_assert(gf_backend_lost(be));
+    ck_assert(gf_backend_lost(be));
+    /* sticky: every call that reaches the device fails from now on */
+    ck_assert_int_eq(gf_stream_sync(be, comp, &err), GF_ERR_DEVICE);
+    ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_ERR_DEVICE);
+    ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 64, GF_COPY_H2D, &err), GF_ERR_DEVICE);
+    ck_assert_int_eq(gf_memcpy_async(be, comp, d, h, 64, GF_COPY_H2D, &err), GF_ERR_DEVICE);
+    void *p;
+    ck_assert_int_eq(gf_dev_alloc(be, 64, &p, &err), GF_ERR_DEVICE);
+    int64_t pg;
+    ck_assert_int_eq(gf_dev_page_alloc(be, &pg, &err), GF_ERR_DEVICE);
+    uint64_t used;
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 64); /* the failures left no accounting behind */
+    gf_event *ev;
+    ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
+    ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_ERR_DEVICE);
+    ck_assert_int_eq(gf_stream_wait_event(be, comp, ev, &err), GF_ERR_DEVICE);
+    const gf_kernels *k = gf_backend_kernels(be);
+    ck_assert_int_ne(k->sync(k->ctx, comp), 0);
+    gf_event_free(be, ev);
+    gf_dev_free(be, d);
+    gf_host_free_pinned(be, h);
+    gf_fault_reset();
+    gf_backend_free(be);
+}
+END_TEST
+
 START_TEST(test_bandwidth_emulation)
 {
     if (!g_is_cpu)
@@ -781,6 +832,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_compute_wait_blocks_until_copy_done);
     tcase_add_test(tc, test_copy_stream_waits_on_event);
     tcase_add_test(tc, test_faults);
+    tcase_add_test(tc, test_device_lost);
     tcase_add_test(tc, test_bandwidth_emulation);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);

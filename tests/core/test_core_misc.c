@@ -1,4 +1,4 @@
-/* Tests for runtime/core: errors, logging, byte buffers, UTF-8, tensors. */
+/* Tests for runtime/core: errors, logging, byte buffers, UTF-8, tensors, fault specs. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include "core/buf.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/log.h"
 #include "core/tensor.h"
 #include "core/utf8.h"
@@ -195,6 +196,36 @@ START_TEST(test_tensor)
 }
 END_TEST
 
+/* GPUFAAS_FAULTS-style specs: every entry is checked before any is armed. */
+START_TEST(test_fault_spec)
+{
+    gf_err err;
+    ck_assert_int_eq(gf_fault_arm_spec(NULL, &err), GF_OK);
+    ck_assert_int_eq(gf_fault_arm_spec("", &err), GF_OK);
+    ck_assert(!GF_FAULT("a"));
+    ck_assert_int_eq(gf_fault_arm_spec("a:2,b:1:3", &err), GF_OK);
+    ck_assert(!gf_fault_hit("a"));
+    ck_assert(gf_fault_hit("a"));
+    ck_assert(!gf_fault_hit("a")); /* repeat defaults to one */
+    for (int i = 0; i < 3; i++)
+        ck_assert(gf_fault_hit("b"));
+    ck_assert(!gf_fault_hit("b"));
+    ck_assert_int_eq(gf_fault_failures("b"), 3);
+    gf_fault_reset();
+    static const char *bad[] = {"a", "a:", ":1", "a:0", "a:x", "a:1:", "a:1:0", "a:1:2:3",
+                                "ok:1,bad", "a:1,,b:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(gf_fault_arm_spec(bad[i], &err) == GF_ERR_INVALID, "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(err.msg, "not site:nth[:repeat]") != NULL, "%s", err.msg);
+    }
+    ck_assert(!gf_fault_hit("ok")); /* nothing of a bad spec was armed */
+    ck_assert_int_eq(gf_fault_arm_spec("x:1:-1", &err), GF_OK); /* every call from the first */
+    for (int i = 0; i < 5; i++)
+        ck_assert(gf_fault_hit("x"));
+    gf_fault_reset();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core_misc");
@@ -205,6 +236,7 @@ int main(void)
     tcase_add_test(tc, test_buf);
     tcase_add_test(tc, test_utf8);
     tcase_add_test(tc, test_tensor);
+    tcase_add_test(tc, test_fault_spec);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,21 @@ struct cpu_ctx {
     char *park;
     size_t park_bytes;
     void **mapped_at; /* per page: where it is mapped, NULL when parked */
+    _Atomic int lost; /* the "device" is lost (fault injection only) */
 };
+
+/* A lost device (here only through the "device_lost" fault site, which the
+ * compute stream's sync hits) fails every call that reaches it from then on,
+ * as every CUDA call does after a sticky error. */
+static bool cpu_is_lost(cpu_ctx *c)
+{
+    return atomic_load(&c->lost) != 0;
+}
+
+static gf_status cpu_lost_error(gf_err *err)
+{
+    return gf_err_set(err, GF_ERR_DEVICE, "the device is lost (injected fault: device_lost)");
+}
 
 /* ---- events ---------------------------------------------------------------- */
 
@@ -136,7 +151,7 @@ static bool cpu_event_query(gf_backend *be, gf_event *ev)
 
 static gf_status cpu_event_sync(gf_backend *be, gf_event *ev, gf_err *err)
 {
-    (void)be;
+    cpu_ctx *c = be->context;
     pthread_mutex_lock(&ev->lock);
     uint64_t want = ev->recorded;
     while (ev->completed < want)
@@ -145,6 +160,8 @@ static gf_status cpu_event_sync(gf_backend *be, gf_event *ev, gf_err *err)
     if (st != GF_OK)
         gf_err_set(err, st, "%s", ev->msg);
     pthread_mutex_unlock(&ev->lock);
+    if (st == GF_OK && cpu_is_lost(c))
+        return cpu_lost_error(err);
     return st;
 }
 
@@ -308,8 +325,9 @@ static gf_stream *cpu_stream(gf_backend *be, gf_stream_kind kind)
 static gf_status cpu_memcpy_async(gf_backend *be, gf_stream *s, void *dst, const void *src,
                                   size_t n, gf_copy_kind kind, gf_err *err)
 {
-    (void)be;
     (void)kind;
+    if (cpu_is_lost(be->context))
+        return cpu_lost_error(err);
     if (s->kind == GF_STREAM_COMPUTE) {
         if (GF_FAULT("copy_exec"))
             return gf_err_set(err, GF_ERR_DEVICE, "copy of %zu bytes failed (injected fault)",
@@ -323,10 +341,16 @@ static gf_status cpu_memcpy_async(gf_backend *be, gf_stream *s, void *dst, const
 
 static gf_status cpu_stream_sync(gf_backend *be, gf_stream *s, gf_err *err)
 {
-    (void)be;
+    cpu_ctx *c = be->context;
+    if (s->kind == GF_STREAM_COMPUTE && GF_FAULT("device_lost"))
+        atomic_store(&c->lost, 1);
     pthread_mutex_lock(&s->lock);
     while (s->done < s->queued)
         pthread_cond_wait(&s->cond, &s->lock);
+    if (cpu_is_lost(c)) {
+        pthread_mutex_unlock(&s->lock);
+        return cpu_lost_error(err);
+    }
     gf_status st = s->error;
     if (st != GF_OK) {
         gf_err_set(err, st, "%s", s->error_msg);
@@ -339,7 +363,8 @@ static gf_status cpu_stream_sync(gf_backend *be, gf_stream *s, gf_err *err)
 
 static gf_status cpu_event_record(gf_backend *be, gf_event *ev, gf_stream *s, gf_err *err)
 {
-    (void)be;
+    if (cpu_is_lost(be->context))
+        return cpu_lost_error(err);
     pthread_mutex_lock(&ev->lock);
     uint64_t gen = ++ev->recorded;
     pthread_mutex_unlock(&ev->lock);
@@ -356,7 +381,8 @@ static gf_status cpu_event_record(gf_backend *be, gf_event *ev, gf_stream *s, gf
 
 static gf_status cpu_stream_wait_event(gf_backend *be, gf_stream *s, gf_event *ev, gf_err *err)
 {
-    (void)be;
+    if (cpu_is_lost(be->context))
+        return cpu_lost_error(err);
     pthread_mutex_lock(&ev->lock);
     uint64_t gen = ev->recorded;
     pthread_mutex_unlock(&ev->lock);
@@ -380,7 +406,8 @@ static int cpu_kernel_sync(void *kctx, gf_stream *s)
 
 static gf_status cpu_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err)
 {
-    (void)be;
+    if (cpu_is_lost(be->context))
+        return cpu_lost_error(err);
     void *p = NULL;
     int rc = posix_memalign(&p, 256, size ? size : 1);
     if (rc != 0)
@@ -461,6 +488,8 @@ static void cpu_vrelease(gf_backend *be, void *base, size_t size)
 static gf_status cpu_page_commit(gf_backend *be, int64_t p, gf_err *err)
 {
     cpu_ctx *c = be->context;
+    if (cpu_is_lost(c))
+        return cpu_lost_error(err);
     /* commit the page's memory now rather than on first touch inside a copy,
      * as a GPU allocation would be, and build its page tables once in its
      * parking slot */
@@ -496,6 +525,8 @@ static void cpu_page_release(gf_backend *be, int64_t p)
 static gf_status cpu_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
 {
     cpu_ctx *c = be->context;
+    if (cpu_is_lost(c))
+        return cpu_lost_error(err);
     if (!gf_page_pool_is_committed(&be->pool, page) || c->mapped_at[page] != NULL)
         return gf_err_set(err, GF_ERR_INVALID, "page %lld is not an allocated, unmapped page",
                           (long long)page);
@@ -559,6 +590,11 @@ static void cpu_refresh_info(gf_backend *be, gf_device_info *info)
     info->free_memory = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
 }
 
+static bool cpu_lost(gf_backend *be)
+{
+    return cpu_is_lost(be->context);
+}
+
 static void cpu_free(gf_backend *be)
 {
     cpu_ctx *c = be->context;
@@ -598,6 +634,7 @@ static const struct gf_backend_iface cpu_iface = {
     /* .stream_wait_event = */ cpu_stream_wait_event,
     /* .event_query = */ cpu_event_query,
     /* .event_sync = */ cpu_event_sync,
+    /* .lost = */ cpu_lost,
 };
 
 gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf_err *err)

@@ -338,6 +338,62 @@ static gf_status cuda_event_sync(gf_backend *be, gf_event *ev, gf_err *err)
     return GF_OK;
 }
 
+/* ---- a lost device ---------------------------------------------------------------- */
+
+/* True for the errors after which the CUDA context is unusable: the runtime
+ * API documents each of these as leaving "the process in an inconsistent
+ * state ... any further CUDA work will return the same error. To continue
+ * using CUDA, the process must be terminated and relaunched"
+ * (driver_types.h), plus an uncorrectable ECC or NVLink error and a
+ * destroyed context, which no call can undo either. */
+static bool cuda_is_sticky(cudaError_t e)
+{
+    switch ((int)e) {
+    case cudaErrorIllegalAddress:      /* 700 */
+    case cudaErrorLaunchTimeout:       /* 702 */
+    case cudaErrorContextIsDestroyed:  /* 709 */
+    case cudaErrorAssert:              /* 710 */
+    case cudaErrorHardwareStackError:  /* 714 */
+    case cudaErrorIllegalInstruction:  /* 715 */
+    case cudaErrorMisalignedAddress:   /* 716 */
+    case cudaErrorInvalidAddressSpace: /* 717 */
+    case cudaErrorInvalidPc:           /* 718 */
+    case cudaErrorLaunchFailure:       /* 719 */
+    case cudaErrorECCUncorrectable:    /* 214 */
+    case cudaErrorNvlinkUncorrectable: /* 220 */
+    case 226:                          /* cudaErrorContained (CUDA 12.x+) */
+    case 721:                          /* cudaErrorTensorMemoryLeak (CUDA 12.x+) */
+    case 810:                          /* cudaErrorMpsClientTerminated */
+    case 911:                          /* cudaErrorExternalDevice */
+    case cudaErrorUnknown:             /* 999: what a GPU gone from the bus gives */
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Probe: a sticky error is returned by every call, so a query of the
+ * backend's streams (cheap, never blocks) reports it; NotReady and success
+ * mean the context works. A non-sticky error of the query itself is
+ * cleared and does not count. */
+static bool cuda_lost(gf_backend *be)
+{
+    cuda_ctx *c = be->context;
+    cuda_enter(c);
+    struct gf_stream *streams[2] = {&c->compute, &c->copy};
+    for (int i = 0; i < 2; i++) {
+        cudaError_t e = cudaStreamQuery(streams[i]->stream);
+        if (e == cudaSuccess || e == cudaErrorNotReady)
+            continue;
+        if (cuda_is_sticky(e)) {
+            GF_LOG_E("cuda:%d: %s (%s)", c->index, cudaGetErrorString(e), cudaGetErrorName(e));
+            return true;
+        }
+        cudaGetLastError();
+    }
+    return false;
+}
+
 /* ---- info ---------------------------------------------------------------------- */
 
 /* PCIe link from sysfs (the runtime API does not report it): the most the
@@ -442,6 +498,7 @@ static const struct gf_backend_iface cuda_iface = {
     /* .stream_wait_event = */ cuda_stream_wait_event,
     /* .event_query = */ cuda_event_query,
     /* .event_sync = */ cuda_event_sync,
+    /* .lost = */ cuda_lost,
 };
 
 static gf_status cuda_load_vmm(cuda_vmm *v, gf_err *err)
