@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache/host_pool.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/tensor.h"
@@ -33,7 +34,7 @@ struct gf_cache_model {
     ctensor *t;
     size_t n;
     size_t *by_name;     /* indices into t, sorted by name */
-    size_t layout_bytes; /* the tensors with their alignment (host copy size) */
+    size_t layout_bytes; /* the tensors with their alignment (bytes a swap-in copies) */
     size_t range_bytes;  /* layout rounded up to whole pages */
     size_t n_pages;
     char *va;            /* the model's device range, reserved for its lifetime */
@@ -54,10 +55,10 @@ struct gf_cache_model {
     double gds_h;        /* GreedyDual-Size priority */
     uint64_t hits;
     /* host tier */
-    char *host_buf;      /* pinned copy (layout_bytes), or NULL */
-    bool host_ready;     /* host_buf holds every byte */
-    bool host_filling;   /* a load is filling host_buf */
-    int host_users;      /* loads reading host_buf */
+    char **host_pages;   /* pinned copy: n_pages pages of the host pool, or NULL */
+    bool host_ready;     /* host_pages hold every byte */
+    bool host_filling;   /* a load is filling host_pages */
+    int host_users;      /* loads reading host_pages */
     uint64_t host_tick;
     bool fill_host;      /* the current device load fills the host tier */
 };
@@ -85,7 +86,8 @@ struct gf_cache {
     uint64_t clock;      /* LRU ticks */
     double gds_clock;    /* GreedyDual L */
     double bw_host, bw_store; /* bytes per microsecond, measured */
-    uint64_t host_used;
+    uint64_t host_used;  /* bytes of host pages taken by models */
+    gf_host_pool *host_pool; /* the host tier's pinned pages (NULL without a host tier) */
     gf_cache_stats st;
     /* loader */
     pthread_t thread;
@@ -276,18 +278,49 @@ static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
 
 /* ---- host tier ----------------------------------------------------------- */
 
+/* Give the host copy's pages back to the pool (no pinned memory is freed:
+ * cudaFreeHost would wait for the device, here under the cache's lock). */
 static void free_host(gf_cache *c, gf_cache_model *m, bool report)
 {
-    if (m->host_buf == NULL)
+    if (m->host_pages == NULL)
         return;
-    gf_host_free_pinned(c->be, m->host_buf);
-    m->host_buf = NULL;
-    c->host_used -= m->layout_bytes;
+    gf_host_pool_put(c->host_pool, m->n_pages, m->host_pages);
+    free(m->host_pages);
+    m->host_pages = NULL;
+    c->host_used -= m->range_bytes;
     if (m->host_ready && report) {
         c->st.evictions_host++;
-        emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_HOST, GF_TIER_STORE, m->layout_bytes, 0, NULL);
+        emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_HOST, GF_TIER_STORE, m->range_bytes, 0, NULL);
     }
     m->host_ready = false;
+}
+
+/* The host copy's bytes at [pos, pos + len): the address of pos, and in
+ * *run how many of those bytes lie contiguously there (pages of one slab
+ * taken together are adjacent). */
+static char *host_at(const gf_cache *c, const gf_cache_model *m, size_t pos, size_t len,
+                     size_t *run)
+{
+    size_t pg = pos / c->page_size, off = pos % c->page_size;
+    char *p = m->host_pages[pg] + off;
+    size_t n = c->page_size - off;
+    while (n < len && pg + 1 < m->n_pages &&
+           m->host_pages[pg + 1] == m->host_pages[pg] + c->page_size) {
+        pg++;
+        n += c->page_size;
+    }
+    *run = n < len ? n : len;
+    return p;
+}
+
+/* Copy len bytes from src into the host copy at pos. */
+static void host_fill(const gf_cache *c, gf_cache_model *m, size_t pos, const char *src,
+                      size_t len)
+{
+    for (size_t done = 0, run; done < len; done += run) {
+        char *h = host_at(c, m, pos + done, len - done, &run);
+        memcpy(h, src + done, run);
+    }
 }
 
 /* Make host_used + need <= budget by evicting LRU host copies that no load
@@ -317,27 +350,32 @@ static bool host_make_room(gf_cache *c, const gf_cache_model *keep, size_t need)
 static bool host_reserve(gf_cache *c, gf_cache_model *m)
 {
     pthread_mutex_lock(&c->lock);
-    bool ok = m->host_buf == NULL && !m->host_filling && host_make_room(c, m, m->layout_bytes);
+    bool ok = c->host_pool != NULL && m->host_pages == NULL && !m->host_filling &&
+              host_make_room(c, m, m->range_bytes);
     if (ok) {
-        c->host_used += m->layout_bytes;
+        c->host_used += m->range_bytes;
         m->host_filling = true;
     }
     pthread_mutex_unlock(&c->lock);
     if (!ok)
         return false;
-    void *buf = NULL;
     gf_err err;
-    if (gf_host_alloc_pinned(c->be, m->layout_bytes, &buf, &err) != GF_OK) {
+    gf_err_clear(&err);
+    char **pages = malloc(m->n_pages * sizeof *pages);
+    gf_status st = pages == NULL ? gf_err_set(&err, GF_ERR_NOMEM, "out of memory")
+                                 : gf_host_pool_take(c->host_pool, m->n_pages, pages, &err);
+    if (st != GF_OK) {
         GF_LOG_W("model '%s': host tier allocation failed, streaming instead: %s", m->key,
                  err.msg);
+        free(pages);
         pthread_mutex_lock(&c->lock);
-        c->host_used -= m->layout_bytes;
+        c->host_used -= m->range_bytes;
         m->host_filling = false;
         pthread_mutex_unlock(&c->lock);
         return false;
     }
     pthread_mutex_lock(&c->lock);
-    m->host_buf = buf;
+    m->host_pages = pages;
     pthread_mutex_unlock(&c->lock);
     return true;
 }
@@ -381,13 +419,14 @@ static void run_device_job(gf_cache *c, gf_cache_model *m)
         for (size_t off = 0; off < t->st->nbytes && st == GF_OK; off += c->chunk) {
             size_t len = t->st->nbytes - off < c->chunk ? t->st->nbytes - off : c->chunk;
             char *dst = m->va + t->offset + off;
-            if (from_host) {
-                st = gf_memcpy_async(c->be, c->copy, dst, m->host_buf + t->offset + off, len,
-                                     GF_COPY_H2D, &err);
-            } else if (filling) {
-                memcpy(m->host_buf + t->offset + off, src_all + off, len);
-                st = gf_memcpy_async(c->be, c->copy, dst, m->host_buf + t->offset + off, len,
-                                     GF_COPY_H2D, &err);
+            if (from_host || filling) {
+                /* from the host copy, one copy per contiguous run of its pages */
+                if (filling)
+                    host_fill(c, m, t->offset + off, src_all + off, len);
+                for (size_t done = 0, run; done < len && st == GF_OK; done += run) {
+                    char *h = host_at(c, m, t->offset + off + done, len - done, &run);
+                    st = gf_memcpy_async(c->be, c->copy, dst + done, h, run, GF_COPY_H2D, &err);
+                }
             } else {
                 staging_slot *slot = &c->ring[c->ring_next];
                 c->ring_next = (c->ring_next + 1) % c->n_ring;
@@ -481,7 +520,7 @@ static void run_host_job(gf_cache *c, gf_cache_model *m)
     bool ok = host_reserve(c, m);
     if (ok) {
         for (size_t i = 0; i < m->n; i++)
-            memcpy(m->host_buf + m->t[i].offset, m->t[i].st->data, m->t[i].st->nbytes);
+            host_fill(c, m, m->t[i].offset, m->t[i].st->data, m->t[i].st->nbytes);
     }
     pthread_mutex_lock(&c->lock);
     if (ok) {
@@ -575,7 +614,7 @@ static gf_status push_job(gf_cache *c, gf_cache_model *m, job_kind kind, gf_err 
 static gf_status start_device_load(gf_cache *c, gf_cache_model *m, gf_err *err)
 {
     m->src = m->host_ready ? GF_TIER_HOST : GF_TIER_STORE;
-    m->fill_host = m->src == GF_TIER_STORE && c->cfg.host_budget > 0 && m->host_buf == NULL &&
+    m->fill_host = m->src == GF_TIER_STORE && c->host_pool != NULL && m->host_pages == NULL &&
                    !m->host_filling;
     m->n_recorded = 0;
     m->load_status = GF_OK;
@@ -620,6 +659,9 @@ gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **ou
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     gf_status st;
+    if (cfg->host_budget > 0 &&
+        (st = gf_host_pool_new(be, cfg->host_budget, c->page_size, &c->host_pool, err)) != GF_OK)
+        goto fail;
     c->n_ring = cfg->staging_buffers > 0 ? cfg->staging_buffers : 3;
     c->ring = calloc((size_t)c->n_ring, sizeof *c->ring);
     if (c->ring == NULL) {
@@ -712,6 +754,7 @@ void gf_cache_free(gf_cache *c)
         }
         free(c->ring);
     }
+    gf_host_pool_free(c->host_pool);
     free(c->jobs);
     free(c->pending);
     pthread_mutex_destroy(&c->lock);
@@ -892,7 +935,8 @@ const char *gf_cache_model_key(const gf_cache_model *m) { return m->key; }
 size_t gf_cache_model_count(const gf_cache_model *m) { return m->n; }
 const gf_st_tensor *gf_cache_model_tensor(const gf_cache_model *m, size_t i) { return m->t[i].st; }
 uint64_t gf_cache_model_device_bytes(const gf_cache_model *m) { return m->range_bytes; }
-uint64_t gf_cache_model_host_bytes(const gf_cache_model *m) { return m->layout_bytes; }
+uint64_t gf_cache_model_host_bytes(const gf_cache_model *m) { return m->range_bytes; }
+uint64_t gf_cache_model_copy_bytes(const gf_cache_model *m) { return m->layout_bytes; }
 
 long gf_cache_model_index(const gf_cache_model *m, const char *name)
 {
@@ -1041,11 +1085,11 @@ gf_status gf_cache_prefetch(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err
     if (tier == GF_TIER_HOST) {
         if (!m->host_ready && !m->host_filling && m->host_users == 0 &&
             atomic_load(&m->dev) != DEV_LOADING) {
-            if (m->layout_bytes > c->cfg.host_budget)
+            if (m->range_bytes > c->cfg.host_budget)
                 st = gf_err_set(err, GF_ERR_TOO_LARGE,
                                 "model '%s' needs %zu bytes of host memory but the host budget "
                                 "is %llu bytes",
-                                m->key, m->layout_bytes,
+                                m->key, m->range_bytes,
                                 (unsigned long long)c->cfg.host_budget);
             else if ((st = push_job(c, m, JOB_HOST, err)) == GF_OK)
                 m->host_users++;
@@ -1121,6 +1165,7 @@ void gf_cache_get_stats(gf_cache *c, gf_cache_stats *out)
     *out = c->st;
     gf_dev_usage(c->be, &out->device_used, &out->device_budget);
     out->host_used = c->host_used;
+    out->host_pinned = c->host_pool != NULL ? gf_host_pool_pinned(c->host_pool) : 0;
     out->host_budget = c->cfg.host_budget;
     out->models = (uint32_t)c->n_models;
     out->models_on_device = 0;
@@ -1154,7 +1199,7 @@ void gf_cache_snapshot(gf_cache *c, void (*fn)(void *arg, const gf_cache_residen
             .in_host = m->host_ready,
             .leases = m->refs,
             .device_bytes = (dev == DEV_READY || dev == DEV_LOADING) ? m->range_bytes : 0,
-            .host_bytes = m->host_ready ? m->layout_bytes : 0,
+            .host_bytes = m->host_ready ? m->range_bytes : 0,
             .hits = m->hits,
             .last_used_us = m->last_used_us,
         };

@@ -5,7 +5,9 @@
  * tiers:
  *
  *   store tier   its safetensors file, mapped read-only (always there)
- *   host tier    a pinned host copy, under a byte budget, LRU eviction
+ *   host tier    a pinned host copy in pages of a pinned pool (pinned as the
+ *                tier first grows, never freed on eviction), under a byte
+ *                budget, LRU eviction
  *   device tier  physical device pages mapped into the model's own
  *                contiguous virtual range, under the backend's budget;
  *                accounted in whole pages, so a model fits whenever enough
@@ -138,9 +140,12 @@ size_t gf_cache_model_count(const gf_cache_model *m);
 const gf_st_tensor *gf_cache_model_tensor(const gf_cache_model *m, size_t i);
 /* Index of the tensor named name in execution order, or -1. */
 long gf_cache_model_index(const gf_cache_model *m, const char *name);
-/* Bytes the model occupies on the device (whole pages) and in the host tier. */
+/* Bytes the model occupies on the device and in the host tier (whole pages
+ * in both: the host tier's pinned pages are the device's size), and the
+ * bytes a swap-in copies (its tensors with their alignment). */
 uint64_t gf_cache_model_device_bytes(const gf_cache_model *m);
 uint64_t gf_cache_model_host_bytes(const gf_cache_model *m);
+uint64_t gf_cache_model_copy_bytes(const gf_cache_model *m);
 
 /* ---- leases ---- */
 
@@ -201,6 +206,7 @@ typedef struct gf_cache_stats {
     uint64_t device_used, device_budget;   /* backend accounting, bytes */
     uint64_t device_model_bytes;           /* pages held by models */
     uint64_t host_used, host_budget;
+    uint64_t host_pinned;                  /* pinned for the host tier so far (<= budget) */
     uint32_t models, models_on_device, models_in_host;
     double host_bw_gbps, store_bw_gbps;    /* measured swap-in bandwidth (EWMA) */
 } gf_cache_stats;

@@ -138,7 +138,7 @@ int main(int argc, char **argv)
     CHECK(gf_cache_new(be, &ccfg, &c, &e_));
     gf_cache_model *m;
     CHECK(gf_cache_model_add(c, "mlp", path, NULL, 0, &m, &e_));
-    size_t model_bytes = gf_cache_model_host_bytes(m);
+    size_t model_bytes = gf_cache_model_copy_bytes(m);
     printf("device=%s model_bytes=%zu\n", dev, model_bytes);
     CHECK(gf_cache_prefetch(c, m, GF_TIER_HOST, &e_));
     gf_cache_drain(c);

@@ -597,6 +597,18 @@ START_TEST(test_faults_leave_cache_consistent)
     ck_assert_uint_eq(used, 0);
     gf_fault_arm("cache_alloc", 1, 1);
     ck_assert_int_eq(gf_cache_acquire(c, m, &l, &err), GF_ERR_NOMEM);
+    /* pinned host memory cannot be had (the host tier's pool would grow now):
+     * the load streams through staging instead */
+    gf_fault_arm("host_alloc", 1, 1);
+    ck_assert_int_eq(gf_cache_acquire(c, m, &l, &err), GF_OK);
+    check_lease_bytes(be, l);
+    gf_lease_release(l);
+    gf_cache_drain(c);
+    gf_cache_stats st;
+    gf_cache_get_stats(c, &st);
+    ck_assert_uint_eq(st.models_in_host, 0);
+    ck_assert_uint_eq(st.host_pinned, 0);
+    ck_assert_int_eq(gf_cache_evict(c, m, GF_TIER_DEVICE, &err), GF_OK);
     /* a copy fails on the copy stream: the lease reports it; after the
      * release the model is loadable again */
     gf_fault_arm("copy_exec", 2, 1);
@@ -610,18 +622,9 @@ START_TEST(test_faults_leave_cache_consistent)
     ck_assert_uint_eq(used, 0);
     ck_assert_int_eq(L.fails, 1);
     /* the host copy that was being filled is dropped, not left half-written */
-    gf_cache_stats st;
     gf_cache_get_stats(c, &st);
     ck_assert_uint_eq(st.host_used, 0);
     ck_assert_uint_eq(st.load_failures, 1);
-    /* pinned host allocation fails: the load streams through staging instead */
-    gf_fault_arm("host_alloc", 1, 1);
-    ck_assert_int_eq(gf_cache_acquire(c, m, &l, &err), GF_OK);
-    check_lease_bytes(be, l);
-    gf_lease_release(l);
-    gf_cache_drain(c);
-    gf_cache_get_stats(c, &st);
-    ck_assert_uint_eq(st.models_in_host, 0);
     /* and everything works again */
     ck_assert_int_eq(gf_cache_evict(c, m, GF_TIER_DEVICE, &err), GF_OK);
     ck_assert_int_eq(gf_cache_acquire(c, m, &l, &err), GF_OK);
@@ -677,6 +680,57 @@ START_TEST(test_failed_load_waits_for_its_queued_copies)
     gf_cache_free(c);
     gf_backend_free(be);
     free(p);
+}
+END_TEST
+
+/* The host tier's pinned memory is pinned once, as the tier first grows,
+ * and reused: filling a host copy and evicting one never call the pinned
+ * allocator (cudaHostAlloc takes milliseconds, cudaFreeHost synchronises
+ * the device). With every pinned allocation failing from then on, models
+ * still come and go through the host tier. */
+START_TEST(test_host_tier_pins_once)
+{
+    gf_backend *be = open_cpu(16, NULL, NULL);
+    gf_cache *c = new_cache(be, 6 * PAGE, GF_EVICT_LRU, NULL);
+    char *pa = write_pages_model("a.safetensors", 3, 1), *pb = write_pages_model("b.safetensors", 3, 2);
+    char *pc = write_pages_model("c.safetensors", 2, 3);
+    gf_cache_model *a = add(c, "a", pa), *b = add(c, "b", pb), *m3 = add(c, "c", pc);
+    gf_err err;
+    gf_cache_stats st;
+    ck_assert_int_eq(gf_cache_prefetch(c, a, GF_TIER_HOST, &err), GF_OK);
+    gf_cache_drain(c);
+    gf_cache_get_stats(c, &st);
+    ck_assert_uint_eq(st.models_in_host, 1);
+    ck_assert_uint_eq(st.host_used, 3 * PAGE);
+    ck_assert_uint_eq(st.host_pinned, 6 * PAGE); /* one slab: the whole (small) budget */
+    gf_fault_arm("host_alloc", 1, -1);           /* no pinned memory from now on */
+    gf_cache_model *order[] = {b, m3, a, b, a, m3, b};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        gf_lease *l;
+        ck_assert_int_eq(gf_cache_evict(c, order[i], GF_TIER_HOST, &err), GF_OK);
+        ck_assert_int_eq(gf_cache_acquire(c, order[i], &l, &err), GF_OK); /* fills the host tier */
+        check_lease_bytes(be, l);
+        gf_lease_release(l);
+        gf_cache_drain(c);
+        ck_assert_int_eq(gf_cache_evict(c, order[i], GF_TIER_DEVICE, &err), GF_OK);
+        ck_assert_int_eq(gf_cache_acquire(c, order[i], &l, &err), GF_OK); /* from the host tier */
+        ck_assert_int_eq(gf_lease_source(l), GF_TIER_HOST);
+        check_lease_bytes(be, l);
+        gf_lease_release(l);
+        gf_cache_drain(c);
+        gf_cache_get_stats(c, &st);
+        ck_assert_uint_le(st.host_used, 6 * PAGE);
+        ck_assert_uint_eq(st.host_pinned, 6 * PAGE);
+    }
+    ck_assert_int_eq(gf_fault_failures("host_alloc"), 0); /* never asked */
+    gf_cache_get_stats(c, &st);
+    ck_assert_uint_gt(st.evictions_host, 0);
+    gf_fault_reset();
+    gf_cache_free(c);
+    gf_backend_free(be);
+    free(pa);
+    free(pb);
+    free(pc);
 }
 END_TEST
 
@@ -738,6 +792,7 @@ int main(void)
     tcase_add_test(tc, test_randomised_invariants);
     tcase_add_test(tc, test_faults_leave_cache_consistent);
     tcase_add_test(tc, test_failed_load_waits_for_its_queued_copies);
+    tcase_add_test(tc, test_host_tier_pins_once);
     tcase_add_test(tc, test_prefetch_and_snapshot);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);

@@ -512,8 +512,9 @@ START_TEST(test_many_models_random_order)
 {
     char *dir = gf_test_tmpdir();
     /* each model takes 2 pages (4 MiB) of a 10 MiB device: two fit at once,
-     * with room for activations; the host tier holds three */
-    const char *extra[] = {"--device-memory", "10M", "--host-memory", "8M", NULL};
+     * with room for activations; the host tier (pages of the same size) holds
+     * three */
+    const char *extra[] = {"--device-memory", "10M", "--host-memory", "12M", NULL};
     gf_wh w;
     spawn(&w, dir, extra);
     enum { N = 8, REQS = 64, BURST = 4 };
