@@ -12,7 +12,10 @@
 // Operand dtypes: F32 x F32 -> cublasSgemm[StridedBatched]; two half operands
 // of the same type (F16 x F16, BF16 x BF16) -> cublasGemm[StridedBatched]Ex
 // with CUBLAS_COMPUTE_32F (products of halves are exact in FP32, sums in
-// FP32); any other mix -> each half operand is widened to FP32 into the
+// FP32); any other mix with at most 16 rows on one side of C (a small
+// batch) and the half operand stored along the depth (nn.Linear's weights
+// with trans_b) -> k_gemm_small, which reads the half operand once as it is;
+// any other mix -> each half operand is widened to FP32 into the
 // workspace with our cast kernel, then cublasSgemm. We never narrow
 // activations: the contract computes in FP32. The default cuBLAS math mode is
 // kept, so FP32 gemm does not use TF32.
@@ -365,6 +368,58 @@ static void bias_act_async(float *x, int64_t n, int64_t inner, int64_t nb, const
 
 /* ---- gemm ---- */
 
+/* Rows of C (or of C^T) up to which a mixed-dtype gemm reads its half
+ * operand directly instead of widening it (small batches: one pass over
+ * the weights at 2 bytes each, where widening would read 2, write 4 and
+ * read 4 again). */
+#define GF_SMALL_ROWS 16
+
+/* C = alpha P Q + beta C for `batch` problems, P with R <= GF_SMALL_ROWS
+ * rows and depth K, Q with depth K and N columns, stored contiguously along
+ * the depth (Q(kk, j) = q[j qcs + kk]). One warp per column j of C: its
+ * lanes split the depth, so Q is read coalesced and once; each lane keeps R
+ * partial sums (FP32), reduced across the warp at the end. Elements:
+ * P(r, kk) = p[r prs + kk pcs], C(r, j) = c[r crs + j ccs]; s* are batch
+ * strides. With beta == 0, C is not read. */
+template <typename TP, typename TQ>
+static __global__ void k_gemm_small(int64_t R, int64_t N, int64_t K, float alpha, const TP *p,
+                                    int64_t prs, int64_t pcs, int64_t sp, const TQ *q,
+                                    int64_t qcs, int64_t sq, float beta, float *c, int64_t crs,
+                                    int64_t ccs, int64_t sc, int64_t batch)
+{
+    int lane = threadIdx.x & 31;
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    /* w is the same for every lane of a warp: the shuffles see all 32 */
+    for (int64_t w = warp; w < N * batch; w += nwarps) {
+        int64_t j = w % N, b = w / N;
+        const TP *pb = p + b * sp;
+        const TQ *qj = q + b * sq + j * qcs;
+        float acc[GF_SMALL_ROWS];
+#pragma unroll
+        for (int r = 0; r < GF_SMALL_ROWS; r++)
+            acc[r] = 0.0f;
+        for (int64_t kk = lane; kk < K; kk += 32) {
+            float qv = ld(qj, kk);
+#pragma unroll
+            for (int r = 0; r < GF_SMALL_ROWS; r++)
+                if (r < R)
+                    acc[r] += ld(pb, r * prs + kk * pcs) * qv;
+        }
+        float *cj = c + b * sc + j * ccs;
+#pragma unroll
+        for (int r = 0; r < GF_SMALL_ROWS; r++) {
+            if (r < R) { /* R is the same for every lane */
+                float v = warp_reduce<false>(acc[r]);
+                if (lane == 0) {
+                    float *o = cj + r * crs;
+                    *o = beta == 0.0f ? alpha * v : alpha * v + beta * *o;
+                }
+            }
+        }
+    }
+}
+
 static cudaDataType cuda_type(gf_dtype dt)
 {
     return dt == GF_DT_F16 ? CUDA_R_16F : dt == GF_DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -424,6 +479,31 @@ static int gemm_any(gf_cuda_kctx *c, const char *fn, cudaStream_t st, int ta, in
     cublasStatus_t bs = cublasSetStream(c->blas, st);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return gf_cu_blas_fail(fn, "cublasSetStream", bs);
+    if (adt != bdt) {
+        /* Mixed dtypes with few rows on one side (a small batch through a
+         * layer whose half weights are stored along the depth, as
+         * nn.Linear's [out, in] with trans_b): read the half operand as it
+         * is, in one pass, instead of widening it into the workspace. */
+        if (m <= GF_SMALL_ROWS && tb) {
+            /* P = op(A) [m, k], Q(kk, j) = B[j ldb + kk], C as stored */
+            unsigned g = grid_for(n * batch, GF_THREADS / 32);
+            GF_WDISPATCH(adt, TP, GF_WDISPATCH(bdt, TQ,
+                k_gemm_small<TP, TQ><<<g, GF_THREADS, 0, st>>>(
+                    m, n, k, alpha, (const TP *)a, ta ? 1 : lda, ta ? lda : 1, sa,
+                    (const TQ *)b, ldb, sb, beta, cm, ldc, 1, scm, batch)));
+            return gf_cu_launched(fn, "k_gemm_small");
+        }
+        if (n <= GF_SMALL_ROWS && !ta) {
+            /* C^T = op(B)^T op(A)^T: P(j, kk) = op(B)(kk, j), Q(kk, i) =
+             * A[i lda + kk], C^T(j, i) = C[i ldc + j] */
+            unsigned g = grid_for(m * batch, GF_THREADS / 32);
+            GF_WDISPATCH(bdt, TP, GF_WDISPATCH(adt, TQ,
+                k_gemm_small<TP, TQ><<<g, GF_THREADS, 0, st>>>(
+                    n, m, k, alpha, (const TP *)b, tb ? ldb : 1, tb ? 1 : ldb, sb,
+                    (const TQ *)a, lda, sa, beta, cm, 1, ldc, scm, batch)));
+            return gf_cu_launched(fn, "k_gemm_small");
+        }
+    }
     gf_dtype dt = adt;
     if (adt != bdt || adt == GF_DT_F32) {
         /* Mixed: widen each half operand to FP32 in the workspace, keeping
