@@ -10,13 +10,16 @@
  * size (target < 0.05). Without OpenBLAS (the GPU machine) only our figures
  * are printed. blas_threads defaults to 2.
  *
- * cuda: TFLOP/s of F32 (cublasSgemm), F16 x F16 (cublasGemmEx, FP32
- * accumulation) and F32 x F16 (weights widened, then Sgemm) at n = 1024 ..
- * 8192, and the weight-streaming bandwidth of small-batch gemm (m = 8, a
- * Linear layer at batch 8), in GB/s of weights read.
+ * cuda: TFLOP/s of F32 (cublasSgemm), F16 x F16 and BF16 x BF16
+ * (cublasGemmEx, FP32 accumulation) and F32 x F16 (weights widened, then
+ * Sgemm) at n = 1024 .. 8192, then each dtype's best as f32_tflops,
+ * f16_tflops, bf16_tflops, f32xf16_tflops; and the weight-streaming
+ * bandwidth of small-batch gemm (m = 8, a Linear layer at batch 8: F16
+ * weights are read directly, k_gemm_small), in GB/s of weights read.
  *
  * Key=value lines; never fails on speed. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,19 +63,21 @@ static void fill(float *x, size_t n, unsigned seed)
 /* A device buffer holding n random floats (or their F16 encoding). */
 static void *dev_random(gf_backend *be, size_t n, gf_dtype dt, unsigned seed)
 {
-    size_t es = dt == GF_DT_F16 ? 2 : 4;
+    bool half = dt == GF_DT_F16 || dt == GF_DT_BF16;
+    size_t es = half ? 2 : 4;
     float *h = malloc(n * sizeof(float));
-    void *enc = dt == GF_DT_F16 ? malloc(n * 2) : NULL;
+    void *enc = half ? malloc(n * 2) : NULL;
     void *d = NULL;
     gf_err err;
-    if (h == NULL || (dt == GF_DT_F16 && enc == NULL) ||
-        gf_dev_alloc(be, n * es, &d, &err) != GF_OK) {
+    if (h == NULL || (half && enc == NULL) || gf_dev_alloc(be, n * es, &d, &err) != GF_OK) {
         fprintf(stderr, "bench_gemm: out of memory for %zu elements\n", n);
         exit(1);
     }
     fill(h, n, seed);
     if (dt == GF_DT_F16)
         gf_f32_to_f16_n(enc, h, n);
+    else if (dt == GF_DT_BF16)
+        gf_f32_to_bf16_n(enc, h, n);
     gf_stream *s = gf_backend_stream(be, GF_STREAM_COMPUTE);
     if (gf_memcpy_async(be, s, d, enc ? enc : (void *)h, n * es, GF_COPY_H2D, &err) != GF_OK ||
         gf_stream_sync(be, s, &err) != GF_OK) {
@@ -185,25 +190,39 @@ fail:
 static int bench_cuda(gf_backend *be)
 {
     static const int sizes[] = {1024, 2048, 4096, 8192};
+    double best[4] = {0, 0, 0, 0}; /* f32, f16, bf16, f32 x f16: the best size */
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         int n = sizes[si], reps = n <= 2048 ? 50 : 10;
         size_t nn = (size_t)n * (size_t)n;
         float *a = dev_random(be, nn, GF_DT_F32, 1), *b = dev_random(be, nn, GF_DT_F32, 2);
         void *a16 = dev_random(be, nn, GF_DT_F16, 4), *b16 = dev_random(be, nn, GF_DT_F16, 5);
+        void *abf = dev_random(be, nn, GF_DT_BF16, 10), *bbf = dev_random(be, nn, GF_DT_BF16, 11);
         float *c = dev_random(be, nn, GF_DT_F32, 3);
         double flop = 2.0 * n * (double)n * n;
-        double t32 = time_cuda(be, n, n, n, a, GF_DT_F32, b, GF_DT_F32, c, reps);
-        double t16 = time_cuda(be, n, n, n, a16, GF_DT_F16, b16, GF_DT_F16, c, reps);
-        double tmix = time_cuda(be, n, n, n, a, GF_DT_F32, b16, GF_DT_F16, c, reps);
-        printf("n=%d f32_tflops=%.2f f16_tflops=%.2f f32xf16_tflops=%.2f\n", n, flop / t32 / 1e12,
-               flop / t16 / 1e12, flop / tmix / 1e12);
+        double tf[4] = {
+            time_cuda(be, n, n, n, a, GF_DT_F32, b, GF_DT_F32, c, reps),
+            time_cuda(be, n, n, n, a16, GF_DT_F16, b16, GF_DT_F16, c, reps),
+            time_cuda(be, n, n, n, abf, GF_DT_BF16, bbf, GF_DT_BF16, c, reps),
+            time_cuda(be, n, n, n, a, GF_DT_F32, b16, GF_DT_F16, c, reps),
+        };
+        for (int d = 0; d < 4; d++)
+            if (flop / tf[d] / 1e12 > best[d])
+                best[d] = flop / tf[d] / 1e12;
+        printf("n=%d f32_tflops=%.2f f16_tflops=%.2f bf16_tflops=%.2f f32xf16_tflops=%.2f\n", n,
+               flop / tf[0] / 1e12, flop / tf[1] / 1e12, flop / tf[2] / 1e12,
+               flop / tf[3] / 1e12);
         fflush(stdout);
         gf_dev_free(be, a);
         gf_dev_free(be, b);
         gf_dev_free(be, a16);
         gf_dev_free(be, b16);
+        gf_dev_free(be, abf);
+        gf_dev_free(be, bbf);
         gf_dev_free(be, c);
     }
+    /* the headline per dtype: its best size */
+    printf("f32_tflops=%.2f\nf16_tflops=%.2f\nbf16_tflops=%.2f\nf32xf16_tflops=%.2f\n", best[0],
+           best[1], best[2], best[3]);
     /* batch 8 through a 8192 x 8192 layer: bound by reading the weights */
     const int m = 8, n = 8192, kk = 8192;
     size_t nw = (size_t)n * kk;
@@ -213,7 +232,7 @@ static int bench_cuda(gf_backend *be)
     void *w16 = dev_random(be, nw, GF_DT_F16, 9);
     double t32 = time_cuda(be, m, n, kk, x, GF_DT_F32, w32, GF_DT_F32, y, 50);
     double tmix = time_cuda(be, m, n, kk, x, GF_DT_F32, w16, GF_DT_F16, y, 50);
-    printf("batch8_f32_weights_gbps=%.0f batch8_f16_weights_gbps=%.0f\n",
+    printf("batch8_f32_weights_gbps=%.0f\nbatch8_f16_weights_gbps=%.0f\n",
            (double)nw * 4 / t32 / 1e9, (double)nw * 2 / tmix / 1e9);
     gf_dev_free(be, x);
     gf_dev_free(be, y);

@@ -13,6 +13,8 @@
  * worker_queue_mean_us     RESULT's queue_us: receipt by the reader to the
  *                          start on the executor (the thread hand-off)
  * worker_exec_mean_us      RESULT's exec_us: the function itself
+ * warm_overhead_us         ipc_mean_us - worker_exec_mean_us: what a warm
+ *                          request costs beyond its function
  * Prints key=value lines; never fails on speed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,5 +43,8 @@ int main(int argc, char **argv)
     printf("ping_p50_us=%.1f\n", r.ping_p50_us);
     printf("worker_queue_mean_us=%.1f\n", r.queue_mean_us);
     printf("worker_exec_mean_us=%.1f\n", r.exec_mean_us);
+    /* what a warm request costs beyond the function itself: the socket, the
+     * codec, the reader and executor, the lease and the copies in and out */
+    printf("warm_overhead_us=%.1f\n", r.mean_us - r.exec_mean_us);
     return 0;
 }
