@@ -1,23 +1,66 @@
 #!/usr/bin/env bash
 # Run HERE (a machine with Debian's package registry) before tests/gpu/run.sh
-# is sent to a GPU machine: the GPU machine has the CUDA toolkit, meson and
-# ninja but no package registry and none of our -dev packages, so the few the
-# runtime's tests need (Check and subunit, static libraries) are downloaded as
-# .deb files and unpacked with dpkg -x into third_party/deps (git ignores it).
+# is sent to a GPU machine, in the checkout the device call sends:
+#
+#  1. Check and subunit (static libraries) as .deb files, unpacked with
+#     dpkg -x into third_party/deps: the GPU machine has the CUDA toolkit,
+#     meson and ninja but no package registry and none of our -dev packages;
+#  2. build-gpu configured with exactly the device's options
+#     (tests/gpu/config.sh) and the checks' targets built (tests/gpu/checks.sh),
+#     so that on the device ninja builds only what changed since.
+#
+# Then the device call carries both: carry ["third_party/deps", "build-gpu"]
+# (what git ignores travels only when named; together well under the
+# tool's 64 MiB). prepare.sh prints their sizes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 say() { printf '==> %s\n' "$*"; }
-root=third_party/deps
-mkdir -p third_party/debs "$root"
-cd third_party/debs
-for p in check libsubunit-dev libsubunit0; do
-  if ! ls "${p}"_*.deb >/dev/null 2>&1; then
-    say "downloading $p"
-    apt-get download "$p" >/dev/null
-  fi
-done
-cd ../..
+# shellcheck source=tests/gpu/config.sh
+. tests/gpu/config.sh
+
+# 1. Check and subunit
+mkdir -p third_party/debs "$GF_GPU_DEPS"
+(
+  cd third_party/debs
+  for p in check libsubunit-dev libsubunit0; do
+    if ! ls "${p}"_*.deb >/dev/null 2>&1; then
+      say "downloading $p"
+      apt-get download "$p" >/dev/null
+    fi
+  done
+)
 for d in third_party/debs/*.deb; do
-  dpkg -x "$d" "$root"
+  dpkg -x "$d" "$GF_GPU_DEPS"
 done
-say "unpacked into $root: $(du -sh "$root" | cut -f1)"
+
+# 2. the build, with the device's options and the checks' targets
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+fi
+command -v nvcc >/dev/null || { say "nvcc not found: cannot prepare the CUDA build"; exit 1; }
+# meson records the python3 it finds; the device has its own, so use the
+# system's here rather than a virtual environment's
+PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/\.venv/bin$' | paste -sd: -)
+export PATH
+mapfile -t opts < <(gf_gpu_meson_options "$PWD")
+if [ ! -f "$GF_GPU_BUILDDIR/build.ninja" ]; then
+  say "configuring $GF_GPU_BUILDDIR: ${opts[*]}"
+  meson setup "$GF_GPU_BUILDDIR" "${opts[@]}" > /dev/null
+else
+  meson configure "$GF_GPU_BUILDDIR" "${opts[@]}" > /dev/null
+fi
+# the targets run.sh will ask for: those of every check
+targets=$(
+  gf_check() { shift 3; printf '%s\n' "$@"; }
+  # shellcheck source=tests/gpu/checks.sh
+  . tests/gpu/checks.sh
+) || true
+mapfile -t targets < <(printf '%s\n' "$targets" | sort -u)
+say "building ${#targets[@]} targets in $GF_GPU_BUILDDIR"
+ninja -C "$GF_GPU_BUILDDIR" -j "${GF_JOBS:-2}" "${targets[@]}"
+{
+  echo "prepared: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
+  echo "options: ${opts[*]}"
+} > "$GF_GPU_BUILDDIR/gf-prepared.txt"
+say "ready to carry: $GF_GPU_DEPS $(du -sh "$GF_GPU_DEPS" | cut -f1), $GF_GPU_BUILDDIR $(du -sh "$GF_GPU_BUILDDIR" | cut -f1)"
