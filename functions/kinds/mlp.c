@@ -126,7 +126,8 @@ static int discover(const gf_fn_api *api, gf_fn_ctx *ctx, tmod *t, int *n_out)
                                   "tensor '%.96s' is not named as an nn.Sequential names its "
                                   "modules ('<index>.weight', '<index>.bias', ...): kind mlp "
                                   "runs an nn.Sequential of Linear, BatchNorm1d, LayerNorm and "
-                                  "activations",
+                                  "activations (list the tensor in the manifest's "
+                                  "\"ignore_weights\" to deploy without it)",
                                   name);
         if (idx >= MLP_MAX_MODULES)
             return api->set_error(ctx, GF_ERR_UNSUPPORTED, "tensor '%.96s': more than %d modules",

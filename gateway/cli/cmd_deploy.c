@@ -22,7 +22,8 @@
 #include "gateway/cli/cli.h"
 #include "gateway/cli/client.h"
 
-#define MAX_SPECS 64 /* the manifest's limit on inputs and outputs */
+#define MAX_SPECS 64   /* the manifest's limit on inputs and outputs */
+#define MAX_IGNORE 256 /* the manifest's limit on ignore_weights */
 
 static void deploy_usage(FILE *out)
 {
@@ -44,6 +45,8 @@ static void deploy_usage(FILE *out)
             "  --max-delay-us N      max_queue_delay_us: how long a batch may wait to fill\n"
             "  --slo-ms MS           slo_ms: the latency target the router works to\n"
             "  --config JSON         the kind's config object, e.g. '{\"softmax\": true}'\n"
+            "  --ignore-weights NAME a weights tensor to deploy without (ignore_weights; a\n"
+            "                        prefix ends in *, e.g. 'cls.*'); repeat per tensor\n"
             "  -q, --quiet           no progress output\n\n");
     gf_cli_common_usage(out);
 }
@@ -115,6 +118,8 @@ typedef struct deploy_opts {
     const char *name, *kind, *weights, *manifest, *config;
     const char *inputs[MAX_SPECS], *outputs[MAX_SPECS];
     int n_inputs, n_outputs;
+    const char *ignore[MAX_IGNORE]; /* --ignore-weights, replacing the manifest's list */
+    int n_ignore;
     long long max_batch, max_delay_us; /* -1 = not given */
     double slo_ms;                     /* < 0 = not given */
     bool quiet;
@@ -180,6 +185,14 @@ static char *build_manifest(const gf_cli_client *c, const deploy_opts *o)
         goto oom;
     if (o->slo_ms >= 0 && json_object_set_new(m, "slo_ms", json_real(o->slo_ms)) != 0)
         goto oom;
+    if (o->n_ignore > 0) {
+        json_t *arr = json_array();
+        if (arr == NULL || json_object_set_new(m, "ignore_weights", arr) != 0)
+            goto oom;
+        for (int i = 0; i < o->n_ignore; i++)
+            if (json_array_append_new(arr, json_string(o->ignore[i])) != 0)
+                goto oom;
+    }
     if (o->config != NULL) {
         json_t *cfg = json_loads(o->config, JSON_REJECT_DUPLICATES, &je);
         if (cfg == NULL || !json_is_object(cfg)) {
@@ -385,9 +398,9 @@ int gf_cmd_deploy(int argc, char **argv)
             o.quiet = true;
             continue;
         }
-        static const char *const with_value[] = {"kind",   "weights", "manifest",
-                                                 "input",  "output",  "max-batch",
-                                                 "slo-ms", "config",  "max-delay-us"};
+        static const char *const with_value[] = {
+            "kind",      "weights", "manifest", "input",        "output",
+            "max-batch", "slo-ms",  "config",   "max-delay-us", "ignore-weights"};
         int which = -1;
         for (int k = 0; k < (int)(sizeof with_value / sizeof with_value[0]) && which < 0; k++) {
             r = gf_cli_take(&c, argc, argv, &i, with_value[k], &v);
@@ -440,6 +453,13 @@ int gf_cmd_deploy(int argc, char **argv)
                 gf_cli_errorf(&c, "--max-delay-us: '%s' is not an integer in 0..10000000", v);
                 goto out;
             }
+            continue;
+        case 9:
+            if (o.n_ignore == MAX_IGNORE) {
+                gf_cli_errorf(&c, "at most %d --ignore-weights", MAX_IGNORE);
+                goto out;
+            }
+            o.ignore[o.n_ignore++] = v;
             continue;
         default:
             break;

@@ -508,6 +508,28 @@ START_TEST(test_errors)
     HAS(err, "gpufaas deploy: ");
     HAS(err, "0.weight");
     freeboth(&out, &err);
+    /* a tensor the kind does not read is refused by name, unless the deploy
+     * says to do without it */
+    float pad[2] = {0, 0};
+    int64_t ws[2] = {4, 4}, bs[1] = {4}, ps[1] = {2};
+    float w[16] = {0}, b[4] = {0};
+    gf_st_wtensor ts[3] = {{"0.weight", GF_DT_F32, 2, ws, w},
+                           {"0.bias", GF_DT_F32, 1, bs, b},
+                           {"aux.scale", GF_DT_F32, 1, ps, pad}};
+    char *extra = gf_test_path(dir, "extra.safetensors");
+    ck_assert_int_eq(gf_st_write(extra, ts, 3, NULL, 0, NULL), GF_OK);
+    ck_assert_int_eq(cli(&out, &err, "deploy", "errs", "--weights", extra, "--kind", "mlp",
+                         "--input", "x:FP32:-1,4", "--output", "y:FP32:-1,4", "-q", NULL),
+                     1);
+    HAS(err, "tensor 'aux.scale' is not named as an nn.Sequential names its modules");
+    HAS(err, "\"ignore_weights\"");
+    freeboth(&out, &err);
+    ck_assert_int_eq(cli(&out, &err, "deploy", "extra", "--weights", extra, "--kind", "mlp",
+                         "--input", "x:FP32:-1,4", "--output", "y:FP32:-1,4", "-q",
+                         "--ignore-weights", "aux.*", NULL),
+                     0);
+    freeboth(&out, &err);
+    free(extra);
     /* and nothing changed: errs is still version 1 */
     ck_assert_int_eq(cli(&out, &err, "ls", "errs", NULL), 0);
     HAS(out, "current version 1\n");
