@@ -134,6 +134,7 @@ gf_status gf_fn_weights_check_unused(const gf_fn_weights *w, const char *kind, g
     if (n_unused == 0)
         return GF_OK;
     const char *name = gf_st_at(w->f, first)->name, *hint = unused_hint(name);
+    /* the others last: a long list is what a full message buffer cuts */
     char others[256] = "";
     size_t len = 0, listed = 0;
     for (size_t i = 0; i < w->n && listed < 3 && n_unused > 1; i++) {
@@ -141,22 +142,23 @@ gf_status gf_fn_weights_check_unused(const gf_fn_weights *w, const char *kind, g
         if (w->used[fi] || fi == first)
             continue;
         int k = snprintf(others + len, sizeof others - len, "%s'%.48s'",
-                         listed == 0 ? ", nor are " : ", ", gf_st_at(w->f, fi)->name);
+                         listed == 0 ? " (" : ", ", gf_st_at(w->f, fi)->name);
         if (k < 0 || (size_t)k >= sizeof others - len)
             break;
         len += (size_t)k;
         listed++;
     }
     if (n_unused > 1)
-        snprintf(others + len, sizeof others - len, "%s (%zu tensors in all)",
+        snprintf(others + len, sizeof others - len, "%s: %zu in all)",
                  n_unused - 1 > listed ? " and more" : "", n_unused);
-    const char *it = n_unused > 1 ? "them" : "it";
+    bool many = n_unused > 1;
     return gf_err_set(err, GF_ERR_INVALID,
-                      "tensor '%.96s'%s%s%s is not used by kind %s%s; the model would be served "
-                      "without %s. Remove %s from the file, or list %s in the manifest's "
-                      "\"ignore_weights\" to deploy without %s",
-                      name, hint ? " (" : "", hint ? hint : "", hint ? ")" : "", kind, others, it,
-                      it, it, it);
+                      "tensor '%.96s'%s%s%s is not used by kind %s, so the model would be served "
+                      "without it. Remove %s from the file, or list %s in the manifest's "
+                      "\"ignore_weights\" to deploy without %s%s%s",
+                      name, hint ? " (" : "", hint ? hint : "", hint ? ")" : "", kind,
+                      many ? "such tensors" : "it", many ? "them" : "it", many ? "them" : "it",
+                      many ? "; unused" : "", others);
 }
 
 const char *gf_fn_weights_missing_hint(const gf_fn_weights *w, const char *name, char *buf,
