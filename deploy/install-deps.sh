@@ -16,9 +16,10 @@ want_test=0
 
 pkgs=(build-essential pkg-config meson ninja-build
       libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev
-      libopenblas-dev curl python3 python3-venv)
+      libopenblas-dev curl python3 python3-venv
+      libprotobuf-c-dev protobuf-c-compiler libonnx-dev)
 if [ "$want_test" = 1 ]; then
-  pkgs+=(check libsubunit-dev wrk)
+  pkgs+=(check libsubunit-dev wrk libonnx-testdata)
 fi
 
 missing=()

@@ -29,6 +29,7 @@ static const struct {
     {"mlp", gf_fn_kind_mlp, NULL},
     {"resnet", gf_fn_kind_resnet, NULL},
     {"bert", gf_fn_kind_bert, NULL},
+    {"onnx", gf_fn_kind_onnx, NULL},
 };
 #define GF_N_BUILTIN (sizeof gf_builtin_table / sizeof gf_builtin_table[0])
 

@@ -532,6 +532,20 @@ static int api_output(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *sha
     return 0;
 }
 
+static int api_upload(gf_fn_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (need_mode(ctx, CTX_INFER, "upload"))
+        return GF_ERR_STATE;
+    if (bytes == 0)
+        return 0;
+    if (dst == NULL || src == NULL)
+        return ctx_fail(ctx, GF_ERR_INVALID, "upload: NULL buffer");
+    gf_status st = gf_memcpy_async(ctx->be, ctx->stream, dst, src, bytes, GF_COPY_H2D, ctx->err);
+    if (st != GF_OK)
+        ctx->error_set = true;
+    return (int)st;
+}
+
 static const gf_fn_api gf_runtime_api = {
     /* .size = */ sizeof(gf_fn_api),
     /* .abi_version = */ GF_FN_ABI_VERSION,
@@ -559,6 +573,7 @@ static const gf_fn_api gf_runtime_api = {
     /* .config = */ api_config,
     /* .companion_path = */ api_companion_path,
     /* .weight_use = */ api_weight_use,
+    /* .upload = */ api_upload,
 };
 
 /* ---- load ---------------------------------------------------------------------- */

@@ -9,5 +9,6 @@
 const gf_fn_desc *gf_fn_kind_mlp(void);
 const gf_fn_desc *gf_fn_kind_resnet(void);
 const gf_fn_desc *gf_fn_kind_bert(void);
+const gf_fn_desc *gf_fn_kind_onnx(void);
 
 #endif /* GF_FUNCTIONS_KINDS_H */

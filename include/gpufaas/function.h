@@ -17,7 +17,8 @@
  * GF_FN_HAS(api, member) before calling a member added after 1.0 (a plugin
  * built for 1.1 that may run on a 1.0 runtime). 1.1 added the named status
  * codes (<gpufaas/status.h>), api->config and api->companion_path; 1.2
- * api->weight_use and the unused-weights rule (see weight_use).
+ * api->weight_use and the unused-weights rule (see weight_use); 1.3
+ * api->upload.
  *
  * LIFECYCLE. For each function version on each worker:
  *   load(ctx, &state)    once, on the host, before any parameter is on the
@@ -85,7 +86,7 @@ extern "C" {
 #endif
 
 #define GF_FN_ABI_MAJOR 1
-#define GF_FN_ABI_MINOR 2
+#define GF_FN_ABI_MINOR 3
 #define GF_FN_ABI_VERSION ((uint32_t)((GF_FN_ABI_MAJOR << 16) | GF_FN_ABI_MINOR))
 
 #if defined(__GNUC__)
@@ -252,6 +253,14 @@ typedef struct gf_fn_api {
      * tensor it looked at with weight_info counts as used. */
     int (*weight_use)(gf_fn_ctx *ctx, const char *name);
     /* members above are valid for version 1.2 */
+
+    /* -- infer only (1.3) -- */
+
+    /* Copy bytes from host memory at src to dst, device memory of this call
+     * (workspace or an output), ordered on the stream. src is read before the
+     * call returns (so it may be reused at once). */
+    int (*upload)(gf_fn_ctx *ctx, void *dst, const void *src, size_t bytes);
+    /* members above are valid for version 1.3 */
 } gf_fn_api;
 
 /* What a kind implements. */

@@ -119,15 +119,16 @@ START_TEST(test_probe)
     ck_assert_str_eq(get(d, "/kinds/0/name")->u.str.s, "mlp");
     ck_assert_str_eq(get(d, "/kinds/0/plugin")->u.str.s, "");
     ck_assert_str_eq(get(d, "/kinds/2/name")->u.str.s, "bert");
+    ck_assert_str_eq(get(d, "/kinds/3/name")->u.str.s, "onnx");
     gf_json_doc_free(d);
     /* a plugin: its kind and its absolute path, only when allowed */
     const char *so = gf_test_prog("GF_PLUGIN_EXAMPLE");
     d = run(gf_test_prog("GF_WORKER"),
             (const char *[]){"--probe", "--allow-native-functions", "--plugin", so, NULL}, &status);
     ck_assert_int_eq(status, 0);
-    ck_assert_str_eq(get(d, "/kinds/3/name")->u.str.s, "linear");
+    ck_assert_str_eq(get(d, "/kinds/4/name")->u.str.s, "linear");
     char *abs = realpath(so, NULL);
-    ck_assert_str_eq(get(d, "/kinds/3/plugin")->u.str.s, abs);
+    ck_assert_str_eq(get(d, "/kinds/4/plugin")->u.str.s, abs);
     free(abs);
     gf_json_doc_free(d);
     d = run(gf_test_prog("GF_WORKER"), (const char *[]){"--probe", "--plugin", so, NULL},
@@ -190,7 +191,7 @@ START_TEST(test_validate_yes_and_no)
     d = validate("GF_WORKER", mk, w, out, &status);
     ck_assert(!is_true(d, "/ok"));
     ck_assert_str_eq(get(d, "/message")->u.str.s,
-                     "unknown kind 'vgg' (available: mlp, resnet, bert)");
+                     "unknown kind 'vgg' (available: mlp, resnet, bert, onnx)");
     gf_json_doc_free(d);
     free(mk);
     free(m5);

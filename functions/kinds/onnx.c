@@ -1,0 +1,260 @@
+/* gpufaas — the built-in kind `onnx`: runs an imported ONNX graph
+ * (functions/kinds).
+ *
+ * Written against the public function ABI (gpufaas/function.h, 1.3 for
+ * upload). Deploy (functions/onnx/import.c) wrote the version's weights file:
+ * the graph's initializers in order of first use, and the graph itself as
+ * the U8 tensor GF_ONNX_GRAPH_TENSOR. load reads the graph back (no
+ * protobuf), requires every initializer in that order, so the parameter
+ * cache pages, swaps and pipelines them like any kind's, and keeps host
+ * copies of the small ones for constant folding. infer compiles a plan per
+ * set of input shapes (cached), takes the plan's arena as one workspace
+ * block, and runs it with the kernel table.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpufaas/function.h>
+
+#include "functions/kinds/kinds.h"
+#include "functions/onnx/graph.h"
+#include "functions/onnx/plan.h"
+
+#define PLAN_CACHE 8 /* compiled input shapes kept per version */
+
+typedef struct {
+    int64_t (*shapes)[GF_MAX_RANK]; /* per graph input; NULL when the slot is empty */
+    gf_onnx_plan *plan;
+    uint64_t used;                  /* for LRU */
+} cached_plan;
+
+typedef struct {
+    gf_onnx_model *m;
+    int32_t n_in;
+    int32_t *graph_input; /* manifest input i -> graph input index */
+    cached_plan cache[PLAN_CACHE];
+    uint64_t tick;
+    void **in_ptr, **out_ptr;
+} onnx_state;
+
+static void onnx_unload(void *p)
+{
+    onnx_state *s = p;
+    if (s == NULL)
+        return;
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        gf_onnx_plan_free(s->cache[i].plan);
+        free(s->cache[i].shapes);
+    }
+    gf_onnx_model_free(s->m);
+    free(s->graph_input);
+    free(s->in_ptr);
+    free(s->out_ptr);
+    free(s);
+}
+
+static int onnx_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
+{
+    *state = NULL;
+    gf_tensor gt;
+    if (api->weight_info(ctx, GF_ONNX_GRAPH_TENSOR, &gt) != 0)
+        return api->set_error(ctx, GF_ERR_INVALID, "the weights file has no ONNX graph (tensor "
+                              "'%s'): deploy the model as an .onnx file (the 'model' part)",
+                              GF_ONNX_GRAPH_TENSOR);
+    int rc = api->weight_data(ctx, GF_ONNX_GRAPH_TENSOR, &gt);
+    if (rc != 0)
+        return rc;
+    if (gt.dtype != GF_DT_U8 || gt.rank != 1)
+        return api->set_error(ctx, GF_ERR_INVALID, "tensor '%s' must be U8 of rank 1",
+                              GF_ONNX_GRAPH_TENSOR);
+    gf_err e;
+    gf_onnx_graph *g;
+    if (gf_onnx_graph_from_json(gt.data, gt.nbytes, &g, &e) != GF_OK)
+        return api->set_error(ctx, e.code, "%s", e.msg);
+    onnx_state *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        gf_onnx_graph_free(g);
+        return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
+    }
+    if (gf_onnx_model_new(g, &s->m, &e) != GF_OK) {
+        free(s);
+        return api->set_error(ctx, e.code, "%s", e.msg);
+    }
+    g = (gf_onnx_graph *)gf_onnx_model_graph(s->m);
+    int32_t *order = malloc(((size_t)g->n_values + 1) * sizeof *order);
+    s->n_in = g->n_inputs;
+    s->graph_input = calloc((size_t)g->n_inputs + 1, sizeof *s->graph_input);
+    s->in_ptr = calloc((size_t)g->n_inputs + 1, sizeof *s->in_ptr);
+    s->out_ptr = calloc((size_t)g->n_outputs + 1, sizeof *s->out_ptr);
+    if (order == NULL || s->graph_input == NULL || s->in_ptr == NULL || s->out_ptr == NULL) {
+        free(order);
+        onnx_unload(s);
+        return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
+    }
+    /* the manifest names the graph's inputs (any order) and outputs (in order) */
+    rc = 0;
+    if (api->input_count(ctx) != (size_t)g->n_inputs || api->output_count(ctx) !=
+        (size_t)g->n_outputs)
+        rc = api->set_error(ctx, GF_ERR_INVALID, "the manifest has %zu inputs and %zu outputs; "
+                            "the graph %d and %d", api->input_count(ctx),
+                            api->output_count(ctx), g->n_inputs, g->n_outputs);
+    for (size_t i = 0; rc == 0 && i < api->input_count(ctx); i++) {
+        gf_fn_io io;
+        api->input_spec(ctx, i, &io);
+        int32_t v = gf_onnx_value_find(g, io.name), gi = -1;
+        for (int32_t k = 0; k < g->n_inputs && v >= 0; k++)
+            if (g->inputs[k] == v)
+                gi = k;
+        if (gi < 0 || io.dtype != g->values[v].dtype || io.rank != g->values[v].rank)
+            rc = api->set_error(ctx, GF_ERR_INVALID, "manifest input '%.200s' is not an input "
+                                "of the graph with that type and rank", io.name);
+        else
+            s->graph_input[i] = gi;
+    }
+    for (size_t i = 0; rc == 0 && i < api->output_count(ctx); i++) {
+        gf_fn_io io;
+        api->output_spec(ctx, i, &io);
+        if (strcmp(io.name, g->values[g->outputs[i]].name) != 0)
+            rc = api->set_error(ctx, GF_ERR_INVALID, "manifest output %zu is '%.200s'; the "
+                                "graph's is '%.200s'", i, io.name,
+                                g->values[g->outputs[i]].name);
+    }
+    /* the parameters: every initializer, in first-use order */
+    int32_t n = rc == 0 ? gf_onnx_init_order(g, order) : 0;
+    for (int32_t i = 0; rc == 0 && i < n; i++) {
+        const gf_onnx_value *v = &g->values[order[i]];
+        size_t idx;
+        rc = api->require(ctx, v->name, 1u << v->dtype, v->rank, v->shape, &idx);
+        if (rc != 0)
+            break;
+        gf_onnx_model_set_param(s->m, order[i], idx);
+        int64_t numel = 1;
+        for (int32_t k = 0; k < v->rank; k++)
+            numel *= v->shape[k];
+        if (numel <= GF_ONNX_HOST_INIT_MAX && !api->validating(ctx)) {
+            gf_tensor t;
+            if ((rc = api->weight_data(ctx, v->name, &t)) != 0)
+                break;
+            if (gf_onnx_model_set_host(s->m, order[i], t.data, t.nbytes, &e) != GF_OK)
+                rc = api->set_error(ctx, e.code, "%s", e.msg);
+        }
+    }
+    free(order);
+    if (rc == 0 && n == 0) {
+        /* the runtime wants at least one parameter: the graph itself */
+        size_t idx;
+        rc = api->require(ctx, GF_ONNX_GRAPH_TENSOR, 1u << GF_DT_U8, 1, NULL, &idx);
+    }
+    if (rc != 0) {
+        onnx_unload(s);
+        return rc;
+    }
+    *state = s;
+    return 0;
+}
+
+static gf_status env_param(void *ctx, size_t index, void **out, gf_err *err)
+{
+    (void)err;
+    const gf_fn_api **apip = ctx;
+    const gf_fn_api *api = apip[0];
+    gf_fn_ctx *fctx = (gf_fn_ctx *)apip[1];
+    gf_tensor t;
+    int rc = api->param(fctx, index, &t);
+    *out = t.data;
+    return (gf_status)rc;
+}
+
+static gf_status env_upload(void *ctx, void *dst, const void *src, size_t bytes, gf_err *err)
+{
+    (void)err;
+    const gf_fn_api **apip = ctx;
+    return (gf_status)apip[0]->upload((gf_fn_ctx *)apip[1], dst, src, bytes);
+}
+
+static int onnx_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
+{
+    onnx_state *s = state;
+    const gf_onnx_graph *g = gf_onnx_model_graph(s->m);
+    const gf_kernels *k = api->kernels(ctx);
+    if (k == NULL || k->version < 2 || k->size < offsetof(gf_kernels, fill) + sizeof k->fill)
+        return api->set_error(ctx, GF_ERR_UNSUPPORTED, "the backend's kernel table is older "
+                              "than version 2, which the onnx kind needs");
+    if (!GF_FN_HAS(api, upload))
+        return api->set_error(ctx, GF_ERR_UNSUPPORTED, "the runtime lacks upload (ABI 1.3)");
+    int64_t shapes[GF_ONNX_MAX_NODE_IO][GF_MAX_RANK];
+    if (g->n_inputs > GF_ONNX_MAX_NODE_IO)
+        return api->set_error(ctx, GF_ERR_UNSUPPORTED, "too many inputs");
+    for (int32_t i = 0; i < s->n_in; i++) {
+        gf_tensor t;
+        int rc = api->input(ctx, (size_t)i, &t);
+        if (rc != 0)
+            return rc;
+        int32_t gi = s->graph_input[i];
+        memcpy(shapes[gi], t.shape, sizeof t.shape);
+        s->in_ptr[gi] = t.data;
+    }
+    /* the plan for these shapes: cached, else compiled */
+    cached_plan *cp = NULL, *victim = &s->cache[0];
+    size_t bytes = (size_t)g->n_inputs * sizeof *shapes;
+    for (int i = 0; i < PLAN_CACHE && cp == NULL; i++) {
+        cached_plan *c = &s->cache[i];
+        if (c->plan != NULL && memcmp(c->shapes, shapes, bytes) == 0)
+            cp = c;
+        else if (c->plan == NULL || (victim->plan != NULL && c->used < victim->used))
+            victim = c;
+    }
+    if (cp == NULL) {
+        gf_err e;
+        gf_onnx_plan *p;
+        if (gf_onnx_plan_compile(s->m, (const int64_t(*)[GF_MAX_RANK])shapes, &p, &e) != GF_OK)
+            return api->set_error(ctx, e.code, "%s", e.msg);
+        void *sh = malloc(bytes ? bytes : 1);
+        if (sh == NULL) {
+            gf_onnx_plan_free(p);
+            return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
+        }
+        memcpy(sh, shapes, bytes);
+        gf_onnx_plan_free(victim->plan);
+        free(victim->shapes);
+        victim->plan = p;
+        victim->shapes = sh;
+        cp = victim;
+    }
+    cp->used = ++s->tick;
+    void *arena = NULL;
+    size_t ab = gf_onnx_plan_arena_bytes(cp->plan);
+    if (ab > 0) {
+        int rc = api->workspace(ctx, ab, &arena);
+        if (rc != 0)
+            return rc;
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        const gf_onnx_tinfo *t = gf_onnx_plan_output(cp->plan, i);
+        gf_tensor out;
+        int rc = api->output(ctx, (size_t)i, t->rank, t->shape, &out);
+        if (rc != 0)
+            return rc;
+        s->out_ptr[i] = out.data;
+    }
+    const void *pair[2] = {api, ctx};
+    gf_onnx_env env = {.ctx = pair, .k = k, .s = api->stream(ctx), .param = env_param,
+                       .upload = env_upload};
+    gf_err e;
+    gf_err_clear(&e);
+    gf_status st = gf_onnx_plan_run(cp->plan, &env, s->in_ptr, s->out_ptr, arena, &e);
+    if (st != GF_OK)
+        return e.code != GF_OK ? api->set_error(ctx, e.code, "%s", e.msg) : (int)st;
+    return 0;
+}
+
+static const gf_fn_desc gf_onnx_desc = {
+    /* .size = */ sizeof(gf_fn_desc),
+    /* .abi_version = */ GF_FN_ABI_VERSION,
+    /* .name = */ "onnx",
+    /* .load = */ onnx_load,
+    /* .infer = */ onnx_infer,
+    /* .unload = */ onnx_unload,
+};
+
+const gf_fn_desc *gf_fn_kind_onnx(void) { return &gf_onnx_desc; }

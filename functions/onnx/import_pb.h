@@ -1,0 +1,62 @@
+/* gpufaas — what the two halves of the ONNX protobuf reader share
+ * (functions/onnx; internal: only import_pb.c and import_graph.c include it).
+ *
+ * import_pb.c maps the files, checks the wire format's nesting, decodes
+ * tensors and owns the parsed model; import_graph.c turns the decoded
+ * messages into a gf_onnx_graph.
+ */
+#ifndef GF_FUNCTIONS_ONNX_IMPORT_PB_H
+#define GF_FUNCTIONS_ONNX_IMPORT_PB_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "functions/onnx/graph.h"
+#include "functions/onnx/import.h"
+#include "onnx.pb-c.h"
+
+typedef struct gf_onnx_mapped {
+    void *p;
+    size_t len;
+} gf_onnx_mapped;
+
+struct gf_onnx_parsed {
+    gf_onnx_graph *g;
+    Onnx__ModelProto *model;
+    gf_onnx_mapped file, data;
+    const void **init;  /* per value */
+    size_t *init_len;
+    size_t n_init_alloc;
+    void **owned;       /* converted typed-field data */
+    size_t n_owned;
+};
+
+/* Map path read-only (at most limit bytes; what names it in messages).
+ * Unmap with gf_onnx_pb_unmap (a zeroed or failed map is a no-op). */
+gf_status gf_onnx_pb_map(const char *path, size_t limit, const char *what, gf_onnx_mapped *m,
+                         gf_err *err);
+void gf_onnx_pb_unmap(gf_onnx_mapped *m);
+
+/* A name from the file: at most GF_ONNX_MAX_NAME bytes of UTF-8 without
+ * control characters (what says which name, for the message). */
+gf_status gf_onnx_pb_check_name(const char *s, const char *what, gf_err *err);
+
+/* Element type, shape and byte size of a TensorProto (name for messages). */
+gf_status gf_onnx_pb_tensor_desc(const Onnx__TensorProto *t, const char *name, gf_dtype *dt,
+                                 int32_t *rank, int64_t *shape, size_t *nbytes, gf_err *err);
+
+/* The bytes of a TensorProto: raw_data, the typed fields (converted into
+ * *owned, malloc'd, the caller's) or data's bytes for external data (data
+ * NULL when no external file was given; data_name the file the other
+ * tensors used, or NULL). *out borrows from t, data or *owned. */
+gf_status gf_onnx_pb_tensor_bytes(const Onnx__TensorProto *t, const char *name, gf_dtype dt,
+                                  size_t nbytes, const gf_onnx_mapped *data,
+                                  const char *data_name, const void **out, void **owned,
+                                  gf_err *err);
+
+/* Build p->g from p->model: values, nodes (Constant nodes become
+ * initializers; ai.onnx.ml weights lifted), inputs and outputs, then wire
+ * it (gf_onnx_graph_wire). */
+gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err);
+
+#endif /* GF_FUNCTIONS_ONNX_IMPORT_PB_H */

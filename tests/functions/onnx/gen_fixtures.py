@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Make the ONNX fixtures the tests run (committed; rerun by hand).
+
+    /work/venvs/torch/bin/python tests/functions/onnx/gen_fixtures.py [--only ml|models]
+
+Needs torch, torchvision, transformers, scikit-learn, skl2onnx, onnx and
+onnxruntime (heavy: that is why its outputs are committed and CI does not
+run it). It writes, next to itself:
+
+  ml/test_*/       ai.onnx.ml ops and scikit-learn pipelines (skl2onnx, no
+                   ZipMap) in ONNX's backend test layout: model.onnx and
+                   test_data_set_0/{input,output}_K.pb, the outputs computed by
+                   onnxruntime. Small: the weights are kept. The conformance
+                   runner runs them (meson test functions_onnx_ml).
+  ml/logreg_zipmap.onnx  the same pipeline with ZipMap, for the error test.
+  models/*.onnx    whole networks with random weights, exported from PyTorch
+                   with a dynamic batch axis (and sequence axis for BERT), their
+                   large float initializers stripped: each keeps its dtype and
+                   dims and says in doc_string how to refill it
+                   ("gpufaas-fill normal MEAN STD", the statistics of the
+                   weights torch initialised). tests/functions/onnx/
+                   onnx_models.py refills them with seeded random values via the
+                   onnx package and compares gpufaas with onnxruntime.
+"""
+import argparse
+import os
+import shutil
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ML_OPSET = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+
+
+def write_case(dirname, model, inputs):
+    """ONNX's backend test layout, outputs from onnxruntime."""
+    if os.path.isdir(dirname):
+        shutil.rmtree(dirname)
+    os.makedirs(os.path.join(dirname, "test_data_set_0"))
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(dirname, "model.onnx"))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in model.graph.input]
+    outs = sess.run(None, dict(zip(names, inputs)))
+    ds = os.path.join(dirname, "test_data_set_0")
+    for k, (n, a) in enumerate(zip(names, inputs)):
+        with open(os.path.join(ds, f"input_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+    for k, (o, a) in enumerate(zip(model.graph.output, outs)):
+        with open(os.path.join(ds, f"output_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(np.asarray(a), o.name).SerializeToString())
+
+
+def one_node(op, inputs, outputs, **attrs):
+    """A model of one ai.onnx.ml node; inputs/outputs are (name, type, shape)."""
+    node = helper.make_node(op, [i[0] for i in inputs], [o[0] for o in outputs],
+                            domain="ai.onnx.ml", **attrs)
+    g = helper.make_graph([node], op.lower(),
+                          [helper.make_tensor_value_info(*i) for i in inputs],
+                          [helper.make_tensor_value_info(*o) for o in outputs])
+    return helper.make_model(g, opset_imports=ML_OPSET, ir_version=8)
+
+
+def gen_ml(out):
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    rng = np.random.default_rng(12)
+    F = TensorProto.FLOAT
+    cases = {}
+    x = rng.normal(size=(5, 4)).astype(np.float32)
+    cases["scaler"] = (one_node("Scaler", [("x", F, [None, 4])], [("y", F, [None, 4])],
+                                offset=[0.5, -1.0, 2.0, 0.0], scale=[2.0, 0.5, -1.0, 3.0]), [x])
+    cases["scaler_one_value"] = (one_node("Scaler", [("x", F, [None, 4])], [("y", F, [None, 4])],
+                                          offset=[0.25], scale=[4.0]), [x])
+    cases["scaler_double"] = (one_node("Scaler", [("x", TensorProto.DOUBLE, [None, 4])],
+                                       [("y", F, [None, 4])], offset=[1.0, 2, 3, 4],
+                                       scale=[0.5, 0.5, 2, 2]), [x.astype(np.float64)])
+    cases["scaler_int64"] = (one_node("Scaler", [("x", TensorProto.INT64, [None, 3])],
+                                      [("y", F, [None, 3])], offset=[1.0, 2, 3],
+                                      scale=[0.5, 0.25, 2]),
+                             [np.array([[1, 2, 3], [-4, 5, 60]], np.int64)])
+    xn = np.array([[-3, 1, 2], [-1, -2, -4], [0, 0, 0], [5, 0.5, -0.25]], np.float32)
+    for norm in ("MAX", "L1", "L2"):
+        cases[f"normalizer_{norm.lower()}"] = (
+            one_node("Normalizer", [("x", F, [None, 3])], [("y", F, [None, 3])], norm=norm), [xn])
+    xc = rng.normal(size=(6, 5)).astype(np.float32)
+    xc[0] = 0
+    coef3 = rng.normal(size=15).astype(np.float32).tolist()
+    for pt in ("NONE", "LOGISTIC", "SOFTMAX"):
+        cases[f"linearclassifier_{pt.lower()}"] = (
+            one_node("LinearClassifier", [("x", F, [None, 5])],
+                     [("label", TensorProto.INT64, [None]), ("scores", F, [None, 3])],
+                     coefficients=coef3, intercepts=[0.1, -0.2, 0.3],
+                     classlabels_ints=[10, 20, 30], post_transform=pt, multi_class=0), [xc])
+        cases[f"linearclassifier_binary_{pt.lower()}"] = (
+            one_node("LinearClassifier", [("x", F, [None, 5])],
+                     [("label", TensorProto.INT64, [None]), ("scores", F, [None, 2])],
+                     coefficients=coef3[:5], intercepts=[0.25], classlabels_ints=[3, 7],
+                     post_transform=pt), [xc])
+    cases["linearregressor"] = (
+        one_node("LinearRegressor", [("x", F, [None, 5])], [("y", F, [None, 1])],
+                 coefficients=coef3[:5], intercepts=[0.5]), [xc])
+    cases["linearregressor_targets"] = (
+        one_node("LinearRegressor", [("x", F, [None, 5])], [("y", F, [None, 3])],
+                 coefficients=coef3, intercepts=[0.5, 1, 2], targets=3), [xc])
+    idx = numpy_helper.from_array(np.array([[3, 0, 3]], np.int64), "idx")
+    node = helper.make_node("ArrayFeatureExtractor", ["x", "idx"], ["y"], domain="ai.onnx.ml")
+    g = helper.make_graph([node], "afe", [helper.make_tensor_value_info("x", F, [None, 5])],
+                          [helper.make_tensor_value_info("y", F, [None, 3])], [idx])
+    cases["arrayfeatureextractor"] = (helper.make_model(g, opset_imports=ML_OPSET,
+                                                        ir_version=8), [xc])
+    cases["binarizer"] = (one_node("Binarizer", [("x", F, [None, 5])], [("y", F, [None, 5])],
+                                   threshold=0.3), [xc])
+    xi = xc.copy()
+    xi[1, 2] = np.nan
+    xi[3, 0] = np.nan
+    cases["imputer_nan"] = (one_node("Imputer", [("x", F, [None, 5])], [("y", F, [None, 5])],
+                                     imputed_value_floats=[1.0, 2, 3, 4, 5],
+                                     replaced_value_float=float("nan")), [xi])
+    cases["imputer_value"] = (one_node("Imputer", [("x", F, [None, 5])], [("y", F, [None, 5])],
+                                       imputed_value_floats=[-7.0],
+                                       replaced_value_float=0.0), [xc])
+    for name, (m, ins) in cases.items():
+        write_case(os.path.join(out, "test_" + name), m, ins)
+    gen_sklearn(out)
+
+
+def gen_sklearn(out):
+    """scikit-learn pipelines as skl2onnx exports them (no ZipMap)."""
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_digits, make_regression
+    from sklearn.decomposition import PCA
+    from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, SGDClassifier
+    from sklearn.neural_network import MLPClassifier, MLPRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import (MinMaxScaler, Normalizer, RobustScaler,
+                                       StandardScaler)
+    from sklearn.svm import LinearSVR
+
+    warnings.filterwarnings("ignore")
+    X, y = load_digits(return_X_y=True)
+    X = X.astype(np.float32)
+    Xr, yr = make_regression(200, 10, random_state=0)
+    Xr = Xr.astype(np.float32)
+    models = {
+        "logreg": (make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)), X, y),
+        "logreg_binary": (make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)), X,
+                          (y > 4).astype(np.int64)),
+        "mlp_classifier": (make_pipeline(StandardScaler(), MLPClassifier(
+            hidden_layer_sizes=(32,), max_iter=60, random_state=0)), X, y),
+        "mlp_classifier_binary": (make_pipeline(MinMaxScaler(), MLPClassifier(
+            hidden_layer_sizes=(16,), max_iter=60, random_state=0)), X, (y > 4).astype(np.int64)),
+        "mlp_regressor": (make_pipeline(StandardScaler(), MLPRegressor(
+            hidden_layer_sizes=(16,), max_iter=60, random_state=0)), Xr, yr),
+        "linear_regression": (LinearRegression(), Xr, yr),
+        "ridge": (make_pipeline(RobustScaler(), Ridge()), Xr, yr),
+        "linear_svr": (LinearSVR(random_state=0), Xr, yr),
+        "sgd_classifier": (make_pipeline(Normalizer(), SGDClassifier(random_state=0)), X, y),
+        "pca_logreg": (make_pipeline(PCA(8, random_state=0), LogisticRegression(max_iter=300)),
+                       X, y),
+    }
+    for name, (m, XX, yy) in models.items():
+        m.fit(XX, yy)
+        try:
+            onx = to_onnx(m, XX[:1], options={"zipmap": False},
+                          target_opset={"": 17, "ai.onnx.ml": 3})
+        except NameError:  # a model without probabilities has no ZipMap option
+            onx = to_onnx(m, XX[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+        write_case(os.path.join(out, "test_sklearn_" + name), onx, [XX[:7]])
+    m = models["logreg"][0]
+    onx = to_onnx(m, X[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    onnx.save(onx, os.path.join(out, "logreg_zipmap.onnx"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", choices=["ml", "models"])
+    a = ap.parse_args()
+    if a.only in (None, "ml"):
+        gen_ml(os.path.join(HERE, "ml"))
+    if a.only in (None, "models"):
+        import gen_models
+        gen_models.gen(os.path.join(HERE, "models"))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    main()

@@ -1,0 +1,3 @@
+BvariableJîRBİ…ˆÂsî¬Ã~®Cé
+<Ã
+4vBdGB

@@ -1,0 +1,2 @@
+BvariableJöRBØ…ˆÂrî¬Ãy®Cä
+<Ãü3vBSGB

@@ -1,0 +1,1 @@
+BprobabilitiesJ8LŽo?¤ƒ=k|?à>e<Qg?tÅ=¾èg?ºÀ=*x?ÀZþ<<³?ˆ™ø>xR	>b«]?

@@ -1,0 +1,1 @@
+BvariableJñµBÄp‡Â—›«Ã„UCÃ8:ÃZ sBÔÿA
