@@ -2,25 +2,45 @@
 # Install what gpufaas needs on Debian 12, and only what is missing.
 #
 #   deploy/install-deps.sh          packages to build and run the server
-#   deploy/install-deps.sh --test   also what the tests need (Check, a Python
-#                                   virtual environment in .venv with numpy ...)
+#   deploy/install-deps.sh --test   also what the tests need (Check, nginx, a
+#                                   Python virtual environment in .venv with
+#                                   numpy, kubectl, kubernetes-validate ...)
+#   deploy/install-deps.sh --container
+#                                   also podman, buildah and debootstrap, for
+#                                   deploy/container/verify.sh
+#   deploy/install-deps.sh --runtime FILE
+#                                   only the packages named in FILE (one a line),
+#                                   plus tini and curl: a container's runtime
+#                                   stage (deploy/container/Containerfile.*)
 #
 # Idempotent: a second run installs nothing and takes a second or two.
 set -euo pipefail
+runtime_list=
+if [ "${1:-}" = "--runtime" ] && [ -n "${2:-}" ]; then
+  runtime_list=$(realpath "$2")   # before the cd below
+fi
 cd "$(dirname "$0")/.."
 
 say() { printf '==> %s\n' "$*"; }
 
 want_test=0
-[ "${1:-}" = "--test" ] && want_test=1
-
 pkgs=(build-essential pkg-config meson ninja-build
       libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev
       libopenblas-dev curl python3 python3-venv
       libprotobuf-c-dev protobuf-c-compiler libonnx-dev)
-if [ "$want_test" = 1 ]; then
-  pkgs+=(check libsubunit-dev wrk libonnx-testdata)
-fi
+case "${1:-}" in
+  --test)
+    want_test=1
+    pkgs+=(check libsubunit-dev wrk libonnx-testdata nginx) ;;
+  --container)
+    pkgs+=(podman buildah runc debootstrap uidmap fuse-overlayfs) ;;
+  --runtime)
+    [ -r "$runtime_list" ] || { echo "usage: $0 --runtime FILE (a list of packages)" >&2; exit 2; }
+    mapfile -t pkgs < <(grep -v '^[[:space:]]*\(#\|$\)' "$runtime_list")
+    pkgs+=(tini curl ca-certificates) ;;
+  "") ;;
+  *) echo "usage: $0 [--test | --container | --runtime FILE]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -37,7 +57,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
   say "installing Debian packages: ${missing[*]}"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # nginx's Debian package starts a server on port 80 when it can: the tests
+  # run their own: RUNLEVEL=1 makes invoke-rc.d start no service meanwhile
+  $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
 else
   say "Debian packages: all present"
 fi
