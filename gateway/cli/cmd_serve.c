@@ -229,6 +229,7 @@ int gf_cmd_serve(int argc, char **argv)
         return serve_bad("http-threads", "expected an integer in [1, 64]");
     hc.threads = (unsigned)u;
     gc.worker_path = val[F_WORKER];
+    gc.protocol_code = gf_http_status_of; /* what the core records: the HTTP front's codes */
 
     gf_log_init("gateway", level);
 

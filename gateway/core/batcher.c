@@ -45,8 +45,9 @@ void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
     res->total_us = gf_mono_us() - q->t_submit_us;
     snprintf(res->function, sizeof res->function, "%s", v->fn->name);
     res->version = v->version;
-    char code[8];
-    snprintf(code, sizeof code, "%d", res->http_status);
+    int pcode = gw_protocol_code(gw, res->status);
+    char code[16];
+    snprintf(code, sizeof code, "%d", pcode);
     const char *l2[2] = {v->fn->name, code};
     const char *l1[1] = {v->fn->name};
     gw_metric_add(gw->metrics, GW_M_REQUESTS, l2, 1);
@@ -56,7 +57,7 @@ void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
     if (res->cold)
         gw_metric_add(gw->metrics, GW_M_COLD_STARTS, l1, 1);
     gf_store_invocation rec = {v->fn->name,       v->version,          res->worker,
-                               res->status,       res->http_status,    (int32_t)res->batch_size,
+                               res->status,       pcode,               (int32_t)res->batch_size,
                                res->cold,         (int64_t)res->queue_us, (int64_t)res->load_us,
                                (int64_t)res->exec_us, (int64_t)res->total_us, 0};
     gf_store_log_invocation(gw->store, &rec);
@@ -70,14 +71,13 @@ void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
 }
 
 /* Answer q with an error, in the result allocated at submit. */
-static void req_fail(gf_gw *gw, gw_req *q, gf_status st, int http, const char *msg,
+static void req_fail(gf_gw *gw, gw_req *q, gf_status st, const char *msg,
                      const gw_batch *b)
 {
     gf_gw_result *r = q->res;
     gf_gw_tensors_free(r->outputs, r->n_outputs);
     memset(r, 0, sizeof *r);
     r->status = st;
-    r->http_status = http;
     r->worker = b != NULL ? b->worker : -1;
     r->batch_size = b != NULL ? b->n_reqs : 0;
     snprintf(r->message, sizeof r->message, "%s", msg != NULL ? msg : "");
@@ -91,12 +91,12 @@ static void batch_free(gw_batch *b)
     free(b);
 }
 
-void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, int http, const char *msg)
+void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, const char *msg)
 {
     gw_req *q = b->reqs;
     while (q != NULL) {
         gw_req *next = q->next;
-        req_fail(gw, q, st, http, msg, b);
+        req_fail(gw, q, st, msg, b);
         q = next;
     }
     batch_free(b);
@@ -127,7 +127,7 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
         }
     }
     if (why[0] != '\0') {
-        gw_batch_fail(gw, b, GF_ERR_INTERNAL, 500, why);
+        gw_batch_fail(gw, b, GF_ERR_INTERNAL, why);
         return;
     }
     int64_t row = 0;
@@ -160,10 +160,9 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
         }
         if (!ok) {
             gf_gw_tensors_free(o, mf->n_outputs);
-            req_fail(gw, q, GF_ERR_NOMEM, 500, "out of memory building the response", b);
+            req_fail(gw, q, GF_ERR_NOMEM, "out of memory building the response", b);
         } else {
             res->status = GF_OK;
-            res->http_status = 200;
             res->outputs = o;
             res->n_outputs = mf->n_outputs;
             res->worker = worker;
@@ -352,7 +351,7 @@ static void dispatch(gf_gw *gw, gw_batch *b)
 {
     gf_err err;
     if (encode_batch(gw, b, &err) != GF_OK) {
-        gw_batch_fail(gw, b, err.code, err.code == GF_ERR_TOO_LARGE ? 413 : 500, err.msg);
+        gw_batch_fail(gw, b, err.code, err.msg);
         return;
     }
     /* the frame holds the inputs now; free them early */
@@ -367,7 +366,7 @@ static void dispatch(gf_gw *gw, gw_batch *b)
     gw_batch *back = gw_dispatch_batch(gw, b, -1);
     pthread_mutex_unlock(&gw->lock);
     if (back != NULL)
-        gw_batch_fail(gw, back, GF_ERR_CLOSED, 503, "no worker is available to run the request");
+        gw_batch_fail(gw, back, GF_ERR_CLOSED, "no worker is available to run the request");
 }
 
 /* Send q alone, now, from this thread. False (q untouched, still holding its
@@ -513,6 +512,6 @@ void gw_batcher_stop(gf_gw *gw)
     while (left != NULL) {
         gw_req *q = left;
         left = q->next;
-        req_fail(gw, q, GF_ERR_CLOSED, 503, "the server is shutting down", NULL);
+        req_fail(gw, q, GF_ERR_CLOSED, "the server is shutting down", NULL);
     }
 }

@@ -21,26 +21,6 @@
 #include "gateway/core/internal.h"
 #include "gf_config.h"
 
-int gw_http_status_of(gf_status st)
-{
-    switch (st) {
-    case GF_OK: return 200;
-    case GF_ERR_INVALID:
-    case GF_ERR_FORMAT:
-    case GF_ERR_UNSUPPORTED:
-    case GF_ERR_OVERFLOW: return 400;
-    case GF_ERR_PERMISSION: return 403;
-    case GF_ERR_NOT_FOUND: return 404;
-    case GF_ERR_EXISTS: return 409;
-    case GF_ERR_TOO_LARGE: return 413;
-    case GF_ERR_BUSY:
-    case GF_ERR_NO_DEVICE_MEM:
-    case GF_ERR_CLOSED:
-    case GF_ERR_TIMEOUT: return 503;
-    default: return 500;
-    }
-}
-
 /* mkdir -p */
 static gf_status make_dirs(const char *path, gf_err *err)
 {
@@ -227,7 +207,7 @@ void gf_gw_shutdown(gf_gw *gw)
         nanosleep(&ts, NULL);
     }
     if (left > 0)
-        GF_LOG_W("shutting down with %d request(s) still in flight: they get 503", left);
+        GF_LOG_W("shutting down with %d request(s) still in flight: they are refused", left);
     gw_batcher_stop(gw);
     if (gw->n_workers > 0)
         gw_workers_stop(gw);
@@ -281,36 +261,37 @@ const char *gf_gw_upload_dir(gf_gw *gw)
     return gw->upload_dir;
 }
 
-void gf_gw_count_http(gf_gw *gw, const char *function, int http_status)
+int gw_protocol_code(const gf_gw *gw, gf_status st)
 {
-    char code[8];
-    snprintf(code, sizeof code, "%d", http_status);
+    return gw->cfg.protocol_code != NULL ? gw->cfg.protocol_code(st) : 0;
+}
+
+void gf_gw_count_answer(gf_gw *gw, const char *function, int protocol_code)
+{
+    char code[16];
+    snprintf(code, sizeof code, "%d", protocol_code);
     const char *l2[2] = {function != NULL ? function : "", code};
     gw_metric_add(gw->metrics, GW_M_REQUESTS, l2, 1);
 }
 
 /* ---- inference ------------------------------------------------------------------ */
 
-gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *retry_after_s,
-                       gf_err *err)
+gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, gf_err *err)
 {
     gf_gw_tensor *given = req->inputs;
     size_t n_given = req->n_inputs;
     req->inputs = NULL;
     req->n_inputs = 0;
-    *retry_after_s = 0;
     gf_status st;
     gw_version *v = NULL;
     gf_gw_tensor *ordered = NULL;
     gw_req *q = NULL;
     bool known = false; /* the function exists (for the metrics label) */
     if (atomic_load(&gw->stopping)) {
-        *http_status = 503;
         st = gf_err_set(err, GF_ERR_CLOSED, "the server is shutting down");
         goto fail;
     }
     if (!gf_function_name_valid(req->function)) {
-        *http_status = 400;
         st = gf_err_set(err, GF_ERR_INVALID, "'%.80s' is not a valid function name",
                         req->function);
         goto fail;
@@ -322,7 +303,6 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
         v = gw_version_find(f, req->version);
     if (v == NULL) {
         pthread_mutex_unlock(&gw->lock);
-        *http_status = 404;
         if (f == NULL || f->deleted)
             st = gf_err_set(err, GF_ERR_NOT_FOUND, "function '%s' not found", req->function);
         else if (req->version != 0)
@@ -336,7 +316,6 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
     if (v->state != GF_STORE_VERSION_READY) {
         pthread_mutex_unlock(&gw->lock);
         v = NULL;
-        *http_status = 503;
         st = gf_err_set(err, GF_ERR_STATE, "function '%s' version %lld cannot be served",
                         req->function, (long long)req->version);
         goto fail;
@@ -344,7 +323,6 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
     if (gw_workers_up(gw) == 0) {
         pthread_mutex_unlock(&gw->lock);
         v = NULL;
-        *http_status = 503;
         st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");
         goto fail;
     }
@@ -353,10 +331,8 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
 
     /* inputs: each manifest input exactly once, checked */
     const gf_manifest *mf = v->mf;
-    *http_status = 400;
     ordered = calloc(mf->n_inputs, sizeof *ordered);
     if (ordered == NULL) {
-        *http_status = 500;
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -403,7 +379,6 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
     gf_gw_result *res = calloc(1, sizeof *res);
     if (q == NULL || res == NULL) {
         free(res);
-        *http_status = 500;
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -418,9 +393,6 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
     st = gw_enqueue(gw, q, err);
     if (st != GF_OK) {
         atomic_fetch_sub(&gw->inflight_reqs, 1);
-        *http_status = st == GF_ERR_BUSY ? 429 : 500;
-        if (st == GF_ERR_BUSY)
-            *retry_after_s = 1;
         q->inputs = NULL;
         free(q->res);
         free(q);
@@ -428,25 +400,22 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *r
         goto fail;
     }
     gf_gw_tensors_free(given, n_given);
-    *http_status = 202;
     return GF_OK;
 fail:
+    if (st == GF_OK)
+        st = GF_ERR_INTERNAL;
     gf_gw_tensors_free(given, n_given);
     /* answered here, without a callback: count it (labelled with the
      * function only when it exists, so random names cannot grow /metrics) */
-    gf_gw_count_http(gw, known ? req->function : NULL, *http_status);
+    gf_gw_count_answer(gw, known ? req->function : NULL, gw_protocol_code(gw, st));
     if (v != NULL) {
         gf_gw_tensors_free(ordered, v->mf->n_inputs);
         gw_version_unref(v);
     }
-    if (st == GF_OK)
-        st = GF_ERR_INTERNAL;
     return st;
 }
 
 /* ---- functions ------------------------------------------------------------------ */
-
-static json_t *version_json(gf_gw *gw, const gw_version *v);
 
 /* A version's files on their way into the function store: where each is
  * now. A rename moves one; whatever is still somewhere when a deploy fails
@@ -499,11 +468,11 @@ static gf_status vfiles_place(vfiles *f, const char *dir, int64_t version, gf_er
     return GF_OK;
 }
 
-gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int *http_status,
+gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *out,
                        gf_err *err)
 {
-    *out = NULL;
-    *http_status = 400;
+    memset(out, 0, sizeof *out);
+    gf_buf_init(&out->json);
     gf_manifest *mf = NULL;
     gf_validation val;
     memset(&val, 0, sizeof val);
@@ -514,7 +483,6 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
     gf_status st;
     pthread_mutex_lock(&gw->deploy_lock);
     if (atomic_load(&gw->stopping)) {
-        *http_status = 503;
         st = gf_err_set(err, GF_ERR_CLOSED, "the server is shutting down");
         goto out;
     }
@@ -530,19 +498,15 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
     gf_fn_deploy_in in = {req->manifest, req->manifest_len, req->name, req->kind, uploads,
                           1 + req->n_extra};
     st = gf_oneshot_validate(&gw->oneshot, &in, gw->upload_dir, &val, err);
-    if (st != GF_OK) {
-        *http_status = gw_http_status_of(st);
+    if (st != GF_OK)
         goto out;
-    }
     if ((st = gf_manifest_parse(val.manifest_json, strlen(val.manifest_json), &mf, err)) !=
         GF_OK) {
         gf_err_prefix(err, "the validator's manifest");
         st = err != NULL ? (err->code = GF_ERR_INTERNAL) : GF_ERR_INTERNAL;
-        *http_status = 500;
         goto out;
     }
     if (val.weights == NULL && req->n_extra > 0) {
-        *http_status = 500;
         st = gf_err_set(err, GF_ERR_INTERNAL, "kind '%s' took %zu files but wrote no weights",
                         mf->kind, 1 + req->n_extra);
         goto out;
@@ -556,7 +520,6 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
         files.weights = strdup(val.weights);
         if (files.weights != NULL &&
             (st = gf_sha256_file(files.weights, sha, &bytes, err)) != GF_OK) {
-            *http_status = 500;
             goto out;
         }
     } else {
@@ -564,7 +527,6 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
         snprintf(sha, sizeof sha, "%s", req->sha256_hex);
     }
     if (files.weights == NULL) {
-        *http_status = 500;
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -574,7 +536,6 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
     int64_t version = mf->version;
     if (version > 0 && f != NULL && gw_version_find(f, version) != NULL) {
         pthread_mutex_unlock(&gw->lock);
-        *http_status = 409;
         st = gf_err_set(err, GF_ERR_EXISTS, "function '%s' already has version %lld", mf->name,
                         (long long)version);
         goto out;
@@ -589,7 +550,6 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
     pthread_mutex_unlock(&gw->lock);
     dir = gf_path_join(gw->functions_dir, mf->name);
     if (dir == NULL || (st = make_dirs(dir, err)) != GF_OK) {
-        *http_status = 500;
         if (dir == NULL)
             st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto out;
@@ -598,7 +558,6 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
     gf_buf_init(&mj);
     if (gf_manifest_to_json(mf, &mj) != GF_OK) {
         gf_buf_deinit(&mj);
-        *http_status = 500;
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -616,7 +575,6 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
     }
     if (st != GF_OK) {
         gf_buf_deinit(&mj);
-        *http_status = st == GF_ERR_EXISTS ? 409 : 500;
         goto out;
     }
     /* publish in memory: requests from now on get the new version; those in
@@ -631,18 +589,18 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int
         gw_worker *w = gw_route(gw, v, -1, NULL);
         if (w != NULL)
             gw_worker_load(gw, w, v, GF_IPC_TIER_HOST, NULL);
-        *out = version_json(gw, v);
+        if ((st = gw_version_json(gw, v, &out->json)) != GF_OK)
+            st = gf_err_set(err, st, "out of memory describing the new version");
+        snprintf(out->name, sizeof out->name, "%s", mf->name);
+        out->version = version;
     }
     pthread_mutex_unlock(&gw->lock);
     gf_buf_deinit(&mj);
-    if (st != GF_OK) {
-        *http_status = 500;
+    if (st != GF_OK)
         goto out;
-    }
     GF_LOG_I("function '%s' version %lld deployed (%s, %llu bytes, sha256 %.12s...%s)", mf->name,
              (long long)version, mf->kind, (unsigned long long)bytes, sha,
              val.weights != NULL ? ", converted" : "");
-    *http_status = 201;
 out:
     if (st != GF_OK) {
         vfiles_remove(&files);
@@ -658,10 +616,9 @@ out:
     return st;
 }
 
-gf_status gf_gw_delete(gf_gw *gw, const char *name, int *http_status, gf_err *err)
+gf_status gf_gw_delete(gf_gw *gw, const char *name, gf_err *err)
 {
     if (!gf_function_name_valid(name)) {
-        *http_status = 400;
         return gf_err_set(err, GF_ERR_INVALID, "'%.80s' is not a valid function name", name);
     }
     pthread_mutex_lock(&gw->deploy_lock);
@@ -670,7 +627,6 @@ gf_status gf_gw_delete(gf_gw *gw, const char *name, int *http_status, gf_err *er
     if (f == NULL || f->deleted) {
         pthread_mutex_unlock(&gw->lock);
         pthread_mutex_unlock(&gw->deploy_lock);
-        *http_status = 404;
         return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%s' not found", name);
     }
     f->deleted = true;
@@ -702,363 +658,56 @@ gf_status gf_gw_delete(gf_gw *gw, const char *name, int *http_status, gf_err *er
     free(dir);
     pthread_mutex_unlock(&gw->deploy_lock);
     GF_LOG_I("function '%s' deleted", name);
-    *http_status = 200;
     return GF_OK;
 }
 
-static gw_version *current_or_404(gf_gw *gw, const char *name, int *http_status, gf_err *err)
+static gw_version *current_or_404(gf_gw *gw, const char *name, gf_err *err)
 {
     gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
     if (f == NULL || f->deleted || f->current == NULL) {
-        *http_status = 404;
         gf_err_set(err, GF_ERR_NOT_FOUND, "function '%.80s' not found", name);
         return NULL;
     }
     return f->current;
 }
 
-gf_status gf_gw_repo_load(gf_gw *gw, const char *name, int *http_status, gf_err *err)
+gf_status gf_gw_repo_load(gf_gw *gw, const char *name, gf_err *err)
 {
-    return gf_gw_repo_load_on(gw, name, -1, http_status, err);
+    return gf_gw_repo_load_on(gw, name, -1, err);
 }
 
-gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, int *http_status,
-                             gf_err *err)
+gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, gf_err *err)
 {
     pthread_mutex_lock(&gw->lock);
-    gw_version *v = current_or_404(gw, name, http_status, err);
+    gw_version *v = current_or_404(gw, name, err);
     gf_status st = v == NULL ? GF_ERR_NOT_FOUND : GF_OK;
     if (v != NULL && worker >= gw->n_workers) {
-        *http_status = 404;
         st = gf_err_set(err, GF_ERR_NOT_FOUND, "no worker %d (this server has %d)", worker,
                         gw->n_workers);
     } else if (v != NULL && worker >= 0 && gw->workers[worker].state != GW_W_UP) {
-        *http_status = 503;
         st = gf_err_set(err, GF_ERR_CLOSED, "worker %d is not up", worker);
     } else if (v != NULL) {
         gw_worker *w = worker >= 0 ? &gw->workers[worker] : gw_route(gw, v, -1, NULL);
-        if (w == NULL) {
-            *http_status = 503;
+        if (w == NULL)
             st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");
-        } else if ((st = gw_worker_load(gw, w, v, GF_IPC_TIER_DEVICE, err)) == GF_OK) {
-            *http_status = 200;
-        } else {
-            *http_status = 500;
-        }
+        else
+            st = gw_worker_load(gw, w, v, GF_IPC_TIER_DEVICE, err);
     }
     pthread_mutex_unlock(&gw->lock);
     return st;
 }
 
-gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, int *http_status, gf_err *err)
+gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, gf_err *err)
 {
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
     if (f == NULL || f->deleted) {
         pthread_mutex_unlock(&gw->lock);
-        *http_status = 404;
         return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%.80s' not found", name);
     }
     for (size_t i = 0; i < f->n; i++)
         gw_worker_unload_all(gw, f->versions[i]);
     pthread_mutex_unlock(&gw->lock);
-    *http_status = 200;
     return GF_OK;
 }
 
-/* ---- JSON views ------------------------------------------------------------------ */
-
-static const char *tier_str(int t)
-{
-    return t == GF_IPC_TIER_DEVICE ? "device" : t == GF_IPC_TIER_HOST ? "host" : "store";
-}
-
-static const char *vstate_str(gf_store_vstate s)
-{
-    return gf_store_vstate_name(s);
-}
-
-static json_t *io_json(const gf_manifest_io *io, size_t n)
-{
-    json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++) {
-        json_t *shape = json_array();
-        for (int32_t k = 0; k < io[i].rank; k++)
-            json_array_append_new(shape, json_integer(io[i].shape[k]));
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "name", io[i].name, "datatype",
-                                             gf_dtype_kserve_name(io[i].dtype), "shape", shape));
-    }
-    return arr;
-}
-
-static json_t *placements_of(gf_gw *gw, const gw_version *v)
-{
-    json_t *arr = json_array();
-    for (int w = 0; w < gw->n_workers; w++) {
-        const gw_placement *pl = &v->pl[w];
-        if (pl->state == GW_PL_NONE || pl->tier < GF_IPC_TIER_HOST)
-            continue;
-        json_array_append_new(arr, json_pack("{s:i, s:s, s:I, s:I}", "worker", w, "tier",
-                                             tier_str(pl->tier), "bytes",
-                                             (json_int_t)(pl->tier == GF_IPC_TIER_DEVICE
-                                                              ? v->device_bytes : v->bytes),
-                                             "hits", (json_int_t)pl->hits));
-    }
-    return arr;
-}
-
-static json_t *version_json(gf_gw *gw, const gw_version *v)
-{
-    char invoke[160], v2[160];
-    snprintf(invoke, sizeof invoke, "/v1/functions/%s/invoke", v->fn->name);
-    snprintf(v2, sizeof v2, "/v2/models/%s/versions/%lld/infer", v->fn->name,
-             (long long)v->version);
-    json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:I, s:s, s:b, s:s, s:s}", "name", v->fn->name,
-                          "version", (json_int_t)v->version, "kind", v->mf->kind, "state",
-                          vstate_str(v->state), "bytes", (json_int_t)v->bytes, "sha256",
-                          v->sha256, "current", v->fn->current == v, "invoke", invoke, "v2", v2);
-    if (j == NULL)
-        return NULL;
-    if (v->reason != NULL)
-        json_object_set_new(j, "reason", json_string(v->reason));
-    json_object_set_new(j, "inputs", io_json(v->mf->inputs, v->mf->n_inputs));
-    json_object_set_new(j, "outputs", io_json(v->mf->outputs, v->mf->n_outputs));
-    json_object_set_new(j, "max_batch_size", json_integer(v->mf->max_batch_size));
-    json_object_set_new(j, "placements", placements_of(gw, v));
-    return j;
-}
-
-static json_t *function_json(gf_gw *gw, const gw_function *f, bool detail)
-{
-    const gw_version *cur = f->current;
-    json_t *j = json_pack("{s:s, s:s}", "name", f->name, "kind", f->kind ? f->kind : "");
-    if (j == NULL)
-        return NULL;
-    json_object_set_new(j, "version", cur ? json_integer(cur->version) : json_null());
-    json_object_set_new(j, "state", json_string(cur ? vstate_str(cur->state) : "unavailable"));
-    char invoke[160];
-    snprintf(invoke, sizeof invoke, "/v1/functions/%s/invoke", f->name);
-    json_object_set_new(j, "invoke", json_string(invoke));
-    if (cur != NULL) {
-        json_object_set_new(j, "bytes", json_integer((json_int_t)cur->bytes));
-        json_object_set_new(j, "placements", placements_of(gw, cur));
-    }
-    json_t *vs = json_array();
-    for (size_t i = 0; i < f->n; i++) {
-        if (f->versions[i]->state == GF_STORE_VERSION_DELETED)
-            continue;
-        json_array_append_new(vs, detail ? version_json(gw, f->versions[i])
-                                         : json_integer(f->versions[i]->version));
-    }
-    json_object_set_new(j, "versions", vs);
-    return j;
-}
-
-json_t *gf_gw_functions_json(gf_gw *gw)
-{
-    json_t *arr = json_array();
-    pthread_mutex_lock(&gw->lock);
-    for (size_t i = 0; i < gw->n_fns; i++)
-        if (!gw->fns[i]->deleted)
-            json_array_append_new(arr, function_json(gw, gw->fns[i], false));
-    pthread_mutex_unlock(&gw->lock);
-    return json_pack("{s:o}", "functions", arr);
-}
-
-json_t *gf_gw_function_json(gf_gw *gw, const char *name)
-{
-    json_t *j = NULL;
-    pthread_mutex_lock(&gw->lock);
-    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
-    if (f != NULL && !f->deleted)
-        j = function_json(gw, f, true);
-    pthread_mutex_unlock(&gw->lock);
-    return j;
-}
-
-json_t *gf_gw_repo_index(gf_gw *gw)
-{
-    json_t *arr = json_array();
-    pthread_mutex_lock(&gw->lock);
-    for (size_t i = 0; i < gw->n_fns; i++) {
-        const gw_function *f = gw->fns[i];
-        if (f->deleted)
-            continue;
-        for (size_t k = 0; k < f->n; k++) {
-            const gw_version *v = f->versions[k];
-            char ver[24];
-            snprintf(ver, sizeof ver, "%lld", (long long)v->version);
-            bool ready = v->state == GF_STORE_VERSION_READY;
-            json_t *e = json_pack("{s:s, s:s, s:s}", "name", f->name, "version", ver, "state",
-                                  ready ? "READY" : "UNAVAILABLE");
-            json_object_set_new(e, "reason", json_string(ready ? "" : (v->reason ? v->reason
-                                                                                 : "broken")));
-            json_array_append_new(arr, e);
-        }
-    }
-    pthread_mutex_unlock(&gw->lock);
-    return arr;
-}
-
-json_t *gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, int *http_status,
-                             gf_err *err)
-{
-    json_t *j = NULL;
-    pthread_mutex_lock(&gw->lock);
-    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
-    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
-    if (v == NULL || v->state == GF_STORE_VERSION_DELETED) {
-        *http_status = 404;
-        if (f == NULL || f->deleted)
-            gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s' is not found",
-                       name);
-        else
-            gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s' version %lld "
-                       "is not found", name, (long long)version);
-    } else {
-        json_t *versions = json_array();
-        for (size_t i = 0; i < f->n; i++) {
-            if (f->versions[i]->state == GF_STORE_VERSION_DELETED)
-                continue;
-            char ver[24];
-            snprintf(ver, sizeof ver, "%lld", (long long)f->versions[i]->version);
-            json_array_append_new(versions, json_string(ver));
-        }
-        char platform[96];
-        snprintf(platform, sizeof platform, "gpufaas_%s", v->mf->kind);
-        j = json_pack("{s:s, s:o, s:s, s:o, s:o}", "name", f->name, "versions", versions,
-                      "platform", platform, "inputs", io_json(v->mf->inputs, v->mf->n_inputs),
-                      "outputs", io_json(v->mf->outputs, v->mf->n_outputs));
-        *http_status = 200;
-    }
-    pthread_mutex_unlock(&gw->lock);
-    return j;
-}
-
-bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version)
-{
-    bool ready = false;
-    pthread_mutex_lock(&gw->lock);
-    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
-    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
-    ready = v != NULL && v->state == GF_STORE_VERSION_READY && gw_workers_up(gw) > 0 &&
-            !atomic_load(&gw->stopping);
-    pthread_mutex_unlock(&gw->lock);
-    return ready;
-}
-
-static const char *wstate_str(gw_wstate s)
-{
-    switch (s) {
-    case GW_W_STARTING: return "starting";
-    case GW_W_UP: return "up";
-    case GW_W_DOWN: return "down";
-    case GW_W_FAILED: return "failed";
-    }
-    return "?";
-}
-
-json_t *gf_gw_workers_json(gf_gw *gw)
-{
-    json_t *arr = json_array();
-    pthread_mutex_lock(&gw->lock);
-    for (int i = 0; i < gw->n_workers; i++) {
-        const gw_worker *w = &gw->workers[i];
-        json_t *models = json_array();
-        for (size_t k = 0; k < gw->n_fns; k++)
-            for (size_t m = 0; m < gw->fns[k]->n; m++) {
-                const gw_version *v = gw->fns[k]->versions[m];
-                if (v->pl[i].state != GW_PL_NONE && v->pl[i].tier >= GF_IPC_TIER_HOST)
-                    json_array_append_new(models, json_pack("{s:s, s:I, s:s}", "function",
-                                                            v->fn->name, "version",
-                                                            (json_int_t)v->version, "tier",
-                                                            tier_str(v->pl[i].tier)));
-            }
-        uint64_t dbud = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
-        uint64_t hbud = w->have_stats ? w->stats.host_budget : w->ready.host_budget;
-        json_t *j = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:i}", "id", i, "device", w->device,
-                              "device_name", w->device_name, "pid", (int)w->pid, "state",
-                              wstate_str(w->state), "restarts", w->restarts, "in_flight",
-                              (int)w->n_inflight);
-        json_object_set_new(j, "device_memory",
-                            json_pack("{s:I, s:I}", "used",
-                                      (json_int_t)(w->have_stats ? w->stats.device_used : 0),
-                                      "budget", (json_int_t)dbud));
-        json_object_set_new(j, "host_memory",
-                            json_pack("{s:I, s:I}", "used",
-                                      (json_int_t)(w->have_stats ? w->stats.host_used : 0),
-                                      "budget", (json_int_t)hbud));
-        json_object_set_new(j, "models", models);
-        json_array_append_new(arr, j);
-    }
-    pthread_mutex_unlock(&gw->lock);
-    return json_pack("{s:o}", "workers", arr);
-}
-
-json_t *gf_gw_placements_json(gf_gw *gw)
-{
-    json_t *arr = json_array();
-    pthread_mutex_lock(&gw->lock);
-    for (size_t k = 0; k < gw->n_fns; k++) {
-        for (size_t m = 0; m < gw->fns[k]->n; m++) {
-            const gw_version *v = gw->fns[k]->versions[m];
-            for (int i = 0; i < gw->n_workers; i++) {
-                const gw_placement *pl = &v->pl[i];
-                if (pl->state == GW_PL_NONE || pl->tier < GF_IPC_TIER_HOST)
-                    continue;
-                json_array_append_new(
-                    arr, json_pack("{s:s, s:I, s:i, s:s, s:I, s:s, s:I}", "function", v->fn->name,
-                                   "version", (json_int_t)v->version, "worker", i, "tier",
-                                   tier_str(pl->tier), "bytes",
-                                   (json_int_t)(pl->tier == GF_IPC_TIER_DEVICE ? v->device_bytes
-                                                                               : v->bytes),
-                                   "state", pl->state == GW_PL_LOADING ? "loading" : "ready",
-                                   "hits", (json_int_t)pl->hits));
-            }
-        }
-    }
-    pthread_mutex_unlock(&gw->lock);
-    return json_pack("{s:o}", "placements", arr);
-}
-
-json_t *gf_gw_server_metadata(gf_gw *gw)
-{
-    (void)gw;
-    return json_pack("{s:s, s:s, s:[s,s]}", "name", "gpufaas", "version", GF_VERSION,
-                     "extensions", "binary_tensor_data", "model_repository");
-}
-
-gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out)
-{
-    gw_metric_clear(gw->metrics, GW_M_WORKERS);
-    gw_metric_clear(gw->metrics, GW_M_DEVICE_MEMORY);
-    gw_metric_clear(gw->metrics, GW_M_HOST_MEMORY);
-    int by_state[4] = {0, 0, 0, 0};
-    pthread_mutex_lock(&gw->lock);
-    for (int i = 0; i < gw->n_workers; i++) {
-        const gw_worker *w = &gw->workers[i];
-        by_state[w->state]++;
-        char wid[16];
-        snprintf(wid, sizeof wid, "%d", i);
-        uint64_t dbud = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
-        uint64_t hbud = w->have_stats ? w->stats.host_budget : w->ready.host_budget;
-        const char *lu[2] = {wid, "used"}, *lb[2] = {wid, "budget"};
-        gw_metric_set(gw->metrics, GW_M_DEVICE_MEMORY, lu,
-                      (double)(w->have_stats ? w->stats.device_used : 0));
-        gw_metric_set(gw->metrics, GW_M_DEVICE_MEMORY, lb, (double)dbud);
-        gw_metric_set(gw->metrics, GW_M_HOST_MEMORY, lu,
-                      (double)(w->have_stats ? w->stats.host_used : 0));
-        gw_metric_set(gw->metrics, GW_M_HOST_MEMORY, lb, (double)hbud);
-    }
-    pthread_mutex_unlock(&gw->lock);
-    for (int s = 0; s < 4; s++) {
-        const char *l[1] = {wstate_str((gw_wstate)s)};
-        gw_metric_set(gw->metrics, GW_M_WORKERS, l, by_state[s]);
-    }
-    if (gw->store != NULL) {
-        gf_store_stats ss;
-        gf_store_stats_get(gw->store, &ss);
-        gw_metric_set(gw->metrics, GW_M_STORE_DROPPED, NULL, (double)ss.dropped);
-    }
-    return gw_metrics_write(gw->metrics, out);
-}

@@ -14,15 +14,24 @@
  *   store       every state change and invocation goes to SQLite (store/)
  *   metrics     counters and histograms, exposed as Prometheus text
  *
+ * ERRORS. Every call returns a gf_status and fills the caller's gf_err with a
+ * message naming the problem: GF_ERR_NOT_FOUND (no such function, version
+ * or worker), GF_ERR_INVALID (inputs that do not fit the manifest, weights
+ * that do not fit, a bad name), GF_ERR_BUSY (a full queue: retry),
+ * GF_ERR_EXISTS (that version exists), GF_ERR_STATE (a version that cannot
+ * serve), GF_ERR_CLOSED (shutting down, no worker up), ... The core chooses
+ * no protocol code: the HTTP front maps statuses in one table
+ * (gateway/http/status.c) and hands that table to the core as
+ * gf_gw_config.protocol_code, which the core only uses to label what it
+ * records (SQLite's invocations.http_code, /metrics' code label).
+ *
  * Threading: every function here is thread-safe. Result callbacks run on a
  * core thread and must not block (they typically resume an HTTP
- * connection). JSON values come from jansson; the caller owns what it gets
- * (json_decref).
+ * connection). The views write JSON text into a caller's gf_buf.
  */
 #ifndef GF_GATEWAY_CORE_H
 #define GF_GATEWAY_CORE_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,6 +66,9 @@ typedef struct gf_gw_config {
                                     (needs allow_native); may be NULL */
     size_t n_plugins;
     uint32_t validate_timeout_ms; /* how long a deploy's validation may take (0 = 300 s) */
+    int (*protocol_code)(gf_status st); /* the front end's code for a status (the HTTP
+                                           front's table): recorded with each answer the
+                                           core gives, never chosen by it; NULL = 0 */
 } gf_gw_config;
 
 /* Open the store, recover the catalogue, spawn the workers and wait (a
@@ -64,8 +76,9 @@ typedef struct gf_gw_config {
  * *out is owned by the caller (gf_gw_free). */
 gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err);
 
-/* Stop accepting requests (new submits get 503), let in-flight ones finish
- * up to the drain timeout (the rest get 503), stop the workers (SHUTDOWN,
+/* Stop accepting requests (new submits get GF_ERR_CLOSED), let in-flight
+ * ones finish up to the drain timeout (the rest are answered GF_ERR_CLOSED),
+ * stop the workers (SHUTDOWN,
  * then TERM, then KILL), commit the store. Idempotent. */
 void gf_gw_shutdown(gf_gw *gw);
 
@@ -95,7 +108,6 @@ void gf_gw_tensors_free(gf_gw_tensor *t, size_t n);
  * with gf_gw_result_free. */
 typedef struct gf_gw_result {
     gf_status status;        /* GF_OK, or what went wrong */
-    int http_status;         /* 200, 400, 404, 429, 500, 503, ... */
     char message[512];       /* "" on success */
     char function[64];
     int64_t version;         /* the version that served it */
@@ -121,13 +133,13 @@ typedef struct gf_gw_infer_req {
 } gf_gw_infer_req;
 
 /* Queue an inference. Checks at once, answering without calling done: an
- * unknown function or version (404), inputs that do not match the manifest
- * by name, count, datatype or shape (400), a full queue (429; *retry_after_s
- * set), shutting down or no worker (503). On GF_OK done will be called
- * exactly once. inputs are taken over in every case (the caller's pointers
- * are cleared). */
-gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, int *http_status, int *retry_after_s,
-                       gf_err *err);
+ * unknown function or version (GF_ERR_NOT_FOUND), inputs that do not match
+ * the manifest by name, count, datatype or shape (GF_ERR_INVALID), a full
+ * queue (GF_ERR_BUSY: retry shortly), a version that cannot serve
+ * (GF_ERR_STATE), shutting down or no worker (GF_ERR_CLOSED). On GF_OK done
+ * will be called exactly once. inputs are taken over in every case (the
+ * caller's pointers are cleared). */
+gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, gf_err *err);
 
 /* ---- functions ------------------------------------------------------------- */
 
@@ -146,66 +158,80 @@ typedef struct gf_gw_deploy_req {
     size_t n_extra;
 } gf_gw_deploy_req;
 
+/* What a deploy made: the new version as JSON text (the function, its new
+ * version and the invoke URLs), and its name and number. */
+typedef struct gf_gw_deployed {
+    gf_buf json;             /* caller-owned once filled (gf_buf_deinit) */
+    char name[64];
+    int64_t version;
+} gf_gw_deployed;
+
 /* Validate the upload and the manifest against it (in a gpufaas-worker
  * --validate child, converting the upload when its kind does), store the
  * version's files, record it durably and publish it as current once it is
- * ready. The previous version serves until then. *out (a JSON object
- * describing the function, its new version and the invoke URL) is owned by
- * the caller. *http_status is 201 on success, else 400/404/409/... */
-gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, json_t **out, int *http_status,
+ * ready. The previous version serves until then. On GF_OK *out is filled
+ * (out->json initialised by the call). GF_ERR_INVALID for a manifest or
+ * upload that does not fit, GF_ERR_EXISTS for a version given twice. */
+gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *out,
                        gf_err *err);
 
 /* Delete a function: unload it everywhere, remove its files, keep its
- * history rows. 404 when unknown. */
-gf_status gf_gw_delete(gf_gw *gw, const char *name, int *http_status, gf_err *err);
+ * history rows. GF_ERR_NOT_FOUND when unknown. */
+gf_status gf_gw_delete(gf_gw *gw, const char *name, gf_err *err);
 
 /* Repository extension: load = prefetch the current version onto a worker's
  * device (the router's choice); unload = evict it from every worker. */
-gf_status gf_gw_repo_load(gf_gw *gw, const char *name, int *http_status, gf_err *err);
+gf_status gf_gw_repo_load(gf_gw *gw, const char *name, gf_err *err);
 /* Load onto worker `worker`'s device (-1: the router's choice, as
- * gf_gw_repo_load). 404 for a worker that does not exist, 503 when it is not
- * up. */
-gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, int *http_status,
-                             gf_err *err);
-gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, int *http_status, gf_err *err);
+ * gf_gw_repo_load). GF_ERR_NOT_FOUND for a worker that does not exist,
+ * GF_ERR_CLOSED when it is not up. */
+gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, gf_err *err);
+gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, gf_err *err);
 
-/* ---- reading state (JSON for the APIs) --------------------------------------- */
+/* ---- reading state (JSON text for the APIs, gateway/core/views.c) --------------- */
 
-/* [{"name", "version", "state", "reason"}] as the v2 repository index. */
-json_t *gf_gw_repo_index(gf_gw *gw);
+/* Each view appends one JSON value to out. They fail only for want of memory
+ * (GF_ERR_NOMEM), or GF_ERR_NOT_FOUND (with a message) where they name one
+ * function. */
 
-/* All functions: [{"name", "kind", "version", "versions": [...], "bytes", "state",
- * "placements": [...], "invoke": "/v1/functions/NAME/invoke"}]. */
-json_t *gf_gw_functions_json(gf_gw *gw);
+/* [{"name", "version", "state", "reason"}] as the v2 repository index; only
+ * the READY ones when ready_only. */
+gf_status gf_gw_repo_index(gf_gw *gw, bool ready_only, gf_buf *out);
 
-/* One function with every version and where it is placed; NULL when unknown. */
-json_t *gf_gw_function_json(gf_gw *gw, const char *name);
+/* {"functions": [{"name", "kind", "version", "versions": [...], "bytes",
+ * "state", "placements": [...], "invoke": "/v1/functions/NAME/invoke"}]}. */
+gf_status gf_gw_functions_json(gf_gw *gw, gf_buf *out);
+
+/* One function with every version and where it is placed. */
+gf_status gf_gw_function_json(gf_gw *gw, const char *name, gf_buf *out, gf_err *err);
 
 /* v2 model metadata for name (version 0 = current): {"name", "versions":
  * ["1","2"], "platform": "gpufaas_<kind>", "inputs": [{"name", "datatype",
- * "shape"}], "outputs": [...]}. NULL with *http_status 404 when unknown. */
-json_t *gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, int *http_status,
-                             gf_err *err);
+ * "shape"}], "outputs": [...]}. */
+gf_status gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, gf_buf *out,
+                               gf_err *err);
 
 /* True when the version (0 = current) exists and can serve (v2 .../ready). */
 bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version);
 
-/* [{"id", "device", "pid", "state", "device_memory": {"used", "budget"},
- * "host_memory": {...}, "models": [...], "restarts"}]. */
-json_t *gf_gw_workers_json(gf_gw *gw);
+/* {"workers": [{"id", "device", "pid", "state", "device_memory": {"used",
+ * "budget"}, "host_memory": {...}, "models": [...], "restarts"}]}. */
+gf_status gf_gw_workers_json(gf_gw *gw, gf_buf *out);
 
-/* [{"function", "version", "worker", "tier", "bytes", "state", "hits"}]. */
-json_t *gf_gw_placements_json(gf_gw *gw);
+/* {"placements": [{"function", "version", "worker", "tier", "bytes", "state",
+ * "hits"}]}. */
+gf_status gf_gw_placements_json(gf_gw *gw, gf_buf *out);
 
 /* {"name": "gpufaas", "version": "...", "extensions": [...]} for GET /v2. */
-json_t *gf_gw_server_metadata(gf_gw *gw);
+gf_status gf_gw_server_metadata(gf_gw *gw, gf_buf *out);
 
 /* Append the Prometheus text exposition of every metric. */
 gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out);
 
-/* Count an HTTP response that never reached the core (a 4xx from parsing),
- * so /metrics sees every request: function may be NULL (unknown). */
-void gf_gw_count_http(gf_gw *gw, const char *function, int http_status);
+/* Count an answer the front end gave without the core (a 4xx from parsing),
+ * with its protocol code, so /metrics sees every request: function may be
+ * NULL (unknown). */
+void gf_gw_count_answer(gf_gw *gw, const char *function, int code);
 
 #ifdef __cplusplus
 }

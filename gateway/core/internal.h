@@ -204,7 +204,12 @@ struct gf_gw {
 
 /* ---- helpers shared by the core's files ---- */
 
-int gw_http_status_of(gf_status st);
+/* The front end's protocol code for st (gf_gw_config.protocol_code), for
+ * the records and metrics only; 0 without one. */
+int gw_protocol_code(const gf_gw *gw, gf_status st);
+
+/* views.c: the version as the JSON a deploy answers with (lock held). */
+gf_status gw_version_json(gf_gw *gw, const gw_version *v, gf_buf *out);
 
 void gw_version_ref(gw_version *v);
 void gw_version_unref(gw_version *v);
@@ -240,7 +245,7 @@ gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err);
 gf_status gw_batcher_start(gf_gw *gw, gf_err *err);
 void gw_batcher_stop(gf_gw *gw);
 /* Answer every request of b with an error and free it. */
-void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, int http, const char *msg);
+void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, const char *msg);
 /* Deliver a worker's RESULT to the requests of b and free it. */
 void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worker);
 void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res);

@@ -395,7 +395,7 @@ static void on_result(gw_worker *w, const gf_ipc_frame *f)
         GF_LOG_W("worker %d: RESULT for unknown request %llu", w->id,
                  (unsigned long long)f->h.request_id);
     } else if (st != GF_OK) {
-        gw_batch_fail(gw, b, GF_ERR_PROTOCOL, 500, err.msg);
+        gw_batch_fail(gw, b, GF_ERR_PROTOCOL, err.msg);
     } else {
         gw_batch_complete(gw, b, &r, w->id);
     }
@@ -433,12 +433,12 @@ static void on_error(gw_worker *w, const gf_ipc_frame *f)
     }
     pthread_mutex_unlock(&gw->lock);
     if (b != NULL)
-        gw_batch_fail(gw, b, code, gw_http_status_of(code), e.message);
+        gw_batch_fail(gw, b, code, e.message);
     while (failed != NULL) {
         gw_batch *x = failed;
         failed = x->next;
         x->next = NULL;
-        gw_batch_fail(gw, x, code, gw_http_status_of(code), e.message);
+        gw_batch_fail(gw, x, code, e.message);
     }
     if (b == NULL && p == NULL)
         GF_LOG_D("worker %d: ERROR for request %llu: %s", w->id,
@@ -515,7 +515,7 @@ static void on_stats(gw_worker *w, const gf_ipc_frame *f)
 }
 
 /* The connection ended: everything the worker held is retried elsewhere
- * once, or answered 503. */
+ * once, or answered GF_ERR_CLOSED. */
 static void worker_lost(gw_worker *w)
 {
     gf_gw *gw = w->gw;
@@ -568,7 +568,7 @@ static void worker_lost(gw_worker *w)
             char msg[160];
             snprintf(msg, sizeof msg, "worker %d stopped while running the request and no "
                      "other worker could take it", w->id);
-            gw_batch_fail(gw, back, GF_ERR_CLOSED, 503, msg);
+            gw_batch_fail(gw, back, GF_ERR_CLOSED, msg);
         }
     }
 }

@@ -69,7 +69,7 @@ static bool js_eat(gf_js *j, char c)
 static gf_status js_enter(gf_js *j)
 {
     if (j->depth >= j->max_depth)
-        return gf_err_set(j->err, GF_ERR_TOO_LARGE,
+        return gf_err_set(j->err, GF_ERR_INVALID,
                           "JSON nesting deeper than %zu levels at byte %zu", j->max_depth, j->pos);
     j->depth++;
     j->pos++; /* the '[' or '{' */
@@ -1036,11 +1036,9 @@ void gf_codec_request_deinit(gf_codec_request *r)
 }
 
 gf_status gf_codec_request_parse(const char *body, size_t len, const char *header_len,
-                                 const gf_codec_opts *opts, gf_codec_request *out, int *http_status,
-                                 gf_err *err)
+                                 const gf_codec_opts *opts, gf_codec_request *out, gf_err *err)
 {
     memset(out, 0, sizeof *out);
-    *http_status = 400;
     size_t json_len = len;
     const char *bin = NULL;
     size_t bin_len = 0;
@@ -1087,15 +1085,12 @@ gf_status gf_codec_request_parse(const char *body, size_t len, const char *heade
     gf_buf_deinit(&c.str);
     if (st != GF_OK) {
         gf_codec_request_deinit(out);
-        if (st == GF_ERR_NOMEM)
-            *http_status = 500;
         return st;
     }
     if (out->n_outputs == 0) {
         free(out->outputs);
         out->outputs = NULL;
     }
-    *http_status = 200;
     return GF_OK;
 }
 
@@ -1255,14 +1250,13 @@ static void sel_free(gf_sel *s)
 }
 
 static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, bool binary_allowed,
-                          gf_sel *s, int *http_status, gf_err *err)
+                          gf_sel *s, gf_err *err)
 {
     size_t cap = res->n_outputs + (req != NULL ? req->n_outputs : 0) + 1;
     s->idx = calloc(cap, sizeof *s->idx);
     s->bin = calloc(cap, sizeof *s->bin);
     s->n = 0;
     if (s->idx == NULL || s->bin == NULL) {
-        *http_status = 500;
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory rendering the response");
     }
     bool dflt = binary_allowed && req != NULL && req->binary_output;
@@ -1283,7 +1277,6 @@ static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, 
                 for (size_t m = 0; m < res->n_outputs && used < sizeof names; m++)
                     used += (size_t)snprintf(names + used, sizeof names - used, "%s'%s'",
                                              m > 0 ? ", " : "", res->outputs[m].name);
-                *http_status = 400;
                 return gf_err_set(err, GF_ERR_INVALID,
                                   "unknown output '%s' requested (function '%s' has %s)",
                                   req->outputs[k].name, res->function, names);
@@ -1329,26 +1322,24 @@ static gf_status render_fail(gf_buf *out, size_t start, gf_status st, gf_err *er
     out->len = start;
     if (out->data != NULL)
         out->data[start] = '\0';
+    /* a result that cannot be rendered is the server's failure, not the client's */
     if (st == GF_ERR_NOMEM || st == GF_ERR_OVERFLOW || st == GF_ERR_TOO_LARGE)
-        gf_err_set(err, st, "out of memory rendering the response");
-    else
-        gf_err_set(err, st, "cannot render the outputs: %s", gf_strerror(st));
-    return st;
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory rendering the response");
+    return gf_err_set(err, GF_ERR_INTERNAL, "cannot render the outputs: %s", gf_strerror(st));
 }
 
 gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
                              const gf_codec_request *req, gf_buf *out, size_t *header_len,
-                             int *http_status, gf_err *err)
+                             gf_err *err)
 {
     *header_len = 0;
     size_t start = out->len;
     gf_sel s;
-    gf_status st = sel_make(res, req, true, &s, http_status, err);
+    gf_status st = sel_make(res, req, true, &s, err);
     if (st != GF_OK) {
         sel_free(&s);
         return st;
     }
-    *http_status = 500;
     st = gf_buf_append_str(out, "{\"model_name\":");
     if (st == GF_OK)
         st = gf_buf_append_json_str(out, model_name, strlen(model_name));
@@ -1370,21 +1361,19 @@ gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
     if (st != GF_OK)
         return render_fail(out, start, st, err);
     *header_len = any_bin ? json_len : 0;
-    *http_status = 200;
     return GF_OK;
 }
 
 gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *req, gf_buf *out,
-                             int *http_status, gf_err *err)
+                             gf_err *err)
 {
     size_t start = out->len;
     gf_sel s;
-    gf_status st = sel_make(res, req, false, &s, http_status, err);
+    gf_status st = sel_make(res, req, false, &s, err);
     if (st != GF_OK) {
         sel_free(&s);
         return st;
     }
-    *http_status = 500;
     st = gf_buf_append_str(out, "{\"function\":");
     if (st == GF_OK)
         st = gf_buf_append_json_str(out, res->function, strlen(res->function));
@@ -1402,6 +1391,5 @@ gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *re
     sel_free(&s);
     if (st != GF_OK)
         return render_fail(out, start, st, err);
-    *http_status = 200;
     return GF_OK;
 }

@@ -67,12 +67,12 @@ typedef struct gf_codec_opts {
 /* Parse a request body (len bytes at body, borrowed; need not be
  * NUL-terminated). header_len is the value of the Inference-Header-Content-
  * Length header, or NULL when the request has none. On success *out (zeroed
- * first) owns everything it holds. On failure *out holds nothing,
- * *http_status is 400 (bad input) or 500 (out of memory) and the message
- * names the problem. opts may be NULL (v2 defaults). */
+ * first) owns everything it holds. On failure *out holds nothing, the status
+ * says whose fault it is (GF_ERR_INVALID / FORMAT / UNSUPPORTED: the
+ * request's; GF_ERR_NOMEM: ours) and the message names the problem. opts may
+ * be NULL (v2 defaults). */
 gf_status gf_codec_request_parse(const char *body, size_t len, const char *header_len,
-                                 const gf_codec_opts *opts, gf_codec_request *out, int *http_status,
-                                 gf_err *err);
+                                 const gf_codec_opts *opts, gf_codec_request *out, gf_err *err);
 
 /* Free what r holds (inputs not yet handed over, outputs, id) and zero it.
  * NULL is a no-op. */
@@ -85,10 +85,11 @@ void gf_codec_request_deinit(gf_codec_request *r);
  * selects outputs and their encoding; FP16 and BF16 outputs always go as
  * binary (JSON has no such numbers). *header_len is the JSON length when a
  * binary part follows (the response's Inference-Header-Content-Length), else
- * 0. A requested output the function does not have is a 400. */
+ * 0. A requested output the function does not have is GF_ERR_INVALID; a
+ * result that cannot be rendered GF_ERR_NOMEM or GF_ERR_INTERNAL. */
 gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
                              const gf_codec_request *req, gf_buf *out, size_t *header_len,
-                             int *http_status, gf_err *err);
+                             gf_err *err);
 
 /* Render a successful result as the /v1 invoke response (JSON only; FP16 and
  * BF16 converted to numbers):
@@ -96,7 +97,7 @@ gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
  *    "worker", "cold", "batch_size",
  *    "timing_us": {"queue", "load", "exec", "total"}} */
 gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *req, gf_buf *out,
-                             int *http_status, gf_err *err);
+                             gf_err *err);
 
 /* True when the JSON text's arrays and objects nest at most max_depth deep
  * (strings skipped; nothing else checked). For bodies handed to jansson. */

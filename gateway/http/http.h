@@ -42,6 +42,12 @@ typedef struct gf_http_config {
 
 typedef struct gf_http gf_http;
 
+/* The HTTP status code for a result code: the one table (status.c) through
+ * which every answer that reports a gf_status goes (GF_ERR_INVALID 400,
+ * GF_ERR_NOT_FOUND 404, GF_ERR_BUSY 429, GF_ERR_CLOSED 503, ...). The
+ * gateway core gets it as gf_gw_config.protocol_code, to label its records. */
+int gf_http_status_of(gf_status st);
+
 /* Bind cfg->listen and start serving gw (borrowed: it must outlive the
  * server). cfg and its strings are copied. *out is the caller's
  * (gf_http_free). GF_ERR_INVALID for a bad address, GF_ERR_IO when it cannot

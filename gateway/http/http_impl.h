@@ -99,7 +99,7 @@ struct gf_http_req {
     struct MHD_Response *resp; /* set by the reply helpers, queued by server.c */
     bool queued;
     bool core_answered; /* the status came from the core, which counts it; other
-                           errors are counted with gf_gw_count_http */
+                           errors are counted with gf_gw_count_answer */
     /* waiting */
     pthread_mutex_t mu; /* guards the three flags below */
     bool async_pending;
@@ -109,9 +109,9 @@ struct gf_http_req {
     /* what async work leaves behind */
     gf_codec_request creq; /* a parsed inference request */
     gf_gw_result *result;  /* an inference's result */
-    json_t *job_json;      /* an admin call's JSON answer */
+    gf_gw_deployed deployed; /* a deploy's answer */
     int load_worker;       /* repository load: the worker its parameters name, -1 = any */
-    int job_status;
+    gf_status job_status;  /* an admin call's outcome (the message in job_err) */
     gf_err job_err;
 };
 
@@ -125,7 +125,19 @@ void gf_http_reply(gf_http_req *r, unsigned status, json_t *body);
 void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_type, char *bytes,
                          size_t len, size_t infer_header_len);
 
-/* Answer {"error": "<message>"} with status. */
+/* Answer JSON text (the bytes of json; json is left empty) with status. */
+void gf_http_reply_json(gf_http_req *r, unsigned status, gf_buf *json);
+
+/* Answer {"error": "<message>"} with the HTTP code the one table gives st
+ * (gf_http_status_of); a GF_ERR_BUSY answer (429) says when to retry
+ * (Retry-After). The way to answer every failure that has a gf_status. */
+void gf_http_fail(gf_http_req *r, gf_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Answer {"error": "<message>"} with an HTTP code no gf_status stands for:
+ * what the protocol itself needs (401 without the token, 405 for a method a
+ * path does not take, 415 for a body type we do not read), and Triton's 400
+ * for "not ready". Everything else goes through gf_http_fail. */
 void gf_http_error(gf_http_req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -2,7 +2,7 @@
  *
  * Every endpoint is one line of gf_http_routes; docs/api.md documents them.
  * Handlers read what server.c prepared (the {m} name, already validated, the
- * {v} version, the body) and answer through gf_http_reply / gf_http_error,
+ * {v} version, the body) and answer through gf_http_reply / gf_http_fail,
  * or start waiting (inference: on the core; admin calls: on the admin
  * thread, because they block).
  */
@@ -32,44 +32,51 @@ static bool small_json_body(gf_http_req *r, json_t **out)
     if (len == 0)
         return true;
     if (len > GF_SMALL_BODY_MAX) {
-        gf_http_error(r, 413, "request body larger than %u bytes", GF_SMALL_BODY_MAX);
+        gf_http_fail(r, GF_ERR_TOO_LARGE, "request body larger than %u bytes", GF_SMALL_BODY_MAX);
         return false;
     }
     if (!gf_codec_depth_ok(s, len, GF_CODEC_MAX_DEPTH)) {
-        gf_http_error(r, 400, "JSON nesting deeper than %d levels", GF_CODEC_MAX_DEPTH);
+        gf_http_fail(r, GF_ERR_INVALID, "JSON nesting deeper than %d levels", GF_CODEC_MAX_DEPTH);
         return false;
     }
     json_error_t je;
     json_t *j = json_loadb(s, len, JSON_REJECT_DUPLICATES, &je);
     if (j == NULL) {
-        gf_http_error(r, 400, "malformed JSON at line %d, column %d: %s", je.line, je.column,
-                      je.text);
+        gf_http_fail(r, GF_ERR_INVALID, "malformed JSON at line %d, column %d: %s", je.line,
+                     je.column, je.text);
         return false;
     }
     if (!json_is_object(j)) {
         json_decref(j);
-        gf_http_error(r, 400, "the request body must be a JSON object");
+        gf_http_fail(r, GF_ERR_INVALID, "the request body must be a JSON object");
         return false;
     }
     *out = j;
     return true;
 }
 
-/* Reply with a JSON value from the core; NULL means it failed (no memory). */
-static void reply_view(gf_http_req *r, json_t *j)
+/* Reply 200 with a view of the core (JSON text in b, which it empties), or
+ * the failure the view reports. */
+static void reply_view(gf_http_req *r, gf_status st, gf_buf *b, const gf_err *err)
 {
-    if (j == NULL)
-        gf_http_error(r, 500, "cannot build the answer (out of memory?)");
-    else
-        gf_http_reply(r, 200, j);
+    if (st == GF_OK) {
+        gf_http_reply_json(r, 200, b);
+        return;
+    }
+    gf_buf_deinit(b);
+    gf_http_fail(r, st, "%s", err != NULL && err->code == st && err->msg[0] != '\0'
+                                  ? err->msg : gf_strerror(st));
 }
 
-/* An answer whose status the core chose. */
-static void reply_core_error(gf_http_req *r, int status, const gf_err *err, const char *fallback)
+/* A failure the core reported: it counted the request already. */
+static void reply_core_error(gf_http_req *r, gf_status st, const gf_err *err,
+                             const char *fallback)
 {
     r->core_answered = true;
+    if (st == GF_OK)
+        st = GF_ERR_INTERNAL;
     const char *msg = err->code != GF_OK && err->msg[0] != '\0' ? err->msg : fallback;
-    gf_http_error(r, status >= 400 && status <= 599 ? (unsigned)status : 500, "%s", msg);
+    gf_http_fail(r, st, "%s", msg);
 }
 
 /* ---- health and metadata ---------------------------------------------------------- */
@@ -88,19 +95,21 @@ static void h_ready(gf_http_req *r)
 
 static void h_server_meta(gf_http_req *r)
 {
-    reply_view(r, gf_gw_server_metadata(r->srv->gw));
+    gf_buf b;
+    gf_buf_init(&b);
+    reply_view(r, gf_gw_server_metadata(r->srv->gw, &b), &b, NULL);
 }
 
 static void h_model_meta(gf_http_req *r)
 {
-    int status = 404;
     gf_err err;
     gf_err_clear(&err);
-    json_t *j = gf_gw_model_metadata(r->srv->gw, r->name, r->version, &status, &err);
-    if (j != NULL)
-        gf_http_reply(r, 200, j);
-    else
-        reply_core_error(r, status, &err, "unknown model");
+    gf_buf b;
+    gf_buf_init(&b);
+    gf_status st = gf_gw_model_metadata(r->srv->gw, r->name, r->version, &b, &err);
+    if (st != GF_OK)
+        r->core_answered = true;
+    reply_view(r, st, &b, &err);
 }
 
 static void h_model_ready(gf_http_req *r)
@@ -123,29 +132,26 @@ static void infer_finish(gf_http_req *r, bool v1)
 {
     gf_gw_result *res = r->result;
     r->core_answered = true;
-    if (res->status != GF_OK || (res->http_status != 0 && res->http_status != 200)) {
-        int st = res->http_status >= 400 && res->http_status <= 599 ? res->http_status : 500;
-        gf_http_error(r, (unsigned)st, "%s",
-                      res->message[0] != '\0' ? res->message : gf_strerror(res->status));
+    if (res->status != GF_OK) {
+        gf_http_fail(r, res->status, "%s",
+                     res->message[0] != '\0' ? res->message : gf_strerror(res->status));
         return;
     }
     gf_buf out;
     gf_buf_init(&out);
     gf_err err;
-    int status;
     size_t header_len = 0;
-    gf_status st =
-        v1 ? gf_codec_render_v1(res, &r->creq, &out, &status, &err)
-           : gf_codec_render_v2(res, r->name, &r->creq, &out, &header_len, &status, &err);
+    gf_status st = v1 ? gf_codec_render_v1(res, &r->creq, &out, &err)
+                      : gf_codec_render_v2(res, r->name, &r->creq, &out, &header_len, &err);
     if (st != GF_OK) {
         gf_buf_deinit(&out);
-        gf_http_error(r, (unsigned)status, "%s", gf_err_msg(&err));
+        gf_http_fail(r, st, "%s", gf_err_msg(&err));
         return;
     }
     size_t len;
     char *bytes = gf_buf_steal(&out, &len);
     if (bytes == NULL) {
-        gf_http_error(r, 500, "out of memory rendering the response");
+        gf_http_fail(r, GF_ERR_NOMEM, "out of memory rendering the response");
         return;
     }
     gf_http_reply_bytes(r, 200, header_len > 0 ? "application/octet-stream" : "application/json",
@@ -165,13 +171,12 @@ static void infer_finish_v1(gf_http_req *r)
 static void infer_start(gf_http_req *r, bool v1)
 {
     gf_codec_opts opts = {.half_as_json = v1, .max_depth = 0};
-    int status;
     gf_err err;
     gf_status st = gf_codec_request_parse(r->body.data != NULL ? r->body.data : "", r->body.len,
                                           gf_http_req_header(r, "Inference-Header-Content-Length"),
-                                          &opts, &r->creq, &status, &err);
+                                          &opts, &r->creq, &err);
     if (st != GF_OK) {
-        gf_http_error(r, (unsigned)status, "%s", gf_err_msg(&err));
+        gf_http_fail(r, st, "%s", gf_err_msg(&err));
         return;
     }
     gf_buf_deinit(&r->body); /* the inputs hold copies */
@@ -186,17 +191,11 @@ static void infer_start(gf_http_req *r, bool v1)
     r->creq.inputs = NULL; /* the core takes them over, whatever happens */
     r->creq.n_inputs = 0;
     gf_http_async_begin(r, v1 ? infer_finish_v1 : infer_finish_v2);
-    int http_status = 500, retry_after = 0;
     gf_err_clear(&err);
-    st = gf_gw_submit(r->srv->gw, &q, &http_status, &retry_after, &err);
+    st = gf_gw_submit(r->srv->gw, &q, &err);
     if (st != GF_OK) {
         gf_http_async_cancel(r);
-        reply_core_error(r, http_status, &err, gf_strerror(st));
-        if (http_status == 429) {
-            char v[16];
-            snprintf(v, sizeof v, "%d", retry_after > 0 ? retry_after : 1);
-            gf_http_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
-        }
+        reply_core_error(r, st, &err, gf_strerror(st)); /* a full queue: 429 + Retry-After */
     }
 }
 
@@ -222,39 +221,31 @@ static void h_repo_index(gf_http_req *r)
         json_t *ready = json_object_get(body, "ready");
         if (ready != NULL && !json_is_boolean(ready)) {
             json_decref(body);
-            gf_http_error(r, 400, "\"ready\" must be true or false");
+            gf_http_fail(r, GF_ERR_INVALID, "\"ready\" must be true or false");
             return;
         }
         ready_only = ready != NULL && json_is_true(ready);
         json_decref(body);
     }
-    json_t *idx = gf_gw_repo_index(r->srv->gw);
-    if (idx != NULL && ready_only && json_is_array(idx)) {
-        for (size_t i = json_array_size(idx); i-- > 0;) {
-            const char *state = json_string_value(json_object_get(json_array_get(idx, i), "state"));
-            if (state == NULL || strcmp(state, "READY") != 0)
-                json_array_remove(idx, i);
-        }
-    }
-    reply_view(r, idx);
+    gf_buf b;
+    gf_buf_init(&b);
+    reply_view(r, gf_gw_repo_index(r->srv->gw, ready_only, &b), &b, NULL);
 }
 
 static void job_repo_load(gf_http_req *r)
 {
-    r->job_status = 500;
-    gf_gw_repo_load_on(r->srv->gw, r->name, r->load_worker, &r->job_status, &r->job_err);
+    r->job_status = gf_gw_repo_load_on(r->srv->gw, r->name, r->load_worker, &r->job_err);
 }
 
 static void job_repo_unload(gf_http_req *r)
 {
-    r->job_status = 500;
-    gf_gw_repo_unload(r->srv->gw, r->name, &r->job_status, &r->job_err);
+    r->job_status = gf_gw_repo_unload(r->srv->gw, r->name, &r->job_err);
 }
 
 /* Triton answers load and unload with 200 and an empty body. */
 static void finish_empty(gf_http_req *r)
 {
-    if (r->job_err.code == GF_OK && r->job_status >= 200 && r->job_status < 300) {
+    if (r->job_status == GF_OK) {
         r->core_answered = true;
         gf_http_reply(r, 200, NULL);
     } else {
@@ -283,7 +274,7 @@ static void h_repo_load(gf_http_req *r)
     if (w != NULL && (!json_is_integer(w) || json_integer_value(w) < 0 ||
                       json_integer_value(w) > INT_MAX)) {
         json_decref(body);
-        gf_http_error(r, 400, "parameters.worker must be a worker id (an integer >= 0)");
+        gf_http_fail(r, GF_ERR_INVALID, "parameters.worker must be a worker id (an integer >= 0)");
         return;
     }
     if (w != NULL)
@@ -302,33 +293,33 @@ static void h_repo_unload(gf_http_req *r)
 
 static void h_fn_list(gf_http_req *r)
 {
-    reply_view(r, gf_gw_functions_json(r->srv->gw));
+    gf_buf b;
+    gf_buf_init(&b);
+    reply_view(r, gf_gw_functions_json(r->srv->gw, &b), &b, NULL);
 }
 
 static void h_fn_get(gf_http_req *r)
 {
-    json_t *j = gf_gw_function_json(r->srv->gw, r->name);
-    if (j == NULL)
-        gf_http_error(r, 404, "function '%s' not found", r->name);
-    else
-        gf_http_reply(r, 200, j);
+    gf_err err;
+    gf_err_clear(&err);
+    gf_buf b;
+    gf_buf_init(&b);
+    reply_view(r, gf_gw_function_json(r->srv->gw, r->name, &b, &err), &b, &err);
 }
 
 static void job_delete(gf_http_req *r)
 {
-    r->job_status = 500;
-    gf_gw_delete(r->srv->gw, r->name, &r->job_status, &r->job_err);
+    r->job_status = gf_gw_delete(r->srv->gw, r->name, &r->job_err);
 }
 
 static void finish_delete(gf_http_req *r)
 {
-    if (r->job_err.code != GF_OK || r->job_status < 200 || r->job_status >= 300) {
+    if (r->job_status != GF_OK) {
         reply_core_error(r, r->job_status, &r->job_err, "delete failed");
         return;
     }
     r->core_answered = true;
-    json_t *j = json_pack("{s:s, s:b}", "name", r->name, "deleted", 1);
-    reply_view(r, j);
+    gf_http_reply(r, 200, json_pack("{s:s, s:b}", "name", r->name, "deleted", 1));
 }
 
 static void h_fn_delete(gf_http_req *r)
@@ -348,36 +339,30 @@ static void job_deploy(gf_http_req *r)
         .sha256_hex = gf_upload_sha256(r->upload),
         .bytes = gf_upload_bytes(r->upload),
     };
-    r->job_status = 500;
-    gf_gw_deploy(r->srv->gw, &d, &r->job_json, &r->job_status, &r->job_err);
+    r->job_status = gf_gw_deploy(r->srv->gw, &d, &r->deployed, &r->job_err);
     gf_upload_release(r->upload); /* the core moved it (success) or removed it (failure) */
 }
 
+/* 201 Created, with the new version and where the function is. */
 static void finish_deploy(gf_http_req *r)
 {
     r->core_answered = true;
-    if (r->job_err.code != GF_OK || r->job_json == NULL || r->job_status < 200 ||
-        r->job_status >= 300) {
+    if (r->job_status != GF_OK) {
         reply_core_error(r, r->job_status, &r->job_err, "deploy failed");
         return;
     }
-    json_t *j = r->job_json;
-    r->job_json = NULL;
-    char loc[96] = "";
-    const char *name = json_string_value(json_object_get(j, "name"));
-    if (name != NULL && gf_function_name_valid(name))
-        snprintf(loc, sizeof loc, "/v1/functions/%s", name);
-    gf_http_reply(r, (unsigned)r->job_status, j);
-    if (loc[0] != '\0')
-        gf_http_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+    char loc[96];
+    snprintf(loc, sizeof loc, "/v1/functions/%s", r->deployed.name);
+    gf_http_reply_json(r, 201, &r->deployed.json);
+    gf_http_header(r, MHD_HTTP_HEADER_LOCATION, loc);
 }
 
 static void h_fn_deploy(gf_http_req *r)
 {
-    int status;
     gf_err err;
-    if (gf_upload_finish(r->upload, &status, &err) != GF_OK) {
-        gf_http_error(r, (unsigned)status, "%s", gf_err_msg(&err));
+    gf_status st = gf_upload_finish(r->upload, &err);
+    if (st != GF_OK) {
+        gf_http_fail(r, st, "%s", gf_err_msg(&err));
         return;
     }
     gf_http_async_begin(r, finish_deploy);
@@ -386,12 +371,16 @@ static void h_fn_deploy(gf_http_req *r)
 
 static void h_workers(gf_http_req *r)
 {
-    reply_view(r, gf_gw_workers_json(r->srv->gw));
+    gf_buf b;
+    gf_buf_init(&b);
+    reply_view(r, gf_gw_workers_json(r->srv->gw, &b), &b, NULL);
 }
 
 static void h_placements(gf_http_req *r)
 {
-    reply_view(r, gf_gw_placements_json(r->srv->gw));
+    gf_buf b;
+    gf_buf_init(&b);
+    reply_view(r, gf_gw_placements_json(r->srv->gw, &b), &b, NULL);
 }
 
 /* ---- metrics ---------------------------------------------------------------------- */
@@ -400,15 +389,12 @@ static void h_metrics(gf_http_req *r)
 {
     gf_buf b;
     gf_buf_init(&b);
-    if (gf_gw_metrics_text(r->srv->gw, &b) != GF_OK) {
-        gf_buf_deinit(&b);
-        gf_http_error(r, 500, "cannot render the metrics");
-        return;
-    }
+    gf_status st = gf_gw_metrics_text(r->srv->gw, &b);
     size_t len;
-    char *text = gf_buf_steal(&b, &len);
+    char *text = st == GF_OK ? gf_buf_steal(&b, &len) : NULL;
     if (text == NULL) {
-        gf_http_error(r, 500, "out of memory rendering the metrics");
+        gf_buf_deinit(&b);
+        gf_http_fail(r, st != GF_OK ? st : GF_ERR_NOMEM, "cannot render the metrics");
         return;
     }
     gf_http_reply_bytes(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, 0);

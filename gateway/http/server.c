@@ -69,7 +69,7 @@ void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_ty
     r->resp = resp;
     r->status = status;
     if (status >= 400 && !r->core_answered)
-        gf_gw_count_http(r->srv->gw, r->name[0] != '\0' ? r->name : NULL, (int)status);
+        gf_gw_count_answer(r->srv->gw, r->name[0] != '\0' ? r->name : NULL, (int)status);
 }
 
 void gf_http_reply(gf_http_req *r, unsigned status, json_t *body)
@@ -81,19 +81,29 @@ void gf_http_reply(gf_http_req *r, unsigned status, json_t *body)
     char *text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
     json_decref(body);
     if (text == NULL) {
-        gf_http_error(r, 500, "out of memory rendering the response");
+        gf_http_fail(r, GF_ERR_NOMEM, "out of memory rendering the response");
         return;
     }
     gf_http_reply_bytes(r, status, "application/json", text, strlen(text), 0);
 }
 
-void gf_http_error(gf_http_req *r, unsigned status, const char *fmt, ...)
+void gf_http_reply_json(gf_http_req *r, unsigned status, gf_buf *json)
+{
+    size_t len;
+    char *text = gf_buf_steal(json, &len);
+    if (text == NULL) {
+        gf_http_fail(r, GF_ERR_NOMEM, "out of memory rendering the response");
+        return;
+    }
+    gf_http_reply_bytes(r, status, "application/json", text, len, 0);
+}
+
+static void error_reply(gf_http_req *r, unsigned status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void error_reply(gf_http_req *r, unsigned status, const char *fmt, va_list ap)
 {
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     gf_buf b;
     gf_buf_init(&b);
     /* built by hand: the message may quote bytes jansson would refuse */
@@ -107,6 +117,24 @@ void gf_http_error(gf_http_req *r, unsigned status, const char *fmt, ...)
     size_t len;
     char *text = gf_buf_steal(&b, &len);
     gf_http_reply_bytes(r, status, "application/json", text, text != NULL ? len : 0, 0);
+}
+
+void gf_http_error(gf_http_req *r, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_reply(r, status, fmt, ap);
+    va_end(ap);
+}
+
+void gf_http_fail(gf_http_req *r, gf_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_reply(r, (unsigned)gf_http_status_of(st), fmt, ap);
+    va_end(ap);
+    if (st == GF_ERR_BUSY)
+        gf_http_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
 }
 
 void gf_http_header(gf_http_req *r, const char *name, const char *value)
@@ -304,22 +332,22 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
                           allow);
             gf_http_header(r, "Allow", allow);
         } else {
-            gf_http_error(r, 404, "no such endpoint: %s %s", method, url);
+            gf_http_fail(r, GF_ERR_NOT_FOUND, "no such endpoint: %s %s", method, url);
         }
         return;
     }
     if (strstr(r->route->pattern, "{m}") != NULL) {
         if (!gf_function_name_valid(name)) {
-            gf_http_error(r, 400,
-                          "invalid function name '%.64s' (lowercase letters, digits, '_', '.', "
-                          "'-'; starting with a letter or digit; at most 63 characters)",
-                          name);
+            gf_http_fail(r, GF_ERR_INVALID,
+                         "invalid function name '%.64s' (lowercase letters, digits, '_', '.', "
+                         "'-'; starting with a letter or digit; at most 63 characters)",
+                         name);
             return;
         }
         snprintf(r->name, sizeof r->name, "%s", name);
     }
     if (strstr(r->route->pattern, "{v}") != NULL && !parse_version(ver, &r->version)) {
-        gf_http_error(r, 400, "invalid version '%.24s' (a positive integer)", ver);
+        gf_http_fail(r, GF_ERR_INVALID, "invalid version '%.24s' (a positive integer)", ver);
         return;
     }
     if ((r->route->flags & GF_ROUTE_ADMIN) && h->token != NULL) {
@@ -344,10 +372,10 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
     uint64_t cl;
     const char *cls = gf_http_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cls != NULL && parse_u64(cls, &cl) && cl > limit) {
-        gf_http_error(r, 413,
-                      "request body of %" PRIu64 " bytes is larger than the limit of %" PRIu64
-                      " bytes (%s)",
-                      cl, limit, upload ? "--max-upload" : "--max-body");
+        gf_http_fail(r, GF_ERR_TOO_LARGE,
+                     "request body of %" PRIu64 " bytes is larger than the limit of %" PRIu64
+                     " bytes (%s)",
+                     cl, limit, upload ? "--max-upload" : "--max-body");
         return;
     }
     if (upload) {
@@ -360,7 +388,7 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
         }
         gf_err err;
         if (gf_upload_new(gf_gw_upload_dir(h->gw), h->cfg.max_upload, &r->upload, &err) != GF_OK) {
-            gf_http_error(r, 500, "%s", gf_err_msg(&err));
+            gf_http_fail(r, err.code, "%s", gf_err_msg(&err));
             return;
         }
         r->pp = MHD_create_post_processor(r->conn, 64 * 1024, gf_upload_iter, r->upload);
@@ -378,7 +406,7 @@ static void req_body(gf_http_req *r, const char *data, size_t n)
         return; /* answered early: the rest is ignored */
     if (r->upload != NULL) {
         if (r->pp != NULL && MHD_post_process(r->pp, data, n) != MHD_YES)
-            gf_upload_fail(r->upload, 400, GF_ERR_FORMAT, "malformed multipart/form-data body");
+            gf_upload_fail(r->upload, GF_ERR_FORMAT, "malformed multipart/form-data body");
         return;
     }
     if (r->body_too_large)
@@ -394,14 +422,14 @@ static void req_body(gf_http_req *r, const char *data, size_t n)
 static void req_run(gf_http_req *r)
 {
     if (r->body_too_large) {
-        gf_http_error(r, 413,
-                      "request body is larger than the limit of %" PRIu64 " bytes (--max-body)",
-                      r->srv->cfg.max_body);
+        gf_http_fail(r, GF_ERR_TOO_LARGE,
+                     "request body is larger than the limit of %" PRIu64 " bytes (--max-body)",
+                     r->srv->cfg.max_body);
         return;
     }
     if (r->pp != NULL) {
         if (MHD_destroy_post_processor(r->pp) != MHD_YES)
-            gf_upload_fail(r->upload, 400, GF_ERR_FORMAT,
+            gf_upload_fail(r->upload, GF_ERR_FORMAT,
                            "the multipart/form-data body ends early (no closing boundary)");
         r->pp = NULL;
     }
@@ -430,7 +458,7 @@ static enum MHD_Result req_settle(gf_http_req *r)
             pthread_mutex_unlock(&r->mu);
             GF_LOG_E("%s %s: the handler gave no reply", r->method,
                      r->route != NULL ? r->route->pattern : "?");
-            gf_http_error(r, 500, "internal error: no reply");
+            gf_http_fail(r, GF_ERR_INTERNAL, "internal error: no reply");
             return req_queue(r);
         }
         if (!r->async_done) {
@@ -459,7 +487,7 @@ static void req_free(gf_http_req *r)
     gf_codec_request_deinit(&r->creq);
     if (r->result != NULL)
         gf_gw_result_free(r->result);
-    json_decref(r->job_json);
+    gf_buf_deinit(&r->deployed.json);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

@@ -30,7 +30,6 @@ struct gf_upload {
     char hex[GF_SHA256_HEX_LEN];
     bool finished;   /* gf_upload_finish succeeded */
     bool failed;     /* a failure is recorded below */
-    int fail_status; /* its HTTP status */
     gf_err fail;     /* its message */
 };
 
@@ -64,20 +63,19 @@ void gf_upload_free(gf_upload *u)
     free(u);
 }
 
-gf_status gf_upload_fail(gf_upload *u, int http_status, gf_status code, const char *msg)
+gf_status gf_upload_fail(gf_upload *u, gf_status code, const char *msg)
 {
     if (!u->failed) {
         u->failed = true;
-        u->fail_status = http_status;
         gf_err_set(&u->fail, code, "%s", msg);
     }
     return u->fail.code;
 }
 
-static gf_status upload_failf(gf_upload *u, int http_status, gf_status code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static gf_status upload_failf(gf_upload *u, gf_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static gf_status upload_failf(gf_upload *u, int http_status, gf_status code, const char *fmt, ...)
+static gf_status upload_failf(gf_upload *u, gf_status code, const char *fmt, ...)
 {
     if (!u->failed) {
         va_list ap;
@@ -85,7 +83,6 @@ static gf_status upload_failf(gf_upload *u, int http_status, gf_status code, con
         gf_err_setv(&u->fail, code, fmt, ap);
         va_end(ap);
         u->failed = true;
-        u->fail_status = http_status;
     }
     return u->fail.code;
 }
@@ -95,7 +92,7 @@ static gf_status upload_open(gf_upload *u)
     size_t n = strlen(u->dir) + sizeof "/upload-XXXXXX.part";
     u->path = malloc(n);
     if (u->path == NULL)
-        return upload_failf(u, 500, GF_ERR_NOMEM, "out of memory");
+        return upload_failf(u, GF_ERR_NOMEM, "out of memory");
     snprintf(u->path, n, "%s/upload-XXXXXX.part", u->dir);
     u->fd = mkostemps(u->path, 5, O_CLOEXEC);
     if (u->fd < 0) {
@@ -103,8 +100,8 @@ static gf_status upload_open(gf_upload *u)
         GF_LOG_E("mkostemps(%s) failed: %s", u->path, strerror(e));
         free(u->path);
         u->path = NULL;
-        return upload_failf(u, e == ENOSPC ? 507 : 500, GF_ERR_IO, "cannot stage the upload: %s",
-                            strerror(e));
+        return upload_failf(u, e == ENOSPC ? GF_ERR_NO_SPACE : GF_ERR_IO,
+                            "cannot stage the upload: %s", strerror(e));
     }
     u->owns_file = true;
     return GF_OK;
@@ -119,7 +116,7 @@ static gf_status upload_write(gf_upload *u, const char *data, size_t size)
         if (w <= 0) {
             int e = w < 0 ? errno : EIO;
             GF_LOG_E("write(%s) failed: %s", u->path, strerror(e));
-            return upload_failf(u, e == ENOSPC || e == EDQUOT ? 507 : 500, GF_ERR_IO,
+            return upload_failf(u, e == ENOSPC || e == EDQUOT ? GF_ERR_NO_SPACE : GF_ERR_IO,
                                 "cannot stage the upload: %s", strerror(e));
         }
         data += w;
@@ -133,32 +130,32 @@ gf_status gf_upload_feed(gf_upload *u, const char *key, const char *data, uint64
     if (u->failed)
         return u->fail.code;
     if (u->finished)
-        return upload_failf(u, 400, GF_ERR_STATE, "data after the end of the upload");
+        return upload_failf(u, GF_ERR_FORMAT, "data after the end of the upload");
     if (key != NULL && strcmp(key, "manifest") == 0) {
         if (off == 0 && u->manifest.len > 0)
-            return upload_failf(u, 400, GF_ERR_INVALID, "form field 'manifest' given twice");
+            return upload_failf(u, GF_ERR_INVALID, "form field 'manifest' given twice");
         if (off != u->manifest.len)
-            return upload_failf(u, 400, GF_ERR_FORMAT,
+            return upload_failf(u, GF_ERR_FORMAT,
                                 "form field 'manifest' arrived out of order");
         u->have_manifest = true;
         gf_status st = gf_buf_append(&u->manifest, data, size);
         if (st == GF_ERR_TOO_LARGE)
-            return upload_failf(u, 413, GF_ERR_TOO_LARGE,
+            return upload_failf(u, GF_ERR_TOO_LARGE,
                                 "form field 'manifest' is larger than %u bytes",
                                 (unsigned)GF_MANIFEST_MAX_BYTES);
         if (st != GF_OK)
-            return upload_failf(u, 500, st, "out of memory");
+            return upload_failf(u, st, "out of memory");
         return GF_OK;
     }
     if (key != NULL && strcmp(key, "weights") == 0) {
         if (off == 0 && u->bytes > 0)
-            return upload_failf(u, 400, GF_ERR_INVALID, "form field 'weights' given twice");
+            return upload_failf(u, GF_ERR_INVALID, "form field 'weights' given twice");
         if (off != u->bytes)
-            return upload_failf(u, 400, GF_ERR_FORMAT, "form field 'weights' arrived out of order");
+            return upload_failf(u, GF_ERR_FORMAT, "form field 'weights' arrived out of order");
         u->have_weights = true;
         uint64_t total;
         if (!gf_u64_add(u->bytes, size, &total) || (u->max_weights != 0 && total > u->max_weights))
-            return upload_failf(u, 413, GF_ERR_TOO_LARGE,
+            return upload_failf(u, GF_ERR_TOO_LARGE,
                                 "form field 'weights' is larger than the upload limit of %" PRIu64
                                 " bytes",
                                 u->max_weights);
@@ -172,7 +169,7 @@ gf_status gf_upload_feed(gf_upload *u, const char *key, const char *data, uint64
         u->bytes = total;
         return GF_OK;
     }
-    return upload_failf(u, 400, GF_ERR_INVALID,
+    return upload_failf(u, GF_ERR_INVALID,
                         "unexpected form field '%.64s' (expected 'manifest' and 'weights')",
                         key != NULL ? key : "");
 }
@@ -189,35 +186,32 @@ enum MHD_Result gf_upload_iter(void *cls, enum MHD_ValueKind kind, const char *k
     return gf_upload_feed(cls, key, data, off, size) == GF_OK ? MHD_YES : MHD_NO;
 }
 
-gf_status gf_upload_finish(gf_upload *u, int *http_status, gf_err *err)
+gf_status gf_upload_finish(gf_upload *u, gf_err *err)
 {
     if (!u->failed && !u->have_manifest)
-        upload_failf(u, 400, GF_ERR_INVALID,
+        upload_failf(u, GF_ERR_INVALID,
                      "missing form field 'manifest' (send -F manifest=@m.json)");
     if (!u->failed && !u->have_weights)
-        upload_failf(u, 400, GF_ERR_INVALID,
+        upload_failf(u, GF_ERR_INVALID,
                      "missing form field 'weights' (send -F weights=@model.safetensors)");
     if (!u->failed && fsync(u->fd) != 0) {
         GF_LOG_E("fsync(%s) failed: %s", u->path, strerror(errno));
-        upload_failf(u, 500, GF_ERR_IO, "cannot stage the upload: %s", strerror(errno));
+        upload_failf(u, GF_ERR_IO, "cannot stage the upload: %s", strerror(errno));
     }
     if (!u->failed) {
         int fd = u->fd;
         u->fd = -1;
         if (close(fd) != 0) {
             GF_LOG_E("close(%s) failed: %s", u->path, strerror(errno));
-            upload_failf(u, 500, GF_ERR_IO, "cannot stage the upload: %s", strerror(errno));
+            upload_failf(u, GF_ERR_IO, "cannot stage the upload: %s", strerror(errno));
         }
     }
-    if (u->failed) {
-        *http_status = u->fail_status;
+    if (u->failed)
         return gf_err_set(err, u->fail.code, "%s", u->fail.msg);
-    }
     unsigned char d[GF_SHA256_LEN];
     gf_sha256_final(&u->sha, d);
     gf_sha256_hex(d, u->hex);
     u->finished = true;
-    *http_status = 200;
     return GF_OK;
 }
 

@@ -53,12 +53,13 @@ enum MHD_Result gf_upload_iter(void *cls, enum MHD_ValueKind kind, const char *k
 
 /* Record a failure found outside the parts (a truncated body): the first
  * failure wins. Returns the recorded code. */
-gf_status gf_upload_fail(gf_upload *u, int http_status, gf_status code, const char *msg);
+gf_status gf_upload_fail(gf_upload *u, gf_status code, const char *msg);
 
 /* The body has ended: check that both parts came, flush the staged file to
- * disk (fsync) and close it, finish the digest. On failure *http_status and
- * err say why (the recorded failure when there was one). */
-gf_status gf_upload_finish(gf_upload *u, int *http_status, gf_err *err);
+ * disk (fsync) and close it, finish the digest. On failure the status and
+ * err say why (the recorded failure when there was one): GF_ERR_INVALID /
+ * FORMAT / TOO_LARGE for the request, GF_ERR_NO_SPACE for a full disk. */
+gf_status gf_upload_finish(gf_upload *u, gf_err *err);
 
 /* After a successful finish: the manifest text (len bytes, NUL-terminated),
  * the staged file's path, its SHA-256 (64 hex digits) and size. All live as

@@ -35,6 +35,7 @@ typedef enum gf_status {
     GF_ERR_NO_DEVICE_MEM = 16, /* device memory budget exhausted */
     GF_ERR_INTERNAL = 17,   /* a bug: an invariant did not hold */
     GF_ERR_CLOSED = 18,     /* the peer or the object was shut down */
+    GF_ERR_NO_SPACE = 19,   /* a file system is full */
     GF_STATUS_COUNT_        /* number of codes; not a code */
 } gf_status;
 

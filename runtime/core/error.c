@@ -27,6 +27,7 @@ static const struct {
     [GF_ERR_NO_DEVICE_MEM] = {"GF_ERR_NO_DEVICE_MEM", "device memory exhausted"},
     [GF_ERR_INTERNAL] = {"GF_ERR_INTERNAL", "internal error"},
     [GF_ERR_CLOSED] = {"GF_ERR_CLOSED", "closed"},
+    [GF_ERR_NO_SPACE] = {"GF_ERR_NO_SPACE", "no space left on the file system"},
 };
 
 const char *gf_strerror(gf_status code)

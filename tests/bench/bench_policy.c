@@ -114,9 +114,8 @@ static void *client_main(void *arg)
         before = c->r->done;
         pthread_mutex_unlock(&c->r->lock);
         gf_gw_infer_req req = {name, 0, in, 1, on_done, s};
-        int http, retry;
         gf_err err;
-        if (gf_gw_submit(c->gw, &req, &http, &retry, &err) != GF_OK) {
+        if (gf_gw_submit(c->gw, &req, &err) != GF_OK) {
             fprintf(stderr, "bench_policy: submit: %s\n", err.msg);
             exit(1);
         }
@@ -184,13 +183,12 @@ static void run(const char *dir, const char *worker, gf_evict_policy pol, const 
                  f, IN, OUT, SLO_US / 1000);
         gf_gw_deploy_req dr = {.manifest = mf, .manifest_len = strlen(mf), .weights_tmp = tmp,
                                .sha256_hex = sha, .bytes = size};
-        json_t *out;
-        int http;
-        if (gf_gw_deploy(gw, &dr, &out, &http, &err) != GF_OK) {
+        gf_gw_deployed out;
+        if (gf_gw_deploy(gw, &dr, &out, &err) != GF_OK) {
             fprintf(stderr, "bench_policy: deploy: %s\n", err.msg);
             exit(1);
         }
-        json_decref(out);
+        gf_buf_deinit(&out.json);
     }
     sleep(2); /* let the host-tier prefetches of the deploys finish */
     results *r = calloc(1, sizeof *r);

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "gateway/http/codec.h"
+#include "gateway/http/http.h"
 #include "testutil.h"
 
 /* Parse a v2 (or v1) request; the body is a C string unless len is given. */
@@ -19,7 +20,9 @@ static gf_status parse_ex(const char *body, size_t len, const char *hlen, bool v
 {
     gf_codec_opts o = {.half_as_json = v1, .max_depth = 0};
     gf_err_clear(err);
-    return gf_codec_request_parse(body, len, hlen, &o, r, status, err);
+    gf_status st = gf_codec_request_parse(body, len, hlen, &o, r, err);
+    *status = gf_http_status_of(st); /* what the client gets, through the one table */
+    return st;
 }
 
 static gf_status parse(const char *body, gf_codec_request *r, gf_err *err)
@@ -470,7 +473,48 @@ START_TEST(test_mutations)
 }
 END_TEST
 
+/* ---- the status table ------------------------------------------------------------ */
+
+/* Every status has an HTTP code; the ones docs/api.md promises are those. */
+START_TEST(test_status_table)
+{
+    for (int st = 0; st < GF_STATUS_COUNT_; st++) {
+        int code = gf_http_status_of((gf_status)st);
+        ck_assert_msg(code >= 200 && code <= 599, "%s -> %d", gf_status_name((gf_status)st),
+                      code);
+        ck_assert_int_eq(code == 200, st == GF_OK);
+    }
+    static const struct {
+        gf_status st;
+        int code;
+    } want[] = {{GF_ERR_INVALID, 400}, {GF_ERR_FORMAT, 400},    {GF_ERR_NOT_FOUND, 404},
+                {GF_ERR_EXISTS, 409},  {GF_ERR_TOO_LARGE, 413}, {GF_ERR_BUSY, 429},
+                {GF_ERR_NOMEM, 500},   {GF_ERR_INTERNAL, 500},  {GF_ERR_CLOSED, 503},
+                {GF_ERR_STATE, 503},   {GF_ERR_NO_SPACE, 507},  {GF_ERR_PERMISSION, 403}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_int_eq(gf_http_status_of(want[i].st), want[i].code);
+    ck_assert_int_eq(gf_http_status_of((gf_status)999), 500);
+}
+END_TEST
+
 /* ---- rendering ------------------------------------------------------------------ */
+
+/* The renderers, with the HTTP status the one table gives their result. */
+static gf_status render_v2(const gf_gw_result *res, const char *name, const gf_codec_request *req,
+                           gf_buf *out, size_t *hl, int *status, gf_err *err)
+{
+    gf_status st = gf_codec_render_v2(res, name, req, out, hl, err);
+    *status = gf_http_status_of(st);
+    return st;
+}
+
+static gf_status render_v1(const gf_gw_result *res, const gf_codec_request *req, gf_buf *out,
+                           int *status, gf_err *err)
+{
+    gf_status st = gf_codec_render_v1(res, req, out, err);
+    *status = gf_http_status_of(st);
+    return st;
+}
 
 static gf_gw_result *make_result(void)
 {
@@ -516,7 +560,7 @@ START_TEST(test_render_v2)
     int status;
     gf_err err;
     /* no request: all outputs, JSON, except FP16 which is always binary */
-    ck_assert(gf_codec_render_v2(res, "digits", NULL, &out, &hl, &status, &err) == GF_OK);
+    ck_assert(render_v2(res, "digits", NULL, &out, &hl, &status, &err) == GF_OK);
     ck_assert_int_eq(status, 200);
     ck_assert_uint_gt(hl, 0);
     ck_assert_uint_eq(out.len, hl + 4);
@@ -553,7 +597,7 @@ START_TEST(test_render_v2)
         "{\"name\":\"probs\"}]}";
     ck_assert(parse(body, &req, &err) == GF_OK);
     gf_buf_reset(&out);
-    ck_assert(gf_codec_render_v2(res, "digits", &req, &out, &hl, &status, &err) == GF_OK);
+    ck_assert(render_v2(res, "digits", &req, &out, &hl, &status, &err) == GF_OK);
     j = json_loadb(out.data, hl, 0, &je);
     ck_assert_ptr_nonnull(j);
     ck_assert_str_eq(json_string_value(json_object_get(j, "id")), "q\"1");
@@ -572,7 +616,7 @@ START_TEST(test_render_v2)
            "\"outputs\":[{\"name\":\"nope\"}]}";
     ck_assert(parse(body, &req, &err) == GF_OK);
     gf_buf_reset(&out);
-    ck_assert(gf_codec_render_v2(res, "digits", &req, &out, &hl, &status, &err) != GF_OK);
+    ck_assert(render_v2(res, "digits", &req, &out, &hl, &status, &err) != GF_OK);
     ck_assert_int_eq(status, 400);
     ck_assert_msg(strstr(err.msg, "unknown output 'nope' requested (function 'digits' has "
                                   "'probs', 'half', 'label')") != NULL,
@@ -591,7 +635,7 @@ START_TEST(test_render_v1)
     gf_buf_init(&out);
     int status;
     gf_err err;
-    ck_assert(gf_codec_render_v1(res, NULL, &out, &status, &err) == GF_OK);
+    ck_assert(render_v1(res, NULL, &out, &status, &err) == GF_OK);
     json_error_t je;
     json_t *j = json_loadb(out.data, out.len, 0, &je);
     ck_assert_msg(j != NULL, "%s: %s", je.text, out.data);
@@ -630,7 +674,7 @@ START_TEST(test_render_special_floats)
     size_t hl;
     int status;
     gf_err err;
-    ck_assert(gf_codec_render_v2(&res, "f", NULL, &out, &hl, &status, &err) == GF_OK);
+    ck_assert(render_v2(&res, "f", NULL, &out, &hl, &status, &err) == GF_OK);
     ck_assert_uint_eq(hl, 0);
     ck_assert_msg(strstr(out.data, "[NaN,Infinity,-Infinity,3.40282347e+38,1.401298e-45]") != NULL,
                   "%s", out.data);
@@ -652,6 +696,7 @@ static Suite *codec_suite(void)
     tcase_add_test(tc, test_half_as_json_v1);
     tcase_add_test(tc, test_binary_extension);
     tcase_add_test(tc, test_mutations);
+    tcase_add_test(tc, test_status_table);
     tcase_add_test(tc, test_render_v2);
     tcase_add_test(tc, test_render_v1);
     tcase_add_test(tc, test_render_special_floats);

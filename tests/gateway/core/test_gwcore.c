@@ -6,6 +6,7 @@
  * /metrics and in the database; shutdown draining. */
 #include <check.h>
 #include <dirent.h>
+#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include "core/safetensors.h"
 #include "core/sha256.h"
 #include "gateway/core/gateway.h"
+#include "gateway/http/http.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -92,6 +94,21 @@ static gf_gw_deploy_req stage(gf_gw *gw, const mlp_w *m, size_t pad_floats, char
     return r;
 }
 
+/* A view's JSON text as a jansson value (NULL when the view failed). */
+static json_t *parsed(gf_status st, gf_buf *b)
+{
+    json_t *j = st == GF_OK ? json_loadb(b->data, b->len, 0, NULL) : NULL;
+    gf_buf_deinit(b);
+    return j;
+}
+
+static json_t *view(gf_status (*fn)(gf_gw *, gf_buf *), gf_gw *gw)
+{
+    gf_buf b;
+    gf_buf_init(&b);
+    return parsed(fn(gw, &b), &b);
+}
+
 static json_t *deploy(gf_gw *gw, const char *name, const mlp_w *m, size_t pad, int max_batch,
                       int delay_us)
 {
@@ -105,14 +122,13 @@ static json_t *deploy(gf_gw *gw, const char *name, const mlp_w *m, size_t pad, i
              pad ? ",\"ignore_weights\":[\"pad\"]" : ""); /* mlp reads no 'pad' */
     r.manifest = manifest;
     r.manifest_len = strlen(manifest);
-    json_t *out;
-    int http;
+    gf_gw_deployed out;
     gf_err err;
-    gf_status st = gf_gw_deploy(gw, &r, &out, &http, &err);
+    gf_status st = gf_gw_deploy(gw, &r, &out, &err);
     ck_assert_msg(st == GF_OK, "deploy %s: %s", name, err.msg);
-    ck_assert_int_eq(http, 201);
+    ck_assert_str_eq(out.name, name);
     ck_assert_int_ne(access(tmp, F_OK), 0); /* the staged file was moved */
-    return out;
+    return parsed(GF_OK, &out.json);
 }
 
 /* ---- waiting for results ---- */
@@ -170,11 +186,11 @@ static void on_done(void *arg, gf_gw_result *r)
                 if (fabs(got[o] - want[o]) > 1e-4 * (1 + fabs(want[o])))
                     w->bad_values++;
         }
-    } else if (r->http_status == 503) {
+    } else if (gf_http_status_of(r->status) == 503) {
         w->failed_503++;
     } else {
         w->failed_other++;
-        fprintf(stderr, "request failed: %d %s\n", r->http_status, r->message);
+        fprintf(stderr, "request failed: %s %s\n", gf_status_name(r->status), r->message);
     }
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
@@ -189,7 +205,7 @@ static void waiter_wait(waiter *w, int n)
     pthread_mutex_unlock(&w->lock);
 }
 
-static gf_status submit(gf_gw *gw, const char *name, waiter *w, int *http, gf_err *err)
+static gf_status submit(gf_gw *gw, const char *name, waiter *w, gf_err *err)
 {
     gf_gw_tensor *in = calloc(1, sizeof *in);
     in->name = strdup("x");
@@ -205,8 +221,7 @@ static gf_status submit(gf_gw *gw, const char *name, waiter *w, int *http, gf_er
     in->t.mem = GF_MEM_HOST;
     in->t.device_id = -1;
     gf_gw_infer_req req = {name, 0, in, 1, on_done, w};
-    int retry;
-    return gf_gw_submit(gw, &req, http, &retry, err);
+    return gf_gw_submit(gw, &req, err);
 }
 
 static gf_gw *open_gw_with(const char *devices, uint64_t dev_mem, const char *worker,
@@ -216,7 +231,7 @@ static gf_gw *open_gw_with(const char *devices, uint64_t dev_mem, const char *wo
     gf_gw_config cfg = {.state_dir = state, .devices = devices, .device_memory = dev_mem,
                         .host_memory = 64 << 20, .worker_path = worker,
                         .drain_timeout_ms = 5000, .plugins = plugins, .n_plugins = n_plugins,
-                        .allow_native = n_plugins > 0};
+                        .allow_native = n_plugins > 0, .protocol_code = gf_http_status_of};
     gf_gw *gw;
     gf_err err;
     gf_status st = gf_gw_new(&cfg, &gw, &err);
@@ -277,11 +292,9 @@ START_TEST(test_deploy_validated_in_a_child)
     gf_gw_deploy_req r = stage(gw, &m, 0, tmp, sizeof tmp, sha);
     r.manifest = crash;
     r.manifest_len = strlen(crash);
-    json_t *out;
-    int http;
+    gf_gw_deployed dep;
     gf_err err;
-    ck_assert_int_eq(gf_gw_deploy(gw, &r, &out, &http, &err), GF_ERR_INTERNAL);
-    ck_assert_int_eq(http, 500);
+    ck_assert_int_eq(gf_gw_deploy(gw, &r, &dep, &err), GF_ERR_INTERNAL);
     ck_assert_msg(strstr(err.msg, "without answering; the gateway is unaffected"), "%s", err.msg);
     ck_assert_int_eq(count_entries(gf_gw_upload_dir(gw)), 0); /* upload and work dir gone */
     ck_assert(gf_gw_ready(gw));
@@ -294,8 +307,9 @@ START_TEST(test_deploy_validated_in_a_child)
     const char *extras[1] = {extra};
     r.extra_tmp = extras;
     r.n_extra = 1;
-    ck_assert_msg(gf_gw_deploy(gw, &r, &out, &http, &err) == GF_OK, "%s", err.msg);
-    ck_assert_int_eq(http, 201);
+    ck_assert_msg(gf_gw_deploy(gw, &r, &dep, &err) == GF_OK, "%s", err.msg);
+    ck_assert_str_eq(dep.name, "conv");
+    json_t *out = parsed(GF_OK, &dep.json);
     ck_assert_int_eq(count_entries(gf_gw_upload_dir(gw)), 0);
     char *fdir = gf_test_path(tmpdir, "state/functions/conv");
     char *w1 = gf_test_path(fdir, "v1.safetensors"), *note = gf_test_path(fdir, "v1.note");
@@ -317,12 +331,12 @@ START_TEST(test_deploy_validated_in_a_child)
     w.ref[1] = &m;
     w.softmax = true;
     for (int i = 0; i < 3; i++)
-        ck_assert_msg(submit(gw, "conv", &w, &http, &err) == GF_OK, "%s", err.msg);
+        ck_assert_msg(submit(gw, "conv", &w, &err) == GF_OK, "%s", err.msg);
     waiter_wait(&w, 3);
     ck_assert_int_eq(w.ok, 3);
     ck_assert_int_eq(w.bad_values, 0);
     /* deleting it removes every file of the version */
-    ck_assert_int_eq(gf_gw_delete(gw, "conv", &http, &err), GF_OK);
+    ck_assert_int_eq(gf_gw_delete(gw, "conv", &err), GF_OK);
     ck_assert_int_ne(access(fdir, F_OK), 0);
     free(w1);
     free(note);
@@ -345,19 +359,16 @@ START_TEST(test_deploy_infer_batch_and_errors)
     waiter w;
     waiter_init(&w);
     w.ref[1] = &m;
-    int http;
     gf_err err;
     for (int i = 0; i < 8; i++)
-        ck_assert_int_eq(submit(gw, "adder", &w, &http, &err), GF_OK);
+        ck_assert_int_eq(submit(gw, "adder", &w, &err), GF_OK);
     waiter_wait(&w, 8);
     ck_assert_int_eq(w.ok, 8);
     ck_assert_int_eq(w.bad_values, 0);
     ck_assert_int_gt(w.max_batch, 1); /* 8 requests within 20 ms share batches */
     /* checks at submit */
-    ck_assert_int_eq(submit(gw, "nope", &w, &http, &err), GF_ERR_NOT_FOUND);
-    ck_assert_int_eq(http, 404);
-    ck_assert_int_eq(submit(gw, "../x", &w, &http, &err), GF_ERR_INVALID);
-    ck_assert_int_eq(http, 400);
+    ck_assert_int_eq(submit(gw, "nope", &w, &err), GF_ERR_NOT_FOUND);
+    ck_assert_int_eq(submit(gw, "../x", &w, &err), GF_ERR_INVALID);
     gf_gw_tensor *bad = calloc(1, sizeof *bad);
     bad->name = strdup("x");
     bad->t.dtype = GF_DT_F32;
@@ -367,22 +378,25 @@ START_TEST(test_deploy_infer_batch_and_errors)
     bad->t.nbytes = (IN + 1) * 4;
     bad->t.data = calloc(IN + 1, 4);
     gf_gw_infer_req req = {"adder", 0, bad, 1, on_done, &w};
-    int retry;
-    ck_assert_int_eq(gf_gw_submit(gw, &req, &http, &retry, &err), GF_ERR_INVALID);
-    ck_assert_int_eq(http, 400);
+    ck_assert_int_eq(gf_gw_submit(gw, &req, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "shape [1, 9] does not match [-1, 8]"), "%s", err.msg);
     ck_assert_ptr_null(req.inputs);
     gf_gw_tensor *wrong = calloc(1, sizeof *wrong);
     wrong->name = strdup("z");
     gf_gw_infer_req req2 = {"adder", 0, wrong, 1, on_done, &w};
-    ck_assert_int_eq(gf_gw_submit(gw, &req2, &http, &retry, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(gf_gw_submit(gw, &req2, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "no input named 'z' (its inputs: x)"), "%s", err.msg);
     /* views */
-    json_t *fj = gf_gw_function_json(gw, "adder");
+    gf_buf vb;
+    gf_buf_init(&vb);
+    json_t *fj = parsed(gf_gw_function_json(gw, "adder", &vb, &err), &vb);
     ck_assert_ptr_nonnull(fj);
     json_decref(fj);
-    ck_assert_ptr_null(gf_gw_function_json(gw, "nope"));
-    json_t *md = gf_gw_model_metadata(gw, "adder", 0, &http, &err);
+    ck_assert_int_eq(gf_gw_function_json(gw, "nope", &vb, &err), GF_ERR_NOT_FOUND);
+    ck_assert_str_eq(err.msg, "function 'nope' not found");
+    ck_assert_int_eq(gf_gw_model_metadata(gw, "adder", 7, &vb, &err), GF_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(err.msg, "version 7 is not found"), "%s", err.msg);
+    json_t *md = parsed(gf_gw_model_metadata(gw, "adder", 0, &vb, &err), &vb);
     ck_assert_ptr_nonnull(md);
     ck_assert_str_eq(json_string_value(json_object_get(md, "platform")), "gpufaas_mlp");
     json_decref(md);
@@ -409,9 +423,8 @@ START_TEST(test_deploy_infer_batch_and_errors)
                      "\"datatype\":\"FP32\",\"shape\":[-1,4]}]}";
     r.manifest = mf;
     r.manifest_len = strlen(mf);
-    json_t *out;
-    ck_assert_int_eq(gf_gw_deploy(gw, &r, &out, &http, &err), GF_ERR_INVALID);
-    ck_assert_int_eq(http, 400);
+    gf_gw_deployed out;
+    ck_assert_int_eq(gf_gw_deploy(gw, &r, &out, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "tensor '0.weight' has shape [16, 8], expected [-1, 5]"), "%s",
                   err.msg);
     ck_assert_int_ne(access(tmp, F_OK), 0); /* the staged file is removed */
@@ -451,7 +464,7 @@ static void big_done(void *arg, gf_gw_result *r)
         bad = BIG_ROWS;
     }
     pthread_mutex_lock(b->lock);
-    b->status = r->http_status;
+    b->status = r->status;
     b->bad_rows = bad;
     (*b->done)++;
     pthread_cond_broadcast(b->cond);
@@ -473,9 +486,8 @@ static void big_submit(gf_gw *gw, big_req *b)
     in->t.mem = GF_MEM_HOST;
     in->t.device_id = -1;
     gf_gw_infer_req req = {"big", 0, in, 1, big_done, b};
-    int http, retry;
     gf_err err;
-    ck_assert_msg(gf_gw_submit(gw, &req, &http, &retry, &err) == GF_OK, "%s", err.msg);
+    ck_assert_msg(gf_gw_submit(gw, &req, &err) == GF_OK, "%s", err.msg);
 }
 
 typedef struct big_client {
@@ -530,7 +542,7 @@ START_TEST(test_large_frames_in_pieces)
         pthread_cond_wait(&cond, &lock);
     pthread_mutex_unlock(&lock);
     for (int i = 0; i < NB; i++) {
-        ck_assert_msg(reqs[i].status == 200 && reqs[i].bad_rows == 0,
+        ck_assert_msg(reqs[i].status == GF_OK && reqs[i].bad_rows == 0,
                       "request %d: status %d, %d wrong rows", i, reqs[i].status,
                       reqs[i].bad_rows);
         free(reqs[i].x);
@@ -550,9 +562,8 @@ static void *load_thread(void *arg)
 {
     loader_arg *a = arg;
     while (!atomic_load(&a->stop)) {
-        int http;
         gf_err err;
-        if (submit(a->gw, "f", a->w, &http, &err) == GF_OK)
+        if (submit(a->gw, "f", a->w, &err) == GF_OK)
             a->sent++;
         else
             a->refused++;
@@ -589,7 +600,7 @@ START_TEST(test_new_version_under_load_and_worker_kill)
 
     /* SIGKILL a worker under load: every request gets its answer or a clean
      * 503, and the worker comes back */
-    json_t *ws = gf_gw_workers_json(gw);
+    json_t *ws = view(gf_gw_workers_json, gw);
     json_t *w0 = json_array_get(json_object_get(ws, "workers"), 0);
     pid_t pid = (pid_t)json_integer_value(json_object_get(w0, "pid"));
     json_decref(ws);
@@ -612,7 +623,7 @@ START_TEST(test_new_version_under_load_and_worker_kill)
     int up = 0;
     for (int i = 0; i < 100 && up < 2; i++) {
         usleep(100 * 1000);
-        ws = gf_gw_workers_json(gw);
+        ws = view(gf_gw_workers_json, gw);
         up = 0;
         json_t *arr = json_object_get(ws, "workers");
         for (size_t k = 0; k < json_array_size(arr); k++)
@@ -642,9 +653,8 @@ START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
             waiter_init(&w);
             w.ref[1] = &ms[i];
             snprintf(name, sizeof name, "m%d", i);
-            int http;
             gf_err err;
-            ck_assert_int_eq(submit(gw, name, &w, &http, &err), GF_OK);
+            ck_assert_int_eq(submit(gw, name, &w, &err), GF_OK);
             waiter_wait(&w, 1);
             ck_assert_int_eq(w.ok, 1);
             ck_assert_int_eq(w.bad_values, 0);
@@ -681,22 +691,21 @@ START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
     ck_assert_int_eq(gf_gw_new(&cfg2, &gw2, &err2), GF_ERR_BUSY);
     ck_assert_msg(strstr(err2.msg, "is in use by another gpufaas serve (pid "), "%s", err2.msg);
     free(state);
-    json_t *all = gf_gw_functions_json(gw);
+    json_t *all = view(gf_gw_functions_json, gw);
     ck_assert_uint_eq(json_array_size(json_object_get(all, "functions")), 8);
     json_decref(all);
     waiter w;
     waiter_init(&w);
     w.ref[1] = &ms[3];
-    int http;
     gf_err err;
-    ck_assert_int_eq(submit(gw, "m3", &w, &http, &err), GF_OK);
+    ck_assert_int_eq(submit(gw, "m3", &w, &err), GF_OK);
     waiter_wait(&w, 1);
     ck_assert_int_eq(w.ok, 1);
     ck_assert_int_eq(w.bad_values, 0);
     /* delete: gone, 404 after */
-    ck_assert_int_eq(gf_gw_delete(gw, "m3", &http, &err), GF_OK);
-    ck_assert_int_eq(submit(gw, "m3", &w, &http, &err), GF_ERR_NOT_FOUND);
-    ck_assert_int_eq(gf_gw_delete(gw, "m3", &http, &err), GF_ERR_NOT_FOUND);
+    ck_assert_int_eq(gf_gw_delete(gw, "m3", &err), GF_OK);
+    ck_assert_int_eq(submit(gw, "m3", &w, &err), GF_ERR_NOT_FOUND);
+    ck_assert_int_eq(gf_gw_delete(gw, "m3", &err), GF_ERR_NOT_FOUND);
     gf_gw_free(gw);
 }
 END_TEST

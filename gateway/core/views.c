@@ -1,0 +1,330 @@
+/* gpufaas — the gateway core's views: its state as the JSON the APIs answer
+ * with (built with jansson, handed out as text), and the Prometheus text of
+ * /metrics. Every view takes gw->lock for the time it reads. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "gateway/core/internal.h"
+#include "gf_config.h"
+
+/* Append j (taken over) to out as compact JSON text. */
+static gf_status emit(json_t *j, gf_buf *out)
+{
+    if (j == NULL)
+        return GF_ERR_NOMEM;
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (text == NULL)
+        return GF_ERR_NOMEM;
+    gf_status st = gf_buf_append_str(out, text);
+    free(text);
+    return st;
+}
+
+static const char *tier_str(int t)
+{
+    return t == GF_IPC_TIER_DEVICE ? "device" : t == GF_IPC_TIER_HOST ? "host" : "store";
+}
+
+static const char *vstate_str(gf_store_vstate s)
+{
+    return gf_store_vstate_name(s);
+}
+
+static json_t *io_json(const gf_manifest_io *io, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *shape = json_array();
+        for (int32_t k = 0; k < io[i].rank; k++)
+            json_array_append_new(shape, json_integer(io[i].shape[k]));
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "name", io[i].name, "datatype",
+                                             gf_dtype_kserve_name(io[i].dtype), "shape", shape));
+    }
+    return arr;
+}
+
+static json_t *placements_of(gf_gw *gw, const gw_version *v)
+{
+    json_t *arr = json_array();
+    for (int w = 0; w < gw->n_workers; w++) {
+        const gw_placement *pl = &v->pl[w];
+        if (pl->state == GW_PL_NONE || pl->tier < GF_IPC_TIER_HOST)
+            continue;
+        json_array_append_new(arr, json_pack("{s:i, s:s, s:I, s:I}", "worker", w, "tier",
+                                             tier_str(pl->tier), "bytes",
+                                             (json_int_t)(pl->tier == GF_IPC_TIER_DEVICE
+                                                              ? v->device_bytes : v->bytes),
+                                             "hits", (json_int_t)pl->hits));
+    }
+    return arr;
+}
+
+static json_t *version_json(gf_gw *gw, const gw_version *v)
+{
+    char invoke[160], v2[160];
+    snprintf(invoke, sizeof invoke, "/v1/functions/%s/invoke", v->fn->name);
+    snprintf(v2, sizeof v2, "/v2/models/%s/versions/%lld/infer", v->fn->name,
+             (long long)v->version);
+    json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:I, s:s, s:b, s:s, s:s}", "name", v->fn->name,
+                          "version", (json_int_t)v->version, "kind", v->mf->kind, "state",
+                          vstate_str(v->state), "bytes", (json_int_t)v->bytes, "sha256",
+                          v->sha256, "current", v->fn->current == v, "invoke", invoke, "v2", v2);
+    if (j == NULL)
+        return NULL;
+    if (v->reason != NULL)
+        json_object_set_new(j, "reason", json_string(v->reason));
+    json_object_set_new(j, "inputs", io_json(v->mf->inputs, v->mf->n_inputs));
+    json_object_set_new(j, "outputs", io_json(v->mf->outputs, v->mf->n_outputs));
+    json_object_set_new(j, "max_batch_size", json_integer(v->mf->max_batch_size));
+    json_object_set_new(j, "placements", placements_of(gw, v));
+    return j;
+}
+
+static json_t *function_json(gf_gw *gw, const gw_function *f, bool detail)
+{
+    const gw_version *cur = f->current;
+    json_t *j = json_pack("{s:s, s:s}", "name", f->name, "kind", f->kind ? f->kind : "");
+    if (j == NULL)
+        return NULL;
+    json_object_set_new(j, "version", cur ? json_integer(cur->version) : json_null());
+    json_object_set_new(j, "state", json_string(cur ? vstate_str(cur->state) : "unavailable"));
+    char invoke[160];
+    snprintf(invoke, sizeof invoke, "/v1/functions/%s/invoke", f->name);
+    json_object_set_new(j, "invoke", json_string(invoke));
+    if (cur != NULL) {
+        json_object_set_new(j, "bytes", json_integer((json_int_t)cur->bytes));
+        json_object_set_new(j, "placements", placements_of(gw, cur));
+    }
+    json_t *vs = json_array();
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->versions[i]->state == GF_STORE_VERSION_DELETED)
+            continue;
+        json_array_append_new(vs, detail ? version_json(gw, f->versions[i])
+                                         : json_integer(f->versions[i]->version));
+    }
+    json_object_set_new(j, "versions", vs);
+    return j;
+}
+
+gf_status gw_version_json(gf_gw *gw, const gw_version *v, gf_buf *out)
+{
+    return emit(version_json(gw, v), out);
+}
+
+gf_status gf_gw_functions_json(gf_gw *gw, gf_buf *out)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&gw->lock);
+    for (size_t i = 0; i < gw->n_fns; i++)
+        if (!gw->fns[i]->deleted)
+            json_array_append_new(arr, function_json(gw, gw->fns[i], false));
+    pthread_mutex_unlock(&gw->lock);
+    return emit(json_pack("{s:o}", "functions", arr), out);
+}
+
+gf_status gf_gw_function_json(gf_gw *gw, const char *name, gf_buf *out, gf_err *err)
+{
+    json_t *j = NULL;
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    bool found = f != NULL && !f->deleted;
+    if (found)
+        j = function_json(gw, f, true);
+    pthread_mutex_unlock(&gw->lock);
+    if (!found)
+        return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%.80s' not found", name);
+    return emit(j, out);
+}
+
+gf_status gf_gw_repo_index(gf_gw *gw, bool ready_only, gf_buf *out)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&gw->lock);
+    for (size_t i = 0; i < gw->n_fns; i++) {
+        const gw_function *f = gw->fns[i];
+        if (f->deleted)
+            continue;
+        for (size_t k = 0; k < f->n; k++) {
+            const gw_version *v = f->versions[k];
+            char ver[24];
+            snprintf(ver, sizeof ver, "%lld", (long long)v->version);
+            bool ready = v->state == GF_STORE_VERSION_READY;
+            if (ready_only && !ready)
+                continue;
+            json_t *e = json_pack("{s:s, s:s, s:s}", "name", f->name, "version", ver, "state",
+                                  ready ? "READY" : "UNAVAILABLE");
+            json_object_set_new(e, "reason", json_string(ready ? "" : (v->reason ? v->reason
+                                                                                 : "broken")));
+            json_array_append_new(arr, e);
+        }
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return emit(arr, out);
+}
+
+gf_status gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, gf_buf *out,
+                               gf_err *err)
+{
+    json_t *j = NULL;
+    gf_status st = GF_OK;
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    if (v == NULL || v->state == GF_STORE_VERSION_DELETED) {
+        if (f == NULL || f->deleted)
+            st = gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s' is not "
+                            "found", name);
+        else
+            st = gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s' version "
+                            "%lld is not found", name, (long long)version);
+    } else {
+        json_t *versions = json_array();
+        for (size_t i = 0; i < f->n; i++) {
+            if (f->versions[i]->state == GF_STORE_VERSION_DELETED)
+                continue;
+            char ver[24];
+            snprintf(ver, sizeof ver, "%lld", (long long)f->versions[i]->version);
+            json_array_append_new(versions, json_string(ver));
+        }
+        char platform[96];
+        snprintf(platform, sizeof platform, "gpufaas_%s", v->mf->kind);
+        j = json_pack("{s:s, s:o, s:s, s:o, s:o}", "name", f->name, "versions", versions,
+                      "platform", platform, "inputs", io_json(v->mf->inputs, v->mf->n_inputs),
+                      "outputs", io_json(v->mf->outputs, v->mf->n_outputs));
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return st != GF_OK ? st : emit(j, out);
+}
+
+bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version)
+{
+    bool ready = false;
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    ready = v != NULL && v->state == GF_STORE_VERSION_READY && gw_workers_up(gw) > 0 &&
+            !atomic_load(&gw->stopping);
+    pthread_mutex_unlock(&gw->lock);
+    return ready;
+}
+
+static const char *wstate_str(gw_wstate s)
+{
+    switch (s) {
+    case GW_W_STARTING: return "starting";
+    case GW_W_UP: return "up";
+    case GW_W_DOWN: return "down";
+    case GW_W_FAILED: return "failed";
+    }
+    return "?";
+}
+
+gf_status gf_gw_workers_json(gf_gw *gw, gf_buf *out)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&gw->lock);
+    for (int i = 0; i < gw->n_workers; i++) {
+        const gw_worker *w = &gw->workers[i];
+        json_t *models = json_array();
+        for (size_t k = 0; k < gw->n_fns; k++)
+            for (size_t m = 0; m < gw->fns[k]->n; m++) {
+                const gw_version *v = gw->fns[k]->versions[m];
+                if (v->pl[i].state != GW_PL_NONE && v->pl[i].tier >= GF_IPC_TIER_HOST)
+                    json_array_append_new(models, json_pack("{s:s, s:I, s:s}", "function",
+                                                            v->fn->name, "version",
+                                                            (json_int_t)v->version, "tier",
+                                                            tier_str(v->pl[i].tier)));
+            }
+        uint64_t dbud = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
+        uint64_t hbud = w->have_stats ? w->stats.host_budget : w->ready.host_budget;
+        json_t *j = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:i}", "id", i, "device", w->device,
+                              "device_name", w->device_name, "pid", (int)w->pid, "state",
+                              wstate_str(w->state), "restarts", w->restarts, "in_flight",
+                              (int)w->n_inflight);
+        json_object_set_new(j, "device_memory",
+                            json_pack("{s:I, s:I}", "used",
+                                      (json_int_t)(w->have_stats ? w->stats.device_used : 0),
+                                      "budget", (json_int_t)dbud));
+        json_object_set_new(j, "host_memory",
+                            json_pack("{s:I, s:I}", "used",
+                                      (json_int_t)(w->have_stats ? w->stats.host_used : 0),
+                                      "budget", (json_int_t)hbud));
+        json_object_set_new(j, "models", models);
+        json_array_append_new(arr, j);
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return emit(json_pack("{s:o}", "workers", arr), out);
+}
+
+gf_status gf_gw_placements_json(gf_gw *gw, gf_buf *out)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&gw->lock);
+    for (size_t k = 0; k < gw->n_fns; k++) {
+        for (size_t m = 0; m < gw->fns[k]->n; m++) {
+            const gw_version *v = gw->fns[k]->versions[m];
+            for (int i = 0; i < gw->n_workers; i++) {
+                const gw_placement *pl = &v->pl[i];
+                if (pl->state == GW_PL_NONE || pl->tier < GF_IPC_TIER_HOST)
+                    continue;
+                json_array_append_new(
+                    arr, json_pack("{s:s, s:I, s:i, s:s, s:I, s:s, s:I}", "function", v->fn->name,
+                                   "version", (json_int_t)v->version, "worker", i, "tier",
+                                   tier_str(pl->tier), "bytes",
+                                   (json_int_t)(pl->tier == GF_IPC_TIER_DEVICE ? v->device_bytes
+                                                                               : v->bytes),
+                                   "state", pl->state == GW_PL_LOADING ? "loading" : "ready",
+                                   "hits", (json_int_t)pl->hits));
+            }
+        }
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return emit(json_pack("{s:o}", "placements", arr), out);
+}
+
+gf_status gf_gw_server_metadata(gf_gw *gw, gf_buf *out)
+{
+    (void)gw;
+    return emit(json_pack("{s:s, s:s, s:[s,s]}", "name", "gpufaas", "version", GF_VERSION,
+                          "extensions", "binary_tensor_data", "model_repository"),
+                out);
+}
+
+gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out)
+{
+    gw_metric_clear(gw->metrics, GW_M_WORKERS);
+    gw_metric_clear(gw->metrics, GW_M_DEVICE_MEMORY);
+    gw_metric_clear(gw->metrics, GW_M_HOST_MEMORY);
+    int by_state[4] = {0, 0, 0, 0};
+    pthread_mutex_lock(&gw->lock);
+    for (int i = 0; i < gw->n_workers; i++) {
+        const gw_worker *w = &gw->workers[i];
+        by_state[w->state]++;
+        char wid[16];
+        snprintf(wid, sizeof wid, "%d", i);
+        uint64_t dbud = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
+        uint64_t hbud = w->have_stats ? w->stats.host_budget : w->ready.host_budget;
+        const char *lu[2] = {wid, "used"}, *lb[2] = {wid, "budget"};
+        gw_metric_set(gw->metrics, GW_M_DEVICE_MEMORY, lu,
+                      (double)(w->have_stats ? w->stats.device_used : 0));
+        gw_metric_set(gw->metrics, GW_M_DEVICE_MEMORY, lb, (double)dbud);
+        gw_metric_set(gw->metrics, GW_M_HOST_MEMORY, lu,
+                      (double)(w->have_stats ? w->stats.host_used : 0));
+        gw_metric_set(gw->metrics, GW_M_HOST_MEMORY, lb, (double)hbud);
+    }
+    pthread_mutex_unlock(&gw->lock);
+    for (int s = 0; s < 4; s++) {
+        const char *l[1] = {wstate_str((gw_wstate)s)};
+        gw_metric_set(gw->metrics, GW_M_WORKERS, l, by_state[s]);
+    }
+    if (gw->store != NULL) {
+        gf_store_stats ss;
+        gf_store_stats_get(gw->store, &ss);
+        gw_metric_set(gw->metrics, GW_M_STORE_DROPPED, NULL, (double)ss.dropped);
+    }
+    return gw_metrics_write(gw->metrics, out);
+}
