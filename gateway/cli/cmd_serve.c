@@ -36,6 +36,8 @@ enum {
     F_DRAIN_TIMEOUT,
     F_HTTP_THREADS,
     F_WORKER,
+    F_SHARED_STORE,
+    F_SHARED_SCAN,
     F_LOG_LEVEL,
     F_COUNT_
 };
@@ -73,6 +75,10 @@ static const struct {
     [F_HTTP_THREADS] = {"http-threads", "GPUFAAS_HTTP_THREADS", "N", "2", "HTTP polling threads"},
     [F_WORKER] = {"worker", "GPUFAAS_WORKER", "PATH", NULL,
                   "the gpufaas-worker program (default: found next to gpufaas)"},
+    [F_SHARED_STORE] = {"shared-store", "GPUFAAS_SHARED_STORE", "DIR", NULL,
+                        "a directory every node mounts (docs/cluster.md)"},
+    [F_SHARED_SCAN] = {"shared-store-scan", "GPUFAAS_SHARED_STORE_SCAN", "MS", "2000",
+                       "how often to read the shared store for changes"},
     [F_LOG_LEVEL] = {"log-level", "GPUFAAS_LOG_LEVEL", "LEVEL", "info",
                      "error | warn | info | debug | trace"},
 };
@@ -229,6 +235,11 @@ int gf_cmd_serve(int argc, char **argv)
         return serve_bad("http-threads", "expected an integer in [1, 64]");
     hc.threads = (unsigned)u;
     gc.worker_path = val[F_WORKER];
+    if (val[F_SHARED_STORE] != NULL && val[F_SHARED_STORE][0] != '\0')
+        gc.shared_store = val[F_SHARED_STORE];
+    if (!parse_uint(val[F_SHARED_SCAN], 50, 3600 * 1000, &u))
+        return serve_bad("shared-store-scan", "expected milliseconds in [50, 3600000]");
+    gc.shared_scan_ms = (uint32_t)u;
     gc.protocol_code = gf_http_status_of; /* what the core records: the HTTP front's codes */
 
     gf_log_init("gateway", level);

@@ -185,6 +185,9 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
     if ((st = gw_registry_recover(gw, err)) != GF_OK ||
         (st = gw_batcher_start(gw, err)) != GF_OK || (st = gw_workers_start(gw, err)) != GF_OK)
         goto fail;
+    if (cfg->shared_store != NULL && cfg->shared_store[0] != '\0' &&
+        (st = gw_sync_start(gw, err)) != GF_OK)
+        goto fail;
     *out = gw;
     return GF_OK;
 fail:
@@ -208,6 +211,7 @@ void gf_gw_shutdown(gf_gw *gw)
     }
     if (left > 0)
         GF_LOG_W("shutting down with %d request(s) still in flight: they are refused", left);
+    gw_sync_stop(gw);
     gw_batcher_stop(gw);
     if (gw->n_workers > 0)
         gw_workers_stop(gw);
@@ -227,6 +231,7 @@ void gf_gw_free(gf_gw *gw)
         gf_gw_shutdown(gw);
     else if (gw->store != NULL)
         gf_store_close(gw->store, NULL);
+    gw_sync_stop(gw);
     gw_registry_free(gw);
     gw_metrics_free(gw->metrics);
     gf_probe_deinit(&gw->probe);
@@ -251,9 +256,9 @@ bool gf_gw_ready(gf_gw *gw)
     if (atomic_load(&gw->stopping))
         return false;
     pthread_mutex_lock(&gw->lock);
-    int up = gw_workers_up(gw);
+    bool ready = gw_workers_up(gw) > 0 && gw_sync_can_serve(gw);
     pthread_mutex_unlock(&gw->lock);
-    return up > 0;
+    return ready;
 }
 
 const char *gf_gw_upload_dir(gf_gw *gw)
@@ -277,6 +282,11 @@ void gf_gw_count_answer(gf_gw *gw, const char *function, int protocol_code)
 /* ---- inference ------------------------------------------------------------------ */
 
 gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, gf_err *err)
+{
+    return gw_submit(gw, req, true, err);
+}
+
+gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
 {
     gf_gw_tensor *given = req->inputs;
     size_t n_given = req->n_inputs;
@@ -303,6 +313,10 @@ gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, gf_err *err)
         v = gw_version_find(f, req->version);
     if (v == NULL) {
         pthread_mutex_unlock(&gw->lock);
+        /* not here (yet): with a shared store, the thread looks it up and
+         * resubmits it or answers it */
+        if (may_park && gw_sync_park(gw, req, given, n_given))
+            return GF_OK;
         if (f == NULL || f->deleted)
             st = gf_err_set(err, GF_ERR_NOT_FOUND, "function '%s' not found", req->function);
         else if (req->version != 0)
@@ -530,6 +544,34 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *o
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto out;
     }
+    if (gw->sync != NULL) {
+        /* the store's log chooses the version; every node installs it */
+        gf_buf cj;
+        gf_buf_init(&cj);
+        if (gf_manifest_to_json(mf, &cj) != GF_OK) {
+            gf_buf_deinit(&cj);
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        /* interface changes are allowed, as on a node of its own */
+        gw_sync_deploy_in sin = {mf, cj.data, files.weights, sha, bytes, files.companions,
+                                 files.suffixes, files.n, true};
+        bool taken = false;
+        st = gw_sync_deploy(gw, &sin, &taken, out, err);
+        gf_buf_deinit(&cj);
+        if (taken) { /* moved into the function store: not ours to remove any more */
+            free(files.weights);
+            files.weights = NULL;
+            files.n = 0;
+        } else {
+            vfiles_remove(&files); /* refused, or identical to a version there is */
+        }
+        if (st == GF_OK)
+            GF_LOG_I("function '%s' version %lld deployed through the shared store (%s, %llu "
+                     "bytes, sha256 %.12s...)", mf->name, (long long)out->version, mf->kind,
+                     (unsigned long long)bytes, sha);
+        goto out;
+    }
     /* choose the version and put the files in place */
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gw_function_find(gw, mf->name);
@@ -622,11 +664,18 @@ gf_status gf_gw_delete(gf_gw *gw, const char *name, gf_err *err)
         return gf_err_set(err, GF_ERR_INVALID, "'%.80s' is not a valid function name", name);
     }
     pthread_mutex_lock(&gw->deploy_lock);
+    gf_status st = gw->sync != NULL ? gw_sync_delete(gw, name, err)
+                                    : gw_delete_local(gw, name, err);
+    pthread_mutex_unlock(&gw->deploy_lock);
+    return st;
+}
+
+gf_status gw_delete_local(gf_gw *gw, const char *name, gf_err *err)
+{
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gw_function_find(gw, name);
     if (f == NULL || f->deleted) {
         pthread_mutex_unlock(&gw->lock);
-        pthread_mutex_unlock(&gw->deploy_lock);
         return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%s' not found", name);
     }
     f->deleted = true;
@@ -656,7 +705,6 @@ gf_status gf_gw_delete(gf_gw *gw, const char *name, gf_err *err)
         rmdir(dir);
     }
     free(dir);
-    pthread_mutex_unlock(&gw->deploy_lock);
     GF_LOG_I("function '%s' deleted", name);
     return GF_OK;
 }

@@ -66,6 +66,9 @@ typedef struct gf_gw_config {
                                     (needs allow_native); may be NULL */
     size_t n_plugins;
     uint32_t validate_timeout_ms; /* how long a deploy's validation may take (0 = 300 s) */
+    const char *shared_store;    /* a directory every node mounts (docs/cluster.md); NULL =
+                                    none: this node's catalog is its own */
+    uint32_t shared_scan_ms;     /* how often to read the store for changes (0 = 2 s) */
     int (*protocol_code)(gf_status st); /* the front end's code for a status (the HTTP
                                            front's table): recorded with each answer the
                                            core gives, never chosen by it; NULL = 0 */

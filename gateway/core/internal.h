@@ -20,6 +20,7 @@ typedef struct gw_worker gw_worker;
 typedef struct gw_frame gw_frame;
 typedef struct gw_version gw_version;
 typedef struct gw_function gw_function;
+typedef struct gw_sync gw_sync;
 
 /* One inference request, from submit to its result. */
 typedef struct gw_req {
@@ -196,6 +197,9 @@ struct gf_gw {
     pthread_t batcher;
     bool batcher_running;
 
+    /* the shared store (sync.c); NULL without one */
+    gw_sync *sync;
+
     /* supervisor */
     pthread_t supervisor;
     bool supervisor_running;
@@ -213,6 +217,49 @@ gf_status gw_version_json(gf_gw *gw, const gw_version *v, gf_buf *out);
 
 void gw_version_ref(gw_version *v);
 void gw_version_unref(gw_version *v);
+
+/* gateway.c: submit, and whether it may park a request whose function this
+ * node does not know yet (sync.c resubmits without). */
+gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err);
+/* Delete function name here only: unload it, remove its files, record it
+ * (deploy_lock held by the caller, or the sync lock). */
+gf_status gw_delete_local(gf_gw *gw, const char *name, gf_err *err);
+
+/* sync.c: the shared store on this node (gf_gw_config.shared_store). */
+typedef struct gw_sync_deploy_in {
+    const gf_manifest *mf;        /* the validated manifest */
+    const char *manifest_json;    /* canonical */
+    const char *weights;          /* the weights file to publish (its path) */
+    const char *sha256;
+    uint64_t bytes;
+    char **companions;            /* paths of the companion files */
+    char *const *suffixes;
+    size_t n;
+    bool interface_change;
+} gw_sync_deploy_in;
+/* Start the thread that keeps this node in step with the store. The store
+ * need not be readable yet. */
+gf_status gw_sync_start(gf_gw *gw, gf_err *err);
+/* Stop it; requests still waiting for a lookup are refused. NULL sync: no-op. */
+void gw_sync_stop(gf_gw *gw);
+/* Deploy through the store (deploy_lock held): publish, append, fold; the
+ * entry's outcome is the answer. *taken: the files were moved into this
+ * node's function store (the caller must not remove them). */
+gf_status gw_sync_deploy(gf_gw *gw, const gw_sync_deploy_in *in, bool *taken,
+                         gf_gw_deployed *out, gf_err *err);
+/* Delete through the store (deploy_lock held). */
+gf_status gw_sync_delete(gf_gw *gw, const char *name, gf_err *err);
+/* Park an inference for a function (or version) this node does not know:
+ * true when parked (inputs taken; the thread looks the function up and
+ * resubmits it or answers it); false (inputs still the caller's) without a
+ * store, when full or shutting down. */
+bool gw_sync_park(gf_gw *gw, const gf_gw_infer_req *req, gf_gw_tensor *inputs, size_t n);
+/* For the views: when this node does not know name (version 0: any), ask the
+ * store and wait a bounded time. Takes gw->lock: call without it. */
+void gw_sync_lookup(gf_gw *gw, const char *name, int64_t version);
+/* Ready as far as the store goes (gw->lock held): true without a store, while
+ * it can be read, and while this node holds something to serve. */
+bool gw_sync_can_serve(gf_gw *gw);
 
 /* registry.c */
 gw_function *gw_function_find(gf_gw *gw, const char *name);          /* lock held */

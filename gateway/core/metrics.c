@@ -61,6 +61,12 @@ static const struct {
     [GW_M_STORE_DROPPED] = {"gpufaas_store_records_dropped", KIND_GAUGE,
                             "Records the SQLite writer dropped because its queue was full.", 0,
                             {NULL}, NULL, 0},
+    [GW_M_SHARED_UP] = {"gpufaas_shared_store_up", KIND_GAUGE,
+                        "1 when the shared store could be read at the last try, else 0 (only "
+                        "with --shared-store).", 0, {NULL}, NULL, 0},
+    [GW_M_SHARED_SYNCED] = {"gpufaas_shared_store_last_sync_timestamp_seconds", KIND_GAUGE,
+                            "Unix time of the last successful read of the shared store.", 0,
+                            {NULL}, NULL, 0},
 };
 
 typedef struct series {

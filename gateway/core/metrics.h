@@ -26,6 +26,8 @@ typedef enum {
     GW_M_BATCH_SIZE,          /* histogram (no labels) */
     GW_M_WORKER_RESTARTS,     /* counter   {worker} */
     GW_M_STORE_DROPPED,       /* gauge     records the store had to drop */
+    GW_M_SHARED_UP,           /* gauge     the shared store could be read at the last try */
+    GW_M_SHARED_SYNCED,       /* gauge     Unix time of the last successful read of it */
     GW_M_COUNT_
 } gw_metric_id;
 

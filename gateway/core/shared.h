@@ -107,6 +107,19 @@ void gf_shared_entry_deinit(gf_shared_entry *e);
 /* Free n entries and the array. NULL is a no-op. */
 void gf_shared_entries_free(gf_shared_entry *e, size_t n);
 
+/* Append e as one line of JSON to b ({"op", "version", "node", "time_ms", and
+ * for a deploy "kind", "interface_change", "manifest", "weights",
+ * "companions"}). GF_ERR_NOMEM only. */
+struct gf_buf;
+gf_status gf_shared_entry_encode(const gf_shared_entry *e, struct gf_buf *b);
+
+/* Parse one entry from len bytes of text; path (borrowed) names it in
+ * errors. GF_ERR_FORMAT, saying what is wrong, for anything this version
+ * does not understand (an unknown op: written by a newer gpufaas). *e is
+ * the caller's (gf_shared_entry_deinit) on success, empty on failure. */
+gf_status gf_shared_entry_decode(const char *text, size_t len, const char *path,
+                                 gf_shared_entry *e, gf_err *err);
+
 /* Append e to the log of function name: the entry is written to tmp/ and
  * fsync'd, then link(2)ed to the first free sequence number (on EEXIST the
  * next is tried; an EEXIST that a retransmitted NFS LINK produced after
@@ -118,7 +131,8 @@ gf_status gf_shared_append(gf_shared *s, const char *name, gf_shared_entry *e, u
 /* The entries of name's log after sequence number `after`, in order, up to
  * the first number not (yet) visible. *out (n of them; NULL when none) is the
  * caller's (gf_shared_entries_free). A function without a log has no
- * entries (GF_OK). GF_ERR_IO when the store cannot be read; GF_ERR_FORMAT,
+ * entries (GF_OK). GF_ERR_IO when the store cannot be read (its FORMAT file
+ * is how that is told from a function it does not have); GF_ERR_FORMAT,
  * naming the file, when an entry is not one this version understands. */
 gf_status gf_shared_read(gf_shared *s, const char *name, uint64_t after, gf_shared_entry **out,
                          size_t *n, gf_err *err);
@@ -152,7 +166,8 @@ typedef struct gf_shared_fold {
     uint64_t generation;       /* deletes of the whole function so far */
     int64_t current;           /* 0: none (never deployed, or deleted) */
     int64_t next_version;      /* what a deploy without a version becomes */
-    gf_shared_version *versions; /* this generation's, in the order deployed */
+    gf_shared_version *versions; /* every version ever deployed, in that order (deleted
+                                    ones with live false) */
     size_t n_versions, cap_versions;
     gf_shared_entry **entries; /* every entry folded, each malloc'd (owned), so that
                                   versions can borrow them */

@@ -212,11 +212,13 @@ gf_status gf_shared_fold_apply(gf_shared_fold *f, gf_shared_entry *in, gf_shared
             refuse(o, GF_ERR_NOT_FOUND, "nothing to delete");
             return GF_OK;
         }
-        /* the name is free again: a new generation numbers its versions from 1 */
+        /* the name is free again; version numbers go on from where they were, so a
+         * number never names two different versions of one name (the node's SQLite
+         * keeps the deleted ones' history under their numbers) */
         f->generation++;
-        f->n_versions = 0;
+        for (size_t i = 0; i < f->n_versions; i++)
+            f->versions[i].live = false;
         f->current = 0;
-        f->next_version = 1;
         return GF_OK;
     }
     return gf_err_set(err, GF_ERR_INTERNAL, "shared store: op %d", (int)e->op);

@@ -129,6 +129,7 @@ gf_status gf_gw_functions_json(gf_gw *gw, gf_buf *out)
 gf_status gf_gw_function_json(gf_gw *gw, const char *name, gf_buf *out, gf_err *err)
 {
     json_t *j = NULL;
+    gw_sync_lookup(gw, name, 0); /* not here yet: ask the shared store, if any */
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
     bool found = f != NULL && !f->deleted;
@@ -171,6 +172,7 @@ gf_status gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, gf_
 {
     json_t *j = NULL;
     gf_status st = GF_OK;
+    gw_sync_lookup(gw, name, version);
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
     gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
@@ -203,6 +205,7 @@ gf_status gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, gf_
 bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version)
 {
     bool ready = false;
+    gw_sync_lookup(gw, name, version);
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
     gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;

@@ -2,8 +2,9 @@
 """Routing by function name, measured: three real gateways behind a real nginx.
 
 50 MLP functions (each its own weights; every answer checked against the
-numpy reference), each gateway with one cpu worker whose device tier holds
-about half of them. The same Zipf(0.9) sequence of invocations is sent
+numpy reference) deployed through nginx into a shared store (--shared-store)
+that every gateway copies them from; each gateway has one cpu worker whose
+device tier holds about half of them. The same Zipf(0.9) sequence of invocations is sent
 through nginx twice, on fresh gateways each time: with the shipped
 `hash $gpufaas_function consistent` upstream, and with round robin. A request
 is warm when its parameters were already on the device (the answer's "cold").
@@ -19,6 +20,7 @@ Prints key=value lines:
 Run: meson test -C build --benchmark bench_cluster   (or directly, with
 GF_GPUFAAS, GF_WORKER and GF_SOURCE_ROOT set). Exits 77 without nginx.
 """
+import json
 import os
 import signal
 import sys
@@ -48,14 +50,25 @@ def zipf_order(n_items, count, s, seed):
 
 
 def deploy_all(cluster, fns):
-    # until the shared store is wired (docs/cluster.md), each node gets every function
+    """Deploy through nginx (round robin: no name in the path), then wait until
+    every node has copied every function from the shared store."""
+    c = cluster.nginx.client()
+    for fn in fns:
+        st, _, b = c.deploy(fn)
+        if st != 201:
+            raise RuntimeError(f"deploy {fn.name} through nginx: {st} {b[:200]!r}")
+    c.close()
+    names = {fn.name for fn in fns}
+    deadline = time.monotonic() + 60
     for g in cluster.gateways:
-        c = harness.Client(g.host, g.port)
-        for fn in fns:
-            st, _, b = c.deploy(fn)
-            if st != 201:
-                raise RuntimeError(f"deploy {fn.name} on {g.addr}: {st} {b[:200]!r}")
-        c.close()
+        while True:
+            st, _, b = g.client(timeout=10).request("GET", "/v1/functions")
+            have = {f["name"] for f in json.loads(b)["functions"]} if st == 200 else set()
+            if names <= have:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{g.addr} has {len(have & names)} of {len(names)} functions")
+            time.sleep(0.2)
 
 
 def run_sequence(cluster, fns, order, during=None):
@@ -95,7 +108,7 @@ def run_sequence(cluster, fns, order, during=None):
 def measure(tmp, fns, order, balance):
     root = os.path.join(tmp, balance)
     os.makedirs(root)
-    with harness.Cluster(root, 3, GATEWAY_ARGS, balance=balance) as cluster:
+    with harness.Cluster(root, 3, GATEWAY_ARGS, balance=balance, shared=True) as cluster:
         deploy_all(cluster, fns)
         answers, failures = run_sequence(cluster, fns, order)
     if failures:
@@ -107,7 +120,7 @@ def measure(tmp, fns, order, balance):
 def kill_and_return(tmp, fns, order):
     root = os.path.join(tmp, "kill")
     os.makedirs(root)
-    with harness.Cluster(root, 3, GATEWAY_ARGS) as cluster:
+    with harness.Cluster(root, 3, GATEWAY_ARGS, shared=True) as cluster:
         deploy_all(cluster, fns)
         answers, failures = run_sequence(cluster, fns, order[:300])
         home = {}

@@ -175,19 +175,35 @@ def last_upstream(up):
 # ---- processes -----------------------------------------------------------------------
 
 class Gateway:
-    """One `gpufaas serve` on its own loopback address and state directory."""
+    """One `gpufaas serve` on its own loopback address and state directory;
+    with a shared store, it sees the store through a symbolic link of its own
+    (root/nodeK.shared), so that one node can lose sight of it."""
 
-    def __init__(self, root, index, port, args=()):
+    def __init__(self, root, index, port, args=(), shared=None, scan_ms=500):
         self.index = index
         self.host = f"127.0.0.{2 + index}"
         self.port = port
         self.addr = f"{self.host}:{port}"
+        self.root = root
         self.state = os.path.join(root, f"node{index}")
         self.log = os.path.join(root, f"node{index}.log")
         self.args = list(args)
+        self.shared = shared
+        self.link = os.path.join(root, f"node{index}.shared")
+        if shared is not None:
+            os.symlink(shared, self.link)
+            self.args += ["--shared-store", self.link, "--shared-store-scan", str(scan_ms)]
         self.proc = None
 
-    def start(self, timeout=60):
+    def store_visible(self, visible):
+        """Let this node see the shared store, or not (its view of it vanishes,
+        as when a mount goes away)."""
+        tmp = self.link + ".new"
+        os.symlink(self.shared if visible else os.path.join(self.root, "gone"), tmp)
+        os.replace(tmp, self.link)
+
+    def start(self, timeout=60, ready=True):
+        """Start it; wait until it listens and (ready) answers ready."""
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [os.environ["GF_GPUFAAS"], "serve", "--listen", self.addr, "--state-dir", self.state,
@@ -199,6 +215,8 @@ class Gateway:
         if not line.startswith("gpufaas: serving on"):
             self.kill()
             raise RuntimeError(f"gateway {self.addr} did not start: {line!r}\n{self.tail()}")
+        if not ready:
+            return
         c = Client(self.host, self.port, timeout=5)
         while time.monotonic() < deadline:
             st, _, _ = c.request("GET", "/v2/health/ready")
@@ -207,6 +225,9 @@ class Gateway:
                 return
             time.sleep(0.05)
         raise RuntimeError(f"gateway {self.addr} never became ready\n{self.tail()}")
+
+    def client(self, timeout=60):
+        return Client(self.host, self.port, timeout=timeout)
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
@@ -317,11 +338,15 @@ http {{
 class Cluster:
     """n gateways behind one nginx. Use as a context manager."""
 
-    def __init__(self, root, n=3, gateway_args=(), balance="hash", fail_timeout=1):
+    def __init__(self, root, n=3, gateway_args=(), balance="hash", fail_timeout=1,
+                 shared=False):
         self.root = root
         addrs = [f"127.0.0.{2 + i}" for i in range(n)]
         port = free_port(addrs)
-        self.gateways = [Gateway(root, i, port, gateway_args) for i in range(n)]
+        self.shared = os.path.join(root, "shared") if shared else None
+        if self.shared:
+            os.makedirs(self.shared)
+        self.gateways = [Gateway(root, i, port, gateway_args, self.shared) for i in range(n)]
         self.nginx = Nginx(root, self.gateways, balance, fail_timeout)
 
     def __enter__(self):

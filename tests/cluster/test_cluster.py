@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""Three real gateways behind a real nginx with the shipped routing files.
+"""Three real gateways behind a real nginx with the shipped routing files,
+sharing one store directory (--shared-store).
 
 Each gateway has its own loopback address (127.0.0.2-4), state directory and
-cpu worker. Checked through nginx: every answer is correct (numpy
-reference); a function always lands on the same node, and the functions are
-spread over the nodes; deploys and admin calls pass through; a gateway
-killed with SIGKILL under load loses no request (nginx retries them on
-another node, POSTs included) and, restarted, gets its functions back; a
-gateway stopped with SIGTERM under load (the drain) loses none either.
+cpu worker, and sees the store through a symbolic link of its own. Checked
+through nginx: deploys pass through to any node and every node learns of
+them; every answer is correct (numpy reference); a function always lands on
+the same node, and the functions are spread over the nodes; two nodes
+deploying one name at once end with distinct versions and the same current
+version everywhere; a delete reaches every node; a gateway killed with
+SIGKILL under load loses no request (nginx retries them on another node,
+POSTs included) and, restarted, gets its functions back; a gateway stopped
+with SIGTERM under load (the drain) loses none either; a node that loses
+sight of the store answers what it holds, passes what it cannot fetch to the
+next node (503, retried by nginx), stays ready while it holds something and
+is not ready when it holds nothing, until it sees the store again.
 
 Exits 77 (skipped) when nginx is not installed (deploy/install-deps.sh
 --test installs it).
 """
+import json
 import os
 import signal
 import sys
@@ -45,6 +53,17 @@ def owners(cluster, fns, rounds=3):
                   f"{fn.name} stays on {seen[fn.name]} (round {r}: {node})")
     c.close()
     return seen
+
+
+def placement(cluster, fns):
+    """{function name: the node that answered it now}, None for a wrong answer."""
+    c = cluster.nginx.client()
+    res = {}
+    for fn in fns:
+        ok, st, up, ans = c.invoke(fn)
+        res[fn.name] = harness.last_upstream(up) if ok else None
+    c.close()
+    return res
 
 
 class Load:
@@ -97,33 +116,166 @@ def wait_until(pred, timeout, step=0.1):
     return pred()
 
 
+def node_functions(gw):
+    c = gw.client(timeout=10)
+    st, _, b = c.request("GET", "/v1/functions")
+    c.close()
+    return {f["name"]: f for f in json.loads(b)["functions"]} if st == 200 else None
+
+
+def gauge(gw, name):
+    c = gw.client(timeout=10)
+    st, _, b = c.request("GET", "/metrics")
+    c.close()
+    for line in b.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def deploy_everywhere(cluster, fns):
+    """Deploy through nginx: round robin over the nodes (no name in the path);
+    every node learns of every function through the shared store."""
+    c = cluster.nginx.client()
+    took = set()
+    for fn in fns:
+        st, up, b = c.deploy(fn)
+        check(st == 201, f"deploy {fn.name} through nginx: 201 ({st} {b[:200]!r})")
+        took.add(up)
+    c.close()
+    check(len(took) == len(cluster.gateways), f"the deploys went to every node ({sorted(took)})")
+    names = {fn.name for fn in fns}
+    for gw in cluster.gateways:
+        check(wait_until(lambda: names <= set(node_functions(gw) or {}), 10),
+              f"{gw.addr} knows every function deployed through the others")
+
+
+def concurrent_deploys(cluster, tmp):
+    """Two nodes deploy one name at once: distinct versions, one current one
+    on every node."""
+    g = cluster.gateways
+    a = harness.Function("same", 501, tmp=tmp)
+    b = harness.Function("same", 502, tmp=tmp)
+    barrier = threading.Barrier(2)
+    got = {}
+
+    def deploy(gw, fn):
+        c = gw.client()
+        barrier.wait()
+        got[gw.addr] = c.deploy(fn)
+        c.close()
+    ts = [threading.Thread(target=deploy, args=(g[0], a)),
+          threading.Thread(target=deploy, args=(g[1], b))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    vs = sorted(json.loads(got[x.addr][2])["version"] for x in g[:2]
+                if got[x.addr][0] == 201)
+    check(len(vs) == 2 and vs[0] != vs[1], f"two deploys at once: two versions ({got})")
+
+    def agreed():
+        views = [node_functions(gw).get("same") for gw in g]
+        return all(v is not None and v["version"] == vs[1] and
+                   sorted(v["versions"]) == vs for v in views)
+    check(wait_until(agreed, 10), f"every node has versions {vs}, {vs[1]} current")
+    c = cluster.nginx.client()
+    ok, st, up, ans = c.invoke(b if vs[1] == json.loads(got[g[1].addr][2])["version"] else a)
+    check(ok, "the current version answers through nginx")
+    # a delete through nginx reaches every node
+    st, _, _ = c.request("DELETE", "/v1/functions/same")
+    check(st == 200, "delete through nginx")
+    check(wait_until(lambda: all("same" not in (node_functions(gw) or {"same": 1})
+                                 or node_functions(gw)["same"]["state"] == "deleted"
+                                 for gw in g), 10) and
+          all(gw.client().request("GET", "/v2/models/same/ready")[0] != 200 for gw in g),
+          "the delete reached every node")
+    ok, st, up, ans = c.invoke(a)
+    check(st == 404, f"a deleted function: 404 through nginx ({st})")
+    c.close()
+
+
+def store_unreadable(cluster, fns, home, tmp):
+    """One node loses sight of the shared store."""
+    g = cluster.gateways
+    b = max(g, key=lambda x: sum(1 for u in home.values() if u == x.addr))
+    mine = [fn for fn in fns if home[fn.name] == b.addr]
+    b.store_visible(False)
+    check(wait_until(lambda: gauge(b, "gpufaas_shared_store_up") == 0, 10),
+          "the node reports the store unreadable in /metrics")
+    c = cluster.nginx.client()
+    for fn in mine:
+        ok, st, up, ans = c.invoke(fn)
+        check(ok and up == b.addr, f"{fn.name}: answered by its node from what it holds ({up})")
+    st, _, _ = b.client().request("GET", "/v2/health/ready")
+    check(st == 200, "a node that holds functions stays ready without the store")
+
+    # a function deployed meanwhile, whose name lands on that node
+    name = None
+    for k in range(200):
+        st, h, _ = c.request("GET", f"/v2/models/late{k}/ready")
+        if harness.last_upstream(h.get("x-gpufaas-upstream", "")) == b.addr:
+            name = f"late{k}"
+            break
+    check(name is not None, "a name that hashes to the node")
+    late = harness.Function(name, 777, tmp=tmp)
+    other = next(x for x in g if x is not b)
+    st, _, body = other.client().deploy(late)
+    check(st == 201, f"deploy {name} on another node ({st})")
+    ok, st, up, ans = c.invoke(late)
+    check(ok and up.startswith(b.addr + ",") and harness.last_upstream(up) != b.addr,
+          f"{name}: the node without the store passed it on (503), nginx retried ({up} {st} "
+          f"{str(ans)[:300]})")
+    for _ in range(3):  # nginx skips the node for fail_timeout, then tries it again
+        ok, st, up, ans = c.invoke(late)
+        check(ok and harness.last_upstream(up) != b.addr, f"{name}: answered elsewhere ({up})")
+    c.close()
+
+    # restarted with nothing, still without the store: not ready
+    b.kill(signal.SIGTERM)
+    b.state = os.path.join(tmp, "node-empty")
+    b.start(ready=False)
+    time.sleep(1.5)
+    bc = b.client()
+    st, _, _ = bc.request("GET", "/v2/health/ready")
+    # Triton's answer for "not ready" is 400 (and a Kubernetes probe fails on >= 400)
+    check(st == 400, f"a node that holds nothing and cannot read the store is not ready ({st})")
+    st, _, _ = bc.request("GET", "/v2/health/live")
+    check(st == 200, "... but live")
+    # the store comes back: it copies what it serves, and is ready
+    b.store_visible(True)
+    check(wait_until(lambda: bc.request("GET", "/v2/health/ready")[0] == 200, 15),
+          "ready again once it reads the store")
+    bc.close()
+    names = {fn.name for fn in fns} | {name}
+    check(wait_until(lambda: names <= set(node_functions(b) or {}), 15),
+          "it copied every function from the store")
+    time.sleep(1.2)  # past nginx's fail_timeout
+    c = cluster.nginx.client()
+    check(wait_until(lambda: all(harness.last_upstream(c.invoke(fn)[2]) == b.addr
+                                 for fn in mine), 10),
+          "its functions are answered by it again")
+    for fn in mine:
+        ok, st, up, ans = c.invoke(fn)
+        check(ok, f"{fn.name} correct after the store came back")
+    c.close()
+
+
 def run(cluster, fns, tmp):
     g = cluster.gateways
-    # deploy: each function on every node, straight to the gateway
-    for gw in g:
-        c = harness.Client(gw.host, gw.port)
-        for fn in fns:
-            st, _, b = c.deploy(fn)
-            check(st == 201, f"deploy {fn.name} on {gw.addr}: 201 ({b[:200]!r})")
-        c.close()
-
-    # a deploy through nginx passes through to one node (round robin: no name in the path)
-    extra = harness.Function("through-nginx", 999, tmp=tmp)
+    deploy_everywhere(cluster, fns)
     c = cluster.nginx.client()
-    st, up, b = c.deploy(extra)
-    check(st == 201 and up in {x.addr for x in g}, f"deploy through nginx: 201 from a node ({st})")
-    st, h, b = c.request("GET", "/v1/functions/through-nginx")
-    check(st in (200, 404), "GET /v1/functions/{name} passes through")
     st, _, _ = c.request("GET", "/v2/health/ready")
     check(st == 200, "health through nginx")
     st, _, _ = c.request("GET", "/v2/models/nope/ready")
-    check(st == 404 or st == 400, "an unknown model's ready: the gateway's answer")
+    check(st in (400, 404), "an unknown model's ready: the gateway's answer")
     c.close()
 
     home = owners(cluster, fns)
     used = set(home.values())
     check(used <= {x.addr for x in g}, "every answer came from a gateway")
     check(len(used) >= 2, f"the functions are spread over the nodes ({sorted(used)})")
+    concurrent_deploys(cluster, tmp)
 
     # SIGKILL a node that owns functions, under load: no request lost
     victim = cluster.by_addr(sorted(used, key=lambda a: -list(home.values()).count(a))[0])
@@ -167,6 +319,11 @@ def run(cluster, fns, tmp):
     check(not load.failures, f"SIGTERM under load: lost_requests=0 ({load.failures[:3]})")
     print(f"sigterm: requests={load.sent} lost_requests={len(load.failures)} "
           f"retried={load.retried}")
+    other.start()
+    check(wait_until(lambda: placement(cluster, fns) == home, 15, 0.5),
+          "every function is on its own node again")
+
+    store_unreadable(cluster, fns, home, tmp)
 
 
 def main():
@@ -176,7 +333,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gf-cluster-") as tmp:
         fns = [harness.Function(f"fn{i:02d}", 100 + i, tmp=tmp) for i in range(12)]
         args = ["--devices", "cpu:1", "--device-memory", "64M", "--host-memory", "64M"]
-        with harness.Cluster(tmp, 3, args) as cluster:
+        with harness.Cluster(tmp, 3, args, shared=True) as cluster:
             run(cluster, fns, tmp)
     print(f"{len(CHECKS)} passed, 0 failed")
     return 0

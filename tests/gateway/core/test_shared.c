@@ -358,9 +358,12 @@ START_TEST(test_fold_rules)
     ck_assert_ptr_null(gf_shared_fold_find(&f, 0));
     fold_one(&f, op_entry(GF_SHARED_DELETE, 3), &o);
     ck_assert_int_eq(o.status, GF_ERR_NOT_FOUND);
-    fold_one(&f, deploy_entry(MF_B, 'e', 1), &o); /* the name is free: version 1 again */
+    fold_one(&f, deploy_entry(MF_B, 'e', 1), &o); /* a number used before the delete */
+    ck_assert_int_eq(o.status, GF_ERR_EXISTS);
+    fold_one(&f, deploy_entry(MF_B, 'e', 0), &o); /* the name is free; numbers go on */
     ck_assert_int_eq(o.status, GF_OK);
-    ck_assert_int_eq(o.version, 1);
+    ck_assert_int_eq(o.version, 4);
+    ck_assert_int_eq(f.current, 4);
     ck_assert_uint_eq(f.generation, 1);
 
     gf_shared_entry late = op_entry(GF_SHARED_ACTIVATE, 1);
