@@ -3,7 +3,8 @@
  *   bench_gemm [cpu|cuda:N] [blas_threads]
  *
  * cpu: square C = A B^T (the shape of a Linear layer) at n = 512 .. 4096
- * through gf_kernels.gemm, and OpenBLAS's cblas_sgemm called directly on
+ * through gf_kernels.gemm, and OpenBLAS's cblas_sgemm (the library instance
+ * the backend loaded, backend/cpu/cpu_blas.h) called directly on
  * the same buffers in the same run, repetitions interleaved so that noise
  * hits both alike. Prints GFLOP/s per size and gemm_overhead =
  * (t_ours - t_direct) / t_direct, the median over every repetition of every
@@ -29,9 +30,7 @@
 #include "core/dtype.h"
 #include "gf_config.h"
 
-#if GF_HAVE_BLAS
-#include <cblas.h>
-#endif
+#include "backend/cpu/cpu_blas.h"
 
 static double now(void)
 {
@@ -101,6 +100,7 @@ static int bench_cpu(gf_backend *be)
     const gf_kernels *k = gf_backend_kernels(be);
     gf_stream *s = gf_backend_stream(be, GF_STREAM_COMPUTE);
     static const int sizes[] = {512, 1024, 2048, 4096};
+    const gf_cpu_blas *blas = gf_cpu_blas_get();
     double ratios[128];
     int nratios = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -125,24 +125,23 @@ static int bench_cpu(gf_backend *be)
                     }
                     t_ours = now() - t0;
                 } else {
-#if GF_HAVE_BLAS
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b,
-                                n, 0.0f, c, n);
-#endif
+                    if (blas != NULL) /* the library instance the backend uses */
+                        blas->sgemm(101 /* CblasRowMajor */, 111 /* NoTrans */, 112 /* Trans */,
+                                    n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
                     t_direct = now() - t0;
                 }
             }
             if (r >= 0) {
                 tours[r] = t_ours;
                 tdirect[r] = t_direct;
-                if (GF_HAVE_BLAS)
+                if (blas != NULL)
                     ratios[nratios++] = (t_ours - t_direct) / t_direct;
             }
         }
         double flop = 2.0 * n * (double)n * n;
         double mo = median(tours, reps);
         printf("n=%d reps=%d ours_gflops=%.1f", n, reps, flop / mo / 1e9);
-        if (GF_HAVE_BLAS) {
+        if (blas != NULL) {
             double md = median(tdirect, reps);
             printf(" direct_gflops=%.1f overhead=%.4f", flop / md / 1e9, (mo - md) / md);
         }
@@ -152,10 +151,10 @@ static int bench_cpu(gf_backend *be)
         gf_dev_free(be, b);
         gf_dev_free(be, c);
     }
-    if (GF_HAVE_BLAS)
-        printf("gemm_overhead=%.4f\n", median(ratios, nratios));
+    if (blas != NULL)
+        printf("blas_core=%s\ngemm_overhead=%.4f\n", blas->core, median(ratios, nratios));
     else
-        printf("note=built without OpenBLAS: no direct comparison\n");
+        printf("note=no OpenBLAS: no direct comparison\n");
     return 0;
 }
 

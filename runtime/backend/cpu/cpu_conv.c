@@ -32,37 +32,43 @@ static void col_range(const gf_conv2d_ex_params *p, int64_t kj, int64_t ow, int6
     *ix0 = i0;
 }
 
-/* col[(ci kh + ki) kw + kj][oy ow + ox] = x[ci][iy][ix] (0 outside), for
- * one image of c channels. Only the leading pads place the windows; the
- * trailing ones only decide oh, ow. */
-static void im2col(float *col, const float *x, const gf_conv2d_ex_params *p, int64_t oh,
-                   int64_t ow)
+/* Columns [n0, n0 + nn) of one image's im2col: col[((ci kh + ki) kw +
+ * kj) ldcol + n - n0] = x[ci][iy][ix] (0 outside) for output position n =
+ * oy ow + ox, c channels. Only the leading pads place the windows; the trailing
+ * ones only decide oh, ow. */
+static void im2col(float *col, int64_t ldcol, const float *x, const gf_conv2d_ex_params *p,
+                   int64_t ow, int64_t n0, int64_t nn)
 {
-    int64_t ohw = oh * ow;
+    int64_t sw = p->stride_w;
     for (int64_t ci = 0; ci < p->c; ci++) {
         const float *xc = x + ci * p->h * p->w;
         for (int64_t ki = 0; ki < p->kh; ki++)
             for (int64_t kj = 0; kj < p->kw; kj++) {
-                float *cr = col + ((ci * p->kh + ki) * p->kw + kj) * ohw;
+                float *cr = col + ((ci * p->kh + ki) * p->kw + kj) * ldcol;
                 int64_t ix0, lo, hi;
                 col_range(p, kj, ow, &ix0, &lo, &hi);
-                for (int64_t oy = 0; oy < oh; oy++) {
+                for (int64_t j = 0; j < nn;) {
+                    /* the part [ox, ox + len) of output row oy in the range */
+                    int64_t oy = (n0 + j) / ow, ox = (n0 + j) % ow;
+                    int64_t len = ow - ox < nn - j ? ow - ox : nn - j;
                     int64_t iy = oy * p->stride_h - p->pad_t + ki * p->dil_h;
-                    float *co = cr + oy * ow;
+                    float *co = cr + j - ox; /* co[ox'] for ox' in [ox, ox + len) */
+                    j += len;
                     if (iy < 0 || iy >= p->h) {
-                        memset(co, 0, (size_t)ow * sizeof(float));
+                        memset(co + ox, 0, (size_t)len * sizeof(float));
                         continue;
                     }
                     const float *xr = xc + iy * p->w;
-                    memset(co, 0, (size_t)lo * sizeof(float));
-                    if (p->stride_w == 1) {
-                        memcpy(co + lo, xr + ix0 + lo, (size_t)(hi - lo) * sizeof(float));
-                    } else {
-                        int64_t sw = p->stride_w;
-                        for (int64_t ox = lo; ox < hi; ox++)
-                            co[ox] = xr[ox * sw + ix0];
-                    }
-                    memset(co + hi, 0, (size_t)(ow - hi) * sizeof(float));
+                    int64_t a = lo > ox ? lo : ox, e = hi < ox + len ? hi : ox + len;
+                    if (e < a)
+                        e = a;
+                    memset(co + ox, 0, (size_t)(a - ox) * sizeof(float));
+                    if (sw == 1)
+                        memcpy(co + a, xr + ix0 + a, (size_t)(e - a) * sizeof(float));
+                    else
+                        for (int64_t o = a; o < e; o++)
+                            co[o] = xr[o * sw + ix0];
+                    memset(co + e, 0, (size_t)(ox + len - e) * sizeof(float));
                 }
             }
     }
@@ -99,21 +105,37 @@ static void depthwise_plane(float *yo, const float *xc, const float *wo,
         }
 }
 
-/* y = act(y + bias + residual) over one output row of len elements. */
-static void epilogue(float *y, int64_t len, const float *bias, const float *res, gf_act act)
+/* y = act(s + bias + residual) over one output row of len elements (s is
+ * the gemm's output: y itself, or a batched gemm's scratch), in one pass
+ * for ReLU (the common case) and identity. */
+static void epilogue(float *y, const float *s, int64_t len, const float *bias, const float *res,
+                     gf_act act)
 {
-    if (bias != NULL) {
-        float bv = *bias;
-        if (res != NULL)
+    float bv = bias != NULL ? *bias : 0.0f;
+    if (act == GF_ACT_RELU || act == GF_ACT_IDENTITY) {
+        bool relu = act == GF_ACT_RELU;
+        if (res != NULL) {
+            if (relu)
+                for (int64_t j = 0; j < len; j++) {
+                    float v = s[j] + bv + res[j];
+                    y[j] = v > 0.0f ? v : 0.0f;
+                }
+            else
+                for (int64_t j = 0; j < len; j++)
+                    y[j] = s[j] + bv + res[j];
+        } else if (relu) {
+            for (int64_t j = 0; j < len; j++) {
+                float v = s[j] + bv;
+                y[j] = v > 0.0f ? v : 0.0f;
+            }
+        } else if (bias != NULL || y != s) {
             for (int64_t j = 0; j < len; j++)
-                y[j] += bv + res[j];
-        else
-            for (int64_t j = 0; j < len; j++)
-                y[j] += bv;
-    } else if (res != NULL) {
-        for (int64_t j = 0; j < len; j++)
-            y[j] += res[j];
+                y[j] = s[j] + bv;
+        }
+        return;
     }
+    for (int64_t j = 0; j < len; j++)
+        y[j] = s[j] + bv + (res != NULL ? res[j] : 0.0f);
     gf_cpu_act(y, len, act);
 }
 
@@ -129,11 +151,29 @@ static int conv_run(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
                   p->pad_t == 0 && p->pad_l == 0 && p->pad_b == 0 &&
                   p->pad_r == 0; /* x is its own im2col */
     bool depthwise = cg == 1 && p->groups > 1;
-    size_t wbytes = 0, bbytes = 0, cbytes = 0, total;
+    int64_t krows = p->c * p->kh * p->kw;
+    /* Small images of a batch go through one gemm of nb images side by
+     * side (B is [krows, nb ohw], C [oc, nb ohw] in scratch, scattered by
+     * the epilogue), so the weights are packed once and the gemm is wide
+     * enough. Otherwise per image, im2col in chunks of columns of about
+     * 1 MiB, which stay in L2 until the gemm reads them. */
+    int64_t nb = 1, nn = ohw;
+    bool batched = p->n > 1 && ohw < 1024 && !depthwise && kk > 0;
+    if (batched) {
+        nb = 4096 / ohw;
+        nb = nb < 2 ? 2 : (nb > p->n ? p->n : nb);
+    } else if (!direct && !depthwise && krows > 0) {
+        nn = ((int64_t)1 << 18) / krows;
+        nn = nn < 512 ? 512 : (nn + 15) / 16 * 16; /* narrower gemms lose more */
+        nn = nn > ohw ? ohw : nn;
+    }
+    size_t wbytes = 0, bbytes = 0, cbytes = 0, obytes = 0, total;
     if ((w_dtype != GF_DT_F32 && !gf_cpu_f32_region(p->oc * kk, &wbytes)) ||
         (w_dtype != GF_DT_F32 && bias != NULL && !gf_cpu_f32_region(p->oc, &bbytes)) ||
-        (!direct && !depthwise && !gf_cpu_f32_region(p->c * p->kh * p->kw * ohw, &cbytes)) ||
-        !gf_size_add(wbytes, bbytes, &total) || !gf_size_add(total, cbytes, &total))
+        ((batched || !direct) && !depthwise && !gf_cpu_f32_region(krows * nb * nn, &cbytes)) ||
+        (batched && !gf_cpu_f32_region(p->oc * nb * ohw, &obytes)) ||
+        !gf_size_add(wbytes, bbytes, &total) || !gf_size_add(total, cbytes, &total) ||
+        !gf_size_add(total, obytes, &total))
         return gf_kerr(GF_ERR_OVERFLOW, fn, "workspace size overflows");
     char *scr = NULL;
     if (total > 0 && (scr = gf_cpu_scratch(ctx, fn, total)) == NULL)
@@ -141,29 +181,58 @@ static int conv_run(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
     const float *wf = kk > 0 ? gf_cpu_w_f32(w, w_dtype, p->oc * kk, (float *)scr) : NULL;
     const float *bf = gf_cpu_w_f32(bias, w_dtype, p->oc, scr ? (float *)(scr + wbytes) : NULL);
     float *col = scr ? (float *)(scr + wbytes + bbytes) : NULL;
-    int64_t xin = p->c * p->h * p->w;
+    float *out = scr ? (float *)(scr + wbytes + bbytes + cbytes) : NULL;
+    int64_t xin = p->c * p->h * p->w, yout = p->oc * ohw;
+    if (batched) {
+        for (int64_t i0 = 0; i0 < p->n; i0 += nb) {
+            int64_t cnt = p->n - i0 < nb ? p->n - i0 : nb, ncol = cnt * ohw;
+            for (int64_t i = 0; i < cnt; i++) {
+                const float *xi = x + (i0 + i) * xin;
+                if (direct)
+                    for (int64_t ci = 0; ci < p->c; ci++)
+                        memcpy(col + ci * ncol + i * ohw, xi + ci * ohw,
+                               (size_t)ohw * sizeof(float));
+                else
+                    im2col(col + i * ohw, ncol, xi, p, ow, 0, ohw);
+            }
+            for (int64_t g = 0; g < p->groups; g++)
+                gf_cpu_sgemm(0, 0, ocg, ncol, kk, 1.0f, wf + g * ocg * kk, kk,
+                             col + g * kk * ncol, ncol, 0.0f, out + g * ocg * ncol, ncol);
+            for (int64_t i = 0; i < cnt; i++)
+                for (int64_t o = 0; o < p->oc; o++) {
+                    int64_t at = (i0 + i) * yout + o * ohw;
+                    epilogue(y + at, out + o * ncol + i * ohw, ohw, bf ? bf + o : NULL,
+                             res ? res + at : NULL, act);
+                }
+        }
+        return 0;
+    }
     for (int64_t img = 0; img < p->n; img++) {
         const float *xi = x + img * xin;
-        float *yi = y + img * p->oc * ohw;
-        const float *ri = res != NULL ? res + img * p->oc * ohw : NULL;
+        float *yi = y + img * yout;
+        const float *ri = res != NULL ? res + img * yout : NULL;
         if (kk == 0) {
-            memset(yi, 0, (size_t)(p->oc * ohw) * sizeof(float));
+            memset(yi, 0, (size_t)yout * sizeof(float));
         } else if (depthwise) {
             for (int64_t o = 0; o < p->oc; o++)
                 depthwise_plane(yi + o * ohw, xi + (o / ocg) * p->h * p->w, wf + o * kk, p, oh,
                                 ow);
-        } else {
-            const float *cm = xi;
-            if (!direct) {
-                im2col(col, xi, p, oh, ow);
-                cm = col;
-            }
+        } else if (direct) {
             for (int64_t g = 0; g < p->groups; g++)
-                gf_cpu_sgemm(0, 0, ocg, ohw, kk, 1.0f, wf + g * ocg * kk, kk,
-                             cm + g * kk * ohw, ohw, 0.0f, yi + g * ocg * ohw, ohw);
+                gf_cpu_sgemm(0, 0, ocg, ohw, kk, 1.0f, wf + g * ocg * kk, kk, xi + g * kk * ohw,
+                             ohw, 0.0f, yi + g * ocg * ohw, ohw);
+        } else {
+            for (int64_t n0 = 0; n0 < ohw; n0 += nn) {
+                int64_t cnt = ohw - n0 < nn ? ohw - n0 : nn;
+                im2col(col, cnt, xi, p, ow, n0, cnt);
+                for (int64_t g = 0; g < p->groups; g++)
+                    gf_cpu_sgemm(0, 0, ocg, cnt, kk, 1.0f, wf + g * ocg * kk, kk,
+                                 col + g * kk * cnt, cnt, 0.0f, yi + g * ocg * ohw + n0, ohw);
+            }
         }
         for (int64_t o = 0; o < p->oc; o++)
-            epilogue(yi + o * ohw, ohw, bf ? bf + o : NULL, ri ? ri + o * ohw : NULL, act);
+            epilogue(yi + o * ohw, yi + o * ohw, ohw, bf ? bf + o : NULL,
+                     ri ? ri + o * ohw : NULL, act);
     }
     return 0;
 }
@@ -195,10 +264,16 @@ int gf_cpu_conv2d(void *vctx, gf_stream *s, float *y, const float *x, const gf_c
     return conv_run(vctx, "conv2d", y, x, &ex, oh, ow, w, bias, w_dtype, NULL, act);
 }
 
-/* ---- pooling ---- */
+/* ---- pooling ----
+ *
+ * Row by row: for each output row, each window row inside the input and
+ * each window column, one pass over the output columns whose tap lies
+ * inside the row (col_range's rule), so the inner loop is branch-free and
+ * vectorises; the divisors of average pooling are a row count times a
+ * per-column count. */
 
-/* Taps i < k of a window starting at y0 (>= -pad_b) with dilation d that
- * land in [lo, hi): the first and one past the last. */
+/* Taps i < k of a window starting at y0 with dilation d that land in
+ * [lo, hi): the first and one past the last. */
 static void taps_in(int64_t y0, int64_t k, int64_t d, int64_t lo, int64_t hi, int64_t *first,
                     int64_t *end)
 {
@@ -212,73 +287,97 @@ static void taps_in(int64_t y0, int64_t k, int64_t d, int64_t lo, int64_t hi, in
     *end = e;
 }
 
-/* Max or average pooling of one plane. */
-static void pool_plane(float *y, const float *x, const gf_pool2d_ex_params *p, int64_t oh,
-                       int64_t ow, bool is_max)
+/* Output columns [*lo, *hi) whose window column j lands inside the input
+ * row, and the input column ix0 of output column 0 for that tap. */
+static void pool_cols(const gf_pool2d_ex_params *p, int64_t j, int64_t ow, int64_t *ix0,
+                      int64_t *lo, int64_t *hi)
 {
+    gf_conv2d_ex_params g = {.w = p->w, .stride_w = p->stride_w, .pad_l = p->pad_l,
+                             .dil_w = p->dil_w};
+    col_range(&g, j, ow, ix0, lo, hi);
+}
+
+/* One plane; acc is ow floats of scratch, colcnt the per-column window
+ * counts of average pooling. */
+static void pool_plane(float *y, const float *x, const gf_pool2d_ex_params *p, int64_t oh,
+                       int64_t ow, float *acc, const float *colcnt, bool is_max)
+{
+    int64_t sw = p->stride_w;
     for (int64_t oy = 0; oy < oh; oy++) {
-        int64_t y0 = oy * p->stride_h - p->pad_t, i0, i1, ic0, ic1;
+        int64_t y0 = oy * p->stride_h - p->pad_t, i0, i1;
         taps_in(y0, p->kh, p->dil_h, 0, p->h, &i0, &i1);
-        taps_in(y0, p->kh, p->dil_h, -p->pad_t, p->h + p->pad_b, &ic0, &ic1);
-        for (int64_t ox = 0; ox < ow; ox++) {
-            int64_t x0 = ox * p->stride_w - p->pad_l, j0, j1, jc0, jc1;
-            taps_in(x0, p->kw, p->dil_w, 0, p->w, &j0, &j1);
-            float r;
-            if (is_max) {
-                r = -INFINITY;
-                for (int64_t i = i0; i < i1; i++) {
-                    const float *xr = x + (y0 + i * p->dil_h) * p->w;
-                    for (int64_t j = j0; j < j1; j++) {
-                        float v = xr[x0 + j * p->dil_w];
-                        if (v > r || isnan(v)) /* NaN propagates, as in PyTorch */
-                            r = v;
+        for (int64_t ox = 0; ox < ow; ox++)
+            acc[ox] = is_max ? -INFINITY : 0.0f;
+        for (int64_t i = i0; i < i1; i++) {
+            const float *xr = x + (y0 + i * p->dil_h) * p->w;
+            for (int64_t j = 0; j < p->kw; j++) {
+                int64_t ix0, lo, hi;
+                pool_cols(p, j, ow, &ix0, &lo, &hi);
+                if (is_max) {
+                    for (int64_t ox = lo; ox < hi; ox++) {
+                        float v = xr[ox * sw + ix0];
+                        /* NaN propagates, as in PyTorch */
+                        acc[ox] = (v > acc[ox] || v != v) ? v : acc[ox];
                     }
-                }
-            } else {
-                float sum = 0.0f;
-                for (int64_t i = i0; i < i1; i++) {
-                    const float *xr = x + (y0 + i * p->dil_h) * p->w;
-                    for (int64_t j = j0; j < j1; j++)
-                        sum += xr[x0 + j * p->dil_w];
-                }
-                int64_t cnt;
-                if (p->count_include_pad) {
-                    taps_in(x0, p->kw, p->dil_w, -p->pad_l, p->w + p->pad_r, &jc0, &jc1);
-                    cnt = (ic1 - ic0) * (jc1 - jc0);
                 } else {
-                    cnt = (i1 - i0) * (j1 - j0);
+                    for (int64_t ox = lo; ox < hi; ox++)
+                        acc[ox] += xr[ox * sw + ix0];
                 }
-                r = cnt > 0 ? sum / (float)cnt : NAN;
             }
-            y[oy * ow + ox] = r;
+        }
+        float *yr = y + oy * ow;
+        if (is_max) {
+            memcpy(yr, acc, (size_t)ow * sizeof(float));
+            continue;
+        }
+        int64_t r0, r1;
+        if (p->count_include_pad)
+            taps_in(y0, p->kh, p->dil_h, -p->pad_t, p->h + p->pad_b, &r0, &r1);
+        else
+            r0 = i0, r1 = i1;
+        float rows = (float)(r1 - r0);
+        for (int64_t ox = 0; ox < ow; ox++) {
+            float cnt = rows * colcnt[ox];
+            yr[ox] = cnt > 0.0f ? acc[ox] / cnt : NAN;
         }
     }
 }
 
-static void pool_run(float *y, const float *x, const gf_pool2d_ex_params *p, int64_t oh,
-                     int64_t ow, bool is_max)
+static int pool_run(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
+                    const gf_pool2d_ex_params *p, int64_t oh, int64_t ow, bool is_max)
 {
+    float *acc = gf_cpu_scratch(ctx, fn, 2 * (size_t)ow * sizeof(float));
+    if (acc == NULL)
+        return GF_ERR_NOMEM;
+    float *colcnt = acc + ow;
+    for (int64_t ox = 0; ox < ow; ox++) {
+        int64_t x0 = ox * p->stride_w - p->pad_l, j0, j1;
+        if (p->count_include_pad)
+            taps_in(x0, p->kw, p->dil_w, -p->pad_l, p->w + p->pad_r, &j0, &j1);
+        else
+            taps_in(x0, p->kw, p->dil_w, 0, p->w, &j0, &j1);
+        colcnt[ox] = (float)(j1 - j0);
+    }
     int64_t planes = p->n * p->c;
     for (int64_t i = 0; i < planes; i++)
-        pool_plane(y + i * oh * ow, x + i * p->h * p->w, p, oh, ow, is_max);
+        pool_plane(y + i * oh * ow, x + i * p->h * p->w, p, oh, ow, acc, colcnt, is_max);
+    return 0;
 }
 
 int gf_cpu_pool2d_ex(void *vctx, gf_stream *s, gf_pool_kind kind, float *y, const float *x,
                      const gf_pool2d_ex_params *p)
 {
-    (void)vctx;
     (void)s;
     int64_t oh = 0, ow = 0;
     bool noop;
     int rc = gf_kargs_pool2d_ex(kind, y, x, p, &oh, &ow, &noop);
     if (rc != 0 || noop)
         return rc;
-    pool_run(y, x, p, oh, ow, kind == GF_POOL_MAX);
-    return 0;
+    return pool_run(vctx, "pool2d_ex", y, x, p, oh, ow, kind == GF_POOL_MAX);
 }
 
-static int pool_v1(const char *fn, float *y, const float *x, const gf_pool2d_params *p,
-                   bool is_max)
+static int pool_v1(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
+                   const gf_pool2d_params *p, bool is_max)
 {
     int64_t oh = 0, ow = 0;
     bool noop;
@@ -287,22 +386,19 @@ static int pool_v1(const char *fn, float *y, const float *x, const gf_pool2d_par
         return rc;
     gf_pool2d_ex_params ex;
     gf_pool2d_params_to_ex(p, &ex);
-    pool_run(y, x, &ex, oh, ow, is_max);
-    return 0;
+    return pool_run(ctx, fn, y, x, &ex, oh, ow, is_max);
 }
 
 int gf_cpu_maxpool2d(void *vctx, gf_stream *s, float *y, const float *x,
                      const gf_pool2d_params *p)
 {
-    (void)vctx;
     (void)s;
-    return pool_v1("maxpool2d", y, x, p, true);
+    return pool_v1(vctx, "maxpool2d", y, x, p, true);
 }
 
 int gf_cpu_avgpool2d(void *vctx, gf_stream *s, float *y, const float *x,
                      const gf_pool2d_params *p)
 {
-    (void)vctx;
     (void)s;
-    return pool_v1("avgpool2d", y, x, p, false);
+    return pool_v1(vctx, "avgpool2d", y, x, p, false);
 }

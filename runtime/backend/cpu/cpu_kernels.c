@@ -1,7 +1,8 @@
 /* gpufaas — the cpu kernel library (runtime/backend/cpu).
  *
  * Implements gpufaas/kernels.h on the host. gemm goes to OpenBLAS
- * (cblas_sgemm) when built with it (GF_HAVE_BLAS), else to plain loops; F16
+ * (cblas_sgemm, loaded at run time: cpu_blas.h) when built with it
+ * (GF_HAVE_BLAS) and it loads, else to plain loops; F16
  * and BF16 operands are first widened to FP32 into the context's scratch.
  * conv2d is im2col + gemm, attention is gemm + masked softmax + gemm per
  * (batch, head). Everything else is loops in memory order.
@@ -12,6 +13,7 @@
  * drives a backend (see backend.h).
  */
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_internal.h"
 
 #include <limits.h>
@@ -26,14 +28,6 @@
 #include "core/tensor.h"
 #include "gf_config.h"
 
-#if GF_HAVE_BLAS
-#include <cblas.h>
-#ifdef OPENBLAS_VERSION
-typedef blasint gf_blasint; /* OpenBLAS's index type (int unless built for 64-bit) */
-#else
-typedef int gf_blasint;
-#endif
-#endif
 
 static const char *cpu_last_error(void *ctx)
 {
@@ -158,11 +152,13 @@ void gf_cpu_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
         }
         return;
     }
-#if GF_HAVE_BLAS
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (gf_blasint)m, (gf_blasint)n, (gf_blasint)k, alpha, a, (gf_blasint)lda, b, (gf_blasint)ldb, beta,
-                c, (gf_blasint)ldc);
-#else
+    const gf_cpu_blas *blas = gf_cpu_blas_get();
+    if (blas != NULL) {
+        blas->sgemm(101 /* CblasRowMajor */, ta ? 112 : 111 /* CblasTrans : CblasNoTrans */,
+                    tb ? 112 : 111, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta,
+                    c, (int)ldc);
+        return;
+    }
     for (int64_t i = 0; i < m; i++) {
         float *cr = c + i * ldc;
         if (beta == 0.0f)
@@ -193,7 +189,6 @@ void gf_cpu_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
             }
         }
     }
-#endif
 }
 
 /* Widen a rows x cols matrix with leading dimension ld into dense dst
@@ -621,10 +616,10 @@ gf_status gf_cpu_kctx_new(int blas_threads, gf_cpu_kctx **out, gf_err *err)
     if (c == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "%s: out of memory", __func__);
     c->blas_threads = blas_threads > 0 ? blas_threads : 1;
-#if GF_HAVE_BLAS && defined(OPENBLAS_VERSION)
     /* Process-wide; several cpu workers on few cores must not oversubscribe. */
-    openblas_set_num_threads(c->blas_threads);
-#endif
+    const gf_cpu_blas *blas = gf_cpu_blas_get();
+    if (blas != NULL && blas->set_threads != NULL)
+        blas->set_threads(c->blas_threads);
     *out = c;
     return GF_OK;
 }
