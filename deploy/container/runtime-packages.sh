@@ -2,13 +2,19 @@
 # Print, one per line, the packages that provide the shared libraries the
 # given ELF files need (ldd, then dpkg-query -S), so that a container's
 # runtime stage installs exactly those: the same list on Debian and Ubuntu,
-# whatever their packages are called there. A library no package owns (a
+# whatever their packages are called there. Libraries a program loads at
+# run time by name (the cpu backend dlopens OpenBLAS: runtime/backend/cpu/
+# cpu_blas.c) count too: each "libNAME.so.N" string in the files that the
+# loader's cache knows. A library no package owns (a
 # toolkit installed without dpkg) is named on stderr: the runtime base must
 # provide it.
 set -eu
 [ $# -gt 0 ] || { echo "usage: $0 ELF..." >&2; exit 2; }
 for f in "$@"; do
   ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
+  strings -a "$f" | grep -E '^lib[A-Za-z0-9_+-]+[.]so([.][0-9]+)+$' | sort -u | while read -r name; do
+    ldconfig -p | awk -v n="$name" '$1 == n { print $NF; exit }'
+  done
 done | sort -u | while read -r lib; do
   pkg=
   real=$(readlink -f "$lib")
