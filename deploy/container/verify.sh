@@ -6,6 +6,9 @@
 # its only argument), exactly as it would be from docker.io/library/debian:12-slim.
 #
 #   deploy/container/verify.sh          # about 10 minutes the first time on 2 cores
+#   deploy/container/verify.sh --gpu    # Containerfile.gpu instead, on stand-ins for
+#                                       # NVIDIA's bases made from this machine's CUDA
+#                                       # toolkit (cuda-standin.sh), run without a GPU
 #
 # It checks what the image promises: a non-root user, the state in a volume,
 # a HEALTHCHECK on /v2/health/ready that passes, a function deployed and
@@ -27,9 +30,11 @@ py=$root/.venv/bin/python3
 work=$root/build-container
 mkdir -p "$work"
 base=localhost/gpufaas-base:debian12
-image=localhost/gpufaas:verify-cpu
-name=gpufaas-verify
-volume=gpufaas-verify-state
+flavour=cpu
+[ "${1:-}" = "--gpu" ] && flavour=gpu
+image=localhost/gpufaas:verify-$flavour
+name=gpufaas-verify-$flavour
+volume=gpufaas-verify-state-$flavour
 # runc rather than crun, which refuses hosts with hybrid cgroups (v1 and v2
 # mounted, as here); limits that a sandbox without CAP_SYS_RESOURCE can set
 # (podman's defaults are above them)
@@ -53,12 +58,30 @@ if ! podman image exists "$base"; then
 fi
 
 # ---- the image ---------------------------------------------------------------------
-say "building $image from deploy/container/Containerfile.cpu (BASE=$base)"
+if [ "$flavour" = gpu ]; then
+  toolkit=$(readlink -f /usr/local/cuda)
+  [ -x "$toolkit/bin/nvcc" ] || fail "--gpu needs the CUDA toolkit in /usr/local/cuda"
+  say "stand-ins for NVIDIA's CUDA bases from $toolkit"
+  deploy/container/cuda-standin.sh "$base" "$toolkit" "${run_opts[@]}"
+  build_args=(--build-arg BUILD_BASE=localhost/gpufaas-cuda-standin:devel
+              --build-arg RUN_BASE=localhost/gpufaas-cuda-standin:runtime)
+else
+  build_args=(--build-arg BASE="$base")
+fi
+say "building $image from deploy/container/Containerfile.$flavour (${build_args[*]})"
 t0=$(date +%s)
-podman build "${run_opts[@]}" --network host --format docker -f deploy/container/Containerfile.cpu \
-  --build-arg BASE="$base" -t "$image" . > "$work/build.log" 2>&1 \
-  || { tail -40 "$work/build.log"; fail "podman build (log: $work/build.log)"; }
+podman build "${run_opts[@]}" --network host --format docker -f deploy/container/Containerfile.$flavour \
+  "${build_args[@]}" -t "$image" . > "$work/build-$flavour.log" 2>&1 \
+  || { tail -40 "$work/build-$flavour.log"; fail "podman build (log: $work/build-$flavour.log)"; }
 say "built in $(( $(date +%s) - t0 )) s; $(podman image inspect --format '{{.Size}}' "$image") bytes"
+if [ "$flavour" = gpu ]; then
+  # the CUDA module is in the image and finds cudart and cuBLAS where NVIDIA's runtime
+  # base keeps them (its RUNPATH); without a GPU the workers are cpu workers
+  podman run "${run_opts[@]}" --rm --entrypoint sh "$image" -c \
+    'm=$(ls /opt/gpufaas/lib/*/gpufaas/libgf_backend_cuda.so) && ldd "$m" | grep -q "libcublas.so.13 => /usr/local/cuda" && ! ldd "$m" | grep -q "not found"' \
+    || fail "the CUDA module is missing or does not find cudart/cuBLAS in the image"
+  say "the CUDA backend module is installed and resolves cudart and cuBLAS"
+fi
 
 inspect() { podman image inspect --format "$1" "$image"; }
 [ "$(inspect '{{.Config.User}}')" = 10001 ] || fail "the image's user is not 10001"
@@ -74,11 +97,13 @@ cleanup
 trap cleanup EXIT
 port=$($py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 url=http://127.0.0.1:$port
+devices=cpu:1
+[ "$flavour" = gpu ] && devices=auto   # no GPU here: auto finds none and starts a cpu worker
 podman volume create "$volume" >/dev/null
 # --health-interval=disable: no periodic runs (they need systemd timers); the checks
 # below run the image's HEALTHCHECK command by hand with `podman healthcheck run`
 podman run "${run_opts[@]}" -d --name "$name" --network host --health-interval=disable -v "$volume:/var/lib/gpufaas" \
-  -e GPUFAAS_LISTEN=127.0.0.1:$port -e GPUFAAS_DEVICES=cpu:1 \
+  -e GPUFAAS_LISTEN=127.0.0.1:$port -e GPUFAAS_DEVICES="$devices" \
   -e GPUFAAS_DEVICE_MEMORY=64M -e GPUFAAS_HOST_MEMORY=64M "$image" >/dev/null
 
 healthy() {
