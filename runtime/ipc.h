@@ -49,6 +49,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/tier.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -112,11 +113,7 @@ extern "C" {
 #define GF_IPC_ONESHOT_MAX_PLUGINS 64
 #define GF_IPC_ONESHOT_MAX_COMPANIONS 16
 
-/* Tiers as they travel (equal to runtime/cache's gf_tier). */
-#define GF_IPC_TIER_NONE (-1)
-#define GF_IPC_TIER_STORE 0
-#define GF_IPC_TIER_HOST 1
-#define GF_IPC_TIER_DEVICE 2
+/* Tiers travel as the int32 values of gf_tier (core/tier.h). */
 
 /* EVENT kinds: residency changes reported by the parameter cache. */
 #define GF_IPC_EV_LOADED 1  /* a model arrived in tier `to` from tier `from` */
@@ -236,7 +233,7 @@ typedef struct gf_ipc_ready {
     int32_t device_index;
     int32_t cc_major, cc_minor;
     int32_t pcie_gen, pcie_width;
-    int32_t policy; /* 0 lru, 1 gds (gf_evict_policy) */
+    int32_t policy; /* gf_evict_policy (core/tier.h) */
     uint64_t total_memory, free_memory;
     uint64_t device_budget, host_budget;
     uint64_t page_size;
@@ -251,7 +248,7 @@ typedef struct gf_ipc_load {
     uint32_t manifest_len;
     const char *weights_path; /* safetensors file readable by the worker */
     const char *plugin_path;  /* shared object of a plugin kind; "" for built-ins */
-    int32_t tier;             /* GF_IPC_TIER_STORE (register only), _HOST or _DEVICE */
+    int32_t tier;             /* GF_TIER_STORE (register only), _HOST or _DEVICE */
 } gf_ipc_load;
 
 typedef struct gf_ipc_loaded {
@@ -274,7 +271,7 @@ typedef struct gf_ipc_infer {
 
 typedef struct gf_ipc_result {
     uint32_t flags;      /* GF_IPC_RESULT_* */
-    int32_t source_tier; /* tier the parameters came from (GF_IPC_TIER_DEVICE when warm) */
+    int32_t source_tier; /* tier the parameters came from (GF_TIER_DEVICE when warm) */
     uint64_t queue_us;   /* receipt to start of execution (waiting behind other requests) */
     uint64_t load_us;    /* start of execution to the last parameter on the device */
     uint64_t exec_us;    /* the function: first input copy to last output copy */
@@ -291,7 +288,7 @@ typedef struct gf_ipc_event {
     uint64_t seq;     /* 1, 2, ... per worker: a gap means events were dropped */
     uint64_t time_us; /* wall clock (CLOCK_REALTIME) microseconds */
     uint32_t kind;    /* GF_IPC_EV_* */
-    int32_t from, to; /* GF_IPC_TIER_* */
+    int32_t from, to; /* GF_TIER_* */
     uint64_t bytes;
     uint64_t micros; /* loads: from the start of the load to its last byte */
     const char *key;

@@ -267,19 +267,6 @@ struct gf_store {
 /* ---- small helpers ----------------------------------------------------------- */
 
 
-const char *gf_store_tier_name(gf_store_tier t)
-{
-    switch (t) {
-    case GF_STORE_TIER_STORE:
-        return "store";
-    case GF_STORE_TIER_HOST:
-        return "host";
-    case GF_STORE_TIER_DEVICE:
-        return "device";
-    }
-    return "?";
-}
-
 const char *gf_store_pstate_name(gf_store_pstate st)
 {
     return st == GF_STORE_PLACEMENT_READY     ? "ready"
@@ -503,8 +490,8 @@ gf_status gf_store_log_invocation(gf_store *s, const gf_store_invocation *rec)
 
 gf_status gf_store_log_swap(gf_store *s, const gf_store_swap *rec)
 {
-    if (rec->worker < 0 || (unsigned)rec->from > GF_STORE_TIER_DEVICE ||
-        (unsigned)rec->to > GF_STORE_TIER_DEVICE || rec->from == rec->to ||
+    if (rec->worker < 0 || !gf_tier_valid(rec->from) || !gf_tier_valid(rec->to) ||
+        rec->from == rec->to ||
         rec->bytes > INT64_MAX || rec->function == NULL)
         return GF_ERR_INVALID;
     uint64_t pos;
@@ -524,7 +511,7 @@ gf_status gf_store_log_swap(gf_store *s, const gf_store_swap *rec)
 static gf_status gf_store_log_pl(gf_store *s, gf_store_rec_kind kind, const gf_store_placement *rec,
                                  uint32_t hits)
 {
-    if (rec->worker < 0 || (rec->tier != GF_STORE_TIER_HOST && rec->tier != GF_STORE_TIER_DEVICE) ||
+    if (rec->worker < 0 || (rec->tier != GF_TIER_HOST && rec->tier != GF_TIER_DEVICE) ||
         (unsigned)rec->state > GF_STORE_PLACEMENT_READY || rec->bytes > INT64_MAX ||
         rec->function == NULL)
         return GF_ERR_INVALID;
@@ -622,7 +609,7 @@ static void gf_store_bind_pl_key(sqlite3_stmt *st, const gf_store_rec *r)
     sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, r->u.pl.version);
     sqlite3_bind_int(st, 3, r->u.pl.worker);
-    sqlite3_bind_text(st, 4, gf_store_tier_name(r->u.pl.tier), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, gf_tier_name(r->u.pl.tier), -1, SQLITE_STATIC);
 }
 
 /* Apply one record. Returns SQLITE_DONE when it changed the database, or
@@ -661,8 +648,8 @@ static int gf_store_apply(gf_store *s, const gf_store_rec *r, const char **why)
         sqlite3_bind_int(st, 1, v->worker);
         sqlite3_bind_text(st, 2, r->function, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 3, v->version);
-        sqlite3_bind_text(st, 4, gf_store_tier_name(v->from), -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 5, gf_store_tier_name(v->to), -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, gf_tier_name(v->from), -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, gf_tier_name(v->to), -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 6, (int64_t)v->bytes);
         sqlite3_bind_int64(st, 7, v->elapsed_us);
         sqlite3_bind_int64(st, 8, v->at_us);

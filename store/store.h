@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/tier.h"
 #include "core/sha256.h"
 
 #ifdef __cplusplus
@@ -112,11 +113,8 @@ int gf_store_schema_version(void);
 
 /* ---- enumerations (stored as the text shown in the comments) ------------- */
 
-typedef enum gf_store_tier {
-    GF_STORE_TIER_STORE = 0,  /* 'store': the weights file on disk */
-    GF_STORE_TIER_HOST = 1,   /* 'host': a worker's (pinned) host memory */
-    GF_STORE_TIER_DEVICE = 2, /* 'device': a worker's device pool */
-} gf_store_tier;
+/* Tiers are gf_tier (core/tier.h), stored as gf_tier_name(): 'store', 'host',
+ * 'device'. */
 
 typedef enum gf_store_pstate {
     GF_STORE_PLACEMENT_LOADING = 0, /* 'loading': copy in progress */
@@ -137,8 +135,7 @@ typedef enum gf_store_vstate {
     GF_STORE_VERSION_DELETED = 2, /* 'deleted': the function was deleted */
 } gf_store_vstate;
 
-/* Text of each value as stored in the tables ("device", "ready", ...). */
-const char *gf_store_tier_name(gf_store_tier t);
+/* Text of each value as stored in the tables ("ready", "dead", ...). */
 const char *gf_store_pstate_name(gf_store_pstate s);
 const char *gf_store_wstate_name(gf_store_wstate s);
 const char *gf_store_vstate_name(gf_store_vstate s);
@@ -169,7 +166,7 @@ typedef struct gf_store_swap {
     int32_t worker;
     const char *function; /* borrowed for the call */
     int64_t version;
-    gf_store_tier from, to; /* must differ; to < from is an eviction */
+    gf_tier from, to; /* must differ; to < from is an eviction */
     uint64_t bytes;
     int64_t elapsed_us;
     int64_t at_us;
@@ -185,7 +182,7 @@ typedef struct gf_store_placement {
     const char *function; /* borrowed for the call */
     int64_t version;
     int32_t worker;
-    gf_store_tier tier;
+    gf_tier tier;
     uint64_t bytes;
     gf_store_pstate state;
     int64_t at_us; /* when it became loading/ready */

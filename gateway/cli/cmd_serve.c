@@ -222,11 +222,7 @@ int gf_cmd_serve(int argc, char **argv)
     if (!parse_uint(val[F_QUEUE_LIMIT], 1, 1u << 24, &u))
         return serve_bad("queue-limit", "expected an integer in [1, 16777216]");
     gc.queue_limit = (size_t)u;
-    if (strcasecmp(val[F_POLICY], "lru") == 0)
-        gc.policy = GF_EVICT_LRU;
-    else if (strcasecmp(val[F_POLICY], "gds") == 0)
-        gc.policy = GF_EVICT_GDS;
-    else
+    if (gf_evict_policy_parse(val[F_POLICY], &gc.policy, NULL) != GF_OK)
         return serve_bad("policy", "expected lru or gds");
     if (!parse_uint(val[F_DRAIN_TIMEOUT], 0, 3600, &u))
         return serve_bad("drain-timeout", "expected seconds in [0, 3600]");
@@ -255,7 +251,7 @@ int gf_cmd_serve(int argc, char **argv)
     gf_gw *gw = NULL;
     gf_err_clear(&err);
     GF_LOG_I("starting: state %s, devices %s, policy %s", gc.state_dir, gc.devices,
-             gc.policy == GF_EVICT_GDS ? "gds" : "lru");
+             gf_evict_policy_name(gc.policy));
     if (gf_gw_new(&gc, &gw, &err) != GF_OK) {
         fprintf(stderr, "gpufaas serve: %s\n", gf_err_msg(&err));
         return 1;

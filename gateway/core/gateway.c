@@ -630,7 +630,7 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *o
         /* warm the host tier of the worker that would run it */
         gw_worker *w = gw_route(gw, v, -1, NULL);
         if (w != NULL)
-            gw_worker_load(gw, w, v, GF_IPC_TIER_HOST, NULL);
+            gw_worker_load(gw, w, v, GF_TIER_HOST, NULL);
         if ((st = gw_version_json(gw, v, &out->json)) != GF_OK)
             st = gf_err_set(err, st, "out of memory describing the new version");
         snprintf(out->name, sizeof out->name, "%s", mf->name);
@@ -739,7 +739,7 @@ gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, gf_err *er
         if (w == NULL)
             st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");
         else
-            st = gw_worker_load(gw, w, v, GF_IPC_TIER_DEVICE, err);
+            st = gw_worker_load(gw, w, v, GF_TIER_DEVICE, err);
     }
     pthread_mutex_unlock(&gw->lock);
     return st;

@@ -38,9 +38,9 @@
 
 #include <gpufaas/types.h>
 
-#include "cache/cache.h"
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/tier.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -58,7 +58,7 @@ typedef enum {
 
 typedef struct gw_placement {
     gw_pl_state state;
-    int tier;                /* GF_IPC_TIER_* it is in now (from EVENTs) */
+    int tier;                /* GF_TIER_* it is in now (from EVENTs) */
     uint64_t load_id;        /* request id of the LOAD in flight */
     gw_batch *waiting;       /* batches waiting for LOADED */
     double exec_us;          /* moving average of exec time per batch here */
@@ -280,7 +280,7 @@ void gw_workers_stop(gf_gw *gw);
  * unlocking; else NULL. exclude: a worker not to use (-1 none). */
 gw_batch *gw_dispatch_batch(gf_gw *gw, gw_batch *b, int exclude);
 /* Make sure version v is registered on worker w (lock held); tier:
- * GF_IPC_TIER_STORE/HOST/DEVICE prefetch target. */
+ * GF_TIER_STORE/HOST/DEVICE prefetch target. */
 gf_status gw_worker_load(gf_gw *gw, gw_worker *w, gw_version *v, int tier, gf_err *err);
 void gw_worker_unload_all(gf_gw *gw, gw_version *v);                 /* lock held */
 int gw_workers_up(gf_gw *gw);                                        /* lock held */

@@ -117,7 +117,7 @@ gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t
     for (size_t i = 0; i < v->mf->n_outputs; i++)
         v->batchable = v->batchable && v->mf->outputs[i].shape[0] == -1;
     for (int w = 0; w < GW_MAX_WORKERS; w++)
-        v->pl[w].tier = GF_IPC_TIER_NONE;
+        v->pl[w].tier = GF_TIER_NONE;
 
     gw_function *f = gw_function_find(gw, name);
     if (f == NULL) {

@@ -24,10 +24,10 @@
 
 static double swap_us(const gw_worker *w, const gw_version *v, const gw_placement *pl)
 {
-    if (pl->tier == GF_IPC_TIER_DEVICE)
+    if (pl->tier == GF_TIER_DEVICE)
         return 0;
     double bps;
-    if (pl->tier == GF_IPC_TIER_HOST)
+    if (pl->tier == GF_TIER_HOST)
         bps = w->have_stats && w->stats.host_bw_bps > 0 ? (double)w->stats.host_bw_bps
                                                         : DEFAULT_HOST_BPS;
     else
@@ -73,13 +73,13 @@ void gw_route_replicate(gf_gw *gw, gw_version *v, gw_worker *chosen)
     /* a second replica, on the best worker that does not have it yet */
     for (int i = 0; i < gw->n_workers; i++)
         if (i != chosen->id && gw->workers[i].state == GW_W_UP &&
-            (v->pl[i].tier == GF_IPC_TIER_DEVICE || v->pl[i].state == GW_PL_LOADING))
+            (v->pl[i].tier == GF_TIER_DEVICE || v->pl[i].state == GW_PL_LOADING))
             return; /* already replicated */
     gw_worker *other = gw_route(gw, v, chosen->id, NULL);
     if (other == NULL)
         return;
     gf_err err;
-    if (gw_worker_load(gw, other, v, GF_IPC_TIER_DEVICE, &err) == GF_OK)
+    if (gw_worker_load(gw, other, v, GF_TIER_DEVICE, &err) == GF_OK)
         GF_LOG_I("function '%s': queue wait %.1f ms exceeds half its %.1f ms SLO; prefetching a "
                  "replica on worker %d", v->fn->name, chosen->queued_us / 1000.0, v->mf->slo_ms,
                  other->id);

@@ -24,11 +24,6 @@ static gf_status emit(json_t *j, gf_buf *out)
     return st;
 }
 
-static const char *tier_str(int t)
-{
-    return t == GF_IPC_TIER_DEVICE ? "device" : t == GF_IPC_TIER_HOST ? "host" : "store";
-}
-
 static const char *vstate_str(gf_store_vstate s)
 {
     return gf_store_vstate_name(s);
@@ -52,11 +47,11 @@ static json_t *placements_of(gf_gw *gw, const gw_version *v)
     json_t *arr = json_array();
     for (int w = 0; w < gw->n_workers; w++) {
         const gw_placement *pl = &v->pl[w];
-        if (pl->state == GW_PL_NONE || pl->tier < GF_IPC_TIER_HOST)
+        if (pl->state == GW_PL_NONE || pl->tier < GF_TIER_HOST)
             continue;
         json_array_append_new(arr, json_pack("{s:i, s:s, s:I, s:I}", "worker", w, "tier",
-                                             tier_str(pl->tier), "bytes",
-                                             (json_int_t)(pl->tier == GF_IPC_TIER_DEVICE
+                                             gf_tier_name(pl->tier), "bytes",
+                                             (json_int_t)(pl->tier == GF_TIER_DEVICE
                                                               ? v->device_bytes : v->bytes),
                                              "hits", (json_int_t)pl->hits));
     }
@@ -236,11 +231,11 @@ gf_status gf_gw_workers_json(gf_gw *gw, gf_buf *out)
         for (size_t k = 0; k < gw->n_fns; k++)
             for (size_t m = 0; m < gw->fns[k]->n; m++) {
                 const gw_version *v = gw->fns[k]->versions[m];
-                if (v->pl[i].state != GW_PL_NONE && v->pl[i].tier >= GF_IPC_TIER_HOST)
+                if (v->pl[i].state != GW_PL_NONE && v->pl[i].tier >= GF_TIER_HOST)
                     json_array_append_new(models, json_pack("{s:s, s:I, s:s}", "function",
                                                             v->fn->name, "version",
                                                             (json_int_t)v->version, "tier",
-                                                            tier_str(v->pl[i].tier)));
+                                                            gf_tier_name(v->pl[i].tier)));
             }
         uint64_t dbud = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
         uint64_t hbud = w->have_stats ? w->stats.host_budget : w->ready.host_budget;
@@ -272,13 +267,13 @@ gf_status gf_gw_placements_json(gf_gw *gw, gf_buf *out)
             const gw_version *v = gw->fns[k]->versions[m];
             for (int i = 0; i < gw->n_workers; i++) {
                 const gw_placement *pl = &v->pl[i];
-                if (pl->state == GW_PL_NONE || pl->tier < GF_IPC_TIER_HOST)
+                if (pl->state == GW_PL_NONE || pl->tier < GF_TIER_HOST)
                     continue;
                 json_array_append_new(
                     arr, json_pack("{s:s, s:I, s:i, s:s, s:I, s:s, s:I}", "function", v->fn->name,
                                    "version", (json_int_t)v->version, "worker", i, "tier",
-                                   tier_str(pl->tier), "bytes",
-                                   (json_int_t)(pl->tier == GF_IPC_TIER_DEVICE ? v->device_bytes
+                                   gf_tier_name(pl->tier), "bytes",
+                                   (json_int_t)(pl->tier == GF_TIER_DEVICE ? v->device_bytes
                                                                                : v->bytes),
                                    "state", pl->state == GW_PL_LOADING ? "loading" : "ready",
                                    "hits", (json_int_t)pl->hits));

@@ -178,7 +178,7 @@ gf_status gw_worker_load(gf_gw *gw, gw_worker *w, gw_version *v, int tier, gf_er
     gw_placement *pl = &v->pl[w->id];
     if (pl->state == GW_PL_LOADING)
         return GF_OK;
-    if (pl->state == GW_PL_REGISTERED && (tier <= GF_IPC_TIER_STORE || pl->tier >= tier))
+    if (pl->state == GW_PL_REGISTERED && (tier <= GF_TIER_STORE || pl->tier >= tier))
         return GF_OK;
     const char *plugin = "";
     for (size_t i = 0; i < gw->probe.n_plugins; i++) {
@@ -234,7 +234,7 @@ void gw_worker_unload_all(gf_gw *gw, gw_version *v)
         }
         gf_buf_deinit(&b);
         v->pl[i].state = GW_PL_NONE;
-        v->pl[i].tier = GF_IPC_TIER_NONE;
+        v->pl[i].tier = GF_TIER_NONE;
     }
 }
 
@@ -245,7 +245,7 @@ gw_batch *gw_dispatch_batch(gf_gw *gw, gw_batch *b, int exclude)
     if (w == NULL)
         return b;
     gw_placement *pl = &b->v->pl[w->id];
-    if (pl->state == GW_PL_NONE && gw_worker_load(gw, w, b->v, GF_IPC_TIER_STORE, NULL) != GF_OK)
+    if (pl->state == GW_PL_NONE && gw_worker_load(gw, w, b->v, GF_TIER_STORE, NULL) != GF_OK)
         return b;
     b->est_us = est;
     w->queued_us += est;
@@ -269,17 +269,6 @@ int gw_workers_up(gf_gw *gw)
 }
 
 /* ---- answers from a worker --------------------------------------------------------- */
-
-static gf_store_tier store_tier(int t)
-{
-    return t <= GF_IPC_TIER_STORE ? GF_STORE_TIER_STORE
-         : t == GF_IPC_TIER_HOST ? GF_STORE_TIER_HOST : GF_STORE_TIER_DEVICE;
-}
-
-static const char *tier_name(int t)
-{
-    return t == GF_IPC_TIER_DEVICE ? "device" : t == GF_IPC_TIER_HOST ? "host" : "store";
-}
 
 /* Unlink the batch with id from w's in-flight list (lock held). */
 static gw_batch *take_inflight(gw_worker *w, uint64_t id)
@@ -356,8 +345,8 @@ static void on_loaded(gw_worker *w, const gf_ipc_frame *f)
         gw_placement *pl = &v->pl[w->id];
         if (pl->state == GW_PL_LOADING && pl->load_id == p->id) {
             pl->state = GW_PL_REGISTERED;
-            if (pl->tier < GF_IPC_TIER_STORE)
-                pl->tier = GF_IPC_TIER_STORE;
+            if (pl->tier < GF_TIER_STORE)
+                pl->tier = GF_TIER_STORE;
             v->device_bytes = m.device_bytes;
             gw_batch *waiting = pl->waiting;
             pl->waiting = NULL;
@@ -387,8 +376,8 @@ static void on_result(gw_worker *w, const gf_ipc_frame *f)
         pl->exec_us = pl->exec_us > 0 ? 0.8 * pl->exec_us + 0.2 * ex : ex;
         b->v->exec_us = b->v->exec_us > 0 ? 0.8 * b->v->exec_us + 0.2 * ex : ex;
         pl->hits++;
-        if (pl->tier < GF_IPC_TIER_DEVICE)
-            pl->tier = GF_IPC_TIER_DEVICE; /* it ran there, so it is there now */
+        if (pl->tier < GF_TIER_DEVICE)
+            pl->tier = GF_TIER_DEVICE; /* it ran there, so it is there now */
     }
     pthread_mutex_unlock(&gw->lock);
     if (b == NULL) {
@@ -460,37 +449,37 @@ static void on_event(gw_worker *w, const gf_ipc_frame *f)
     gw_version *v = gw_version_by_key(gw, ev.key);
     if (v != NULL) {
         gw_placement *pl = &v->pl[w->id];
-        gf_store_placement prec = {v->fn->name, v->version, w->id, GF_STORE_TIER_DEVICE,
+        gf_store_placement prec = {v->fn->name, v->version, w->id, GF_TIER_DEVICE,
                                    ev.bytes, GF_STORE_PLACEMENT_READY, ev.time_us};
         if (ev.kind == GF_IPC_EV_LOADED) {
             if (ev.to > pl->tier)
                 pl->tier = ev.to;
-            prec.tier = store_tier(ev.to);
-            if (ev.to >= GF_IPC_TIER_HOST)
+            prec.tier = (gf_tier)ev.to;
+            if (ev.to >= GF_TIER_HOST)
                 gf_store_log_placement(gw->store, &prec);
         } else if (ev.kind == GF_IPC_EV_EVICTED) {
-            if (ev.from == GF_IPC_TIER_DEVICE && pl->tier == GF_IPC_TIER_DEVICE)
+            if (ev.from == GF_TIER_DEVICE && pl->tier == GF_TIER_DEVICE)
                 pl->tier = ev.to;
-            else if (ev.from == GF_IPC_TIER_HOST && pl->tier == GF_IPC_TIER_HOST)
-                pl->tier = GF_IPC_TIER_STORE;
-            prec.tier = store_tier(ev.from);
-            if (ev.from >= GF_IPC_TIER_HOST)
+            else if (ev.from == GF_TIER_HOST && pl->tier == GF_TIER_HOST)
+                pl->tier = GF_TIER_STORE;
+            prec.tier = (gf_tier)ev.from;
+            if (ev.from >= GF_TIER_HOST)
                 gf_store_log_placement_remove(gw->store, &prec);
         }
         if ((ev.kind == GF_IPC_EV_LOADED || ev.kind == GF_IPC_EV_EVICTED) && ev.from != ev.to &&
-            ev.from >= GF_IPC_TIER_STORE && ev.to >= GF_IPC_TIER_STORE) {
-            gf_store_swap sw = {w->id, v->fn->name, v->version, store_tier(ev.from),
-                                store_tier(ev.to), ev.bytes, (int64_t)ev.micros, ev.time_us};
+            ev.from >= GF_TIER_STORE && ev.to >= GF_TIER_STORE) {
+            gf_store_swap sw = {w->id, v->fn->name, v->version, (gf_tier)ev.from,
+                                (gf_tier)ev.to, ev.bytes, (int64_t)ev.micros, ev.time_us};
             gf_store_log_swap(gw->store, &sw);
         }
     }
     pthread_mutex_unlock(&gw->lock);
     if (ev.kind == GF_IPC_EV_LOADED) {
-        const char *labels[3] = {wid, tier_name(ev.from), tier_name(ev.to)};
+        const char *labels[3] = {wid, gf_tier_name((gf_tier)ev.from), gf_tier_name((gf_tier)ev.to)};
         gw_metric_add(gw->metrics, GW_M_SWAP_BYTES, labels, (double)ev.bytes);
         const char *l1[1] = {wid};
         gw_metric_observe(gw->metrics, GW_M_SWAP_DURATION, l1, (double)ev.micros * 1e-6);
-    } else if (ev.kind == GF_IPC_EV_EVICTED && ev.from == GF_IPC_TIER_DEVICE) {
+    } else if (ev.kind == GF_IPC_EV_EVICTED && ev.from == GF_TIER_DEVICE) {
         const char *l1[1] = {wid};
         gw_metric_add(gw->metrics, GW_M_EVICTIONS, l1, 1);
     } else if (ev.kind == GF_IPC_EV_FAILED) {
@@ -543,7 +532,7 @@ static void worker_lost(gw_worker *w)
                 lost = b;
             }
             pl->state = GW_PL_NONE;
-            pl->tier = GF_IPC_TIER_NONE;
+            pl->tier = GF_TIER_NONE;
         }
     }
     while (w->loads != NULL) {
@@ -631,11 +620,6 @@ static void join_threads(gw_worker *w)
     }
 }
 
-static const char *policy_name(gf_evict_policy p)
-{
-    return p == GF_EVICT_GDS ? "gds" : "lru";
-}
-
 /* Start worker w's process and threads. Lock NOT held. */
 static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
 {
@@ -665,7 +649,7 @@ static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
     argv[a++] = "--state-dir";
     argv[a++] = gw->state_dir;
     argv[a++] = "--policy";
-    argv[a++] = policy_name(gw->cfg.policy);
+    argv[a++] = gf_evict_policy_name(gw->cfg.policy);
     argv[a++] = "--log-level";
     argv[a++] = lv[t];
     if (gw->cfg.device_memory > 0) {

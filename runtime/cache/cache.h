@@ -51,6 +51,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/tier.h"
 #include "core/safetensors.h"
 
 #ifdef __cplusplus
@@ -61,17 +62,7 @@ typedef struct gf_cache gf_cache;
 typedef struct gf_cache_model gf_cache_model;
 typedef struct gf_lease gf_lease;
 
-typedef enum gf_tier {
-    GF_TIER_NONE = -1,  /* evicted from every tier above the store */
-    GF_TIER_STORE = 0,
-    GF_TIER_HOST = 1,
-    GF_TIER_DEVICE = 2,
-} gf_tier;
-
-typedef enum gf_evict_policy {
-    GF_EVICT_LRU = 0,
-    GF_EVICT_GDS = 1, /* GreedyDual-Size */
-} gf_evict_policy;
+/* gf_tier and gf_evict_policy: core/tier.h. */
 
 typedef enum gf_cache_event_kind {
     GF_CACHE_EV_LOAD = 0,  /* a model arrived in tier `to` from tier `from` */

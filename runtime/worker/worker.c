@@ -32,11 +32,6 @@
 #include "functions/runtime.h"
 #include "ipc.h"
 
-_Static_assert(GF_IPC_TIER_NONE == (int)GF_TIER_NONE && GF_IPC_TIER_STORE == (int)GF_TIER_STORE &&
-                   GF_IPC_TIER_HOST == (int)GF_TIER_HOST &&
-                   GF_IPC_TIER_DEVICE == (int)GF_TIER_DEVICE,
-               "ipc tiers equal cache tiers");
-
 #define GF_WORKER_BUCKETS 256
 #define GF_WORKER_EVQ_MAX 4096     /* queued EVENTs before new ones are dropped */
 #define GF_WORKER_BUSY_WAIT_MS 100 /* wait for cache progress when an acquire is BUSY ... */
@@ -235,12 +230,7 @@ gf_status gf_worker_parse_args(int argc, char **argv, gf_worker_config *cfg, gf_
             if ((st = parse_int(name, val, 1, 256, &v, err)) == GF_OK)
                 cfg->blas_threads = (int)v;
         } else if (strcmp(name, "--policy") == 0) {
-            if (strcasecmp(val, "lru") == 0)
-                cfg->policy = GF_EVICT_LRU;
-            else if (strcasecmp(val, "gds") == 0)
-                cfg->policy = GF_EVICT_GDS;
-            else
-                st = gf_err_set(err, GF_ERR_INVALID, "'%s' is not lru or gds", val);
+            st = gf_evict_policy_parse(val, &cfg->policy, err);
         } else if (strcmp(name, "--log-level") == 0) {
             gf_log_level lv;
             if (gf_log_level_parse(val, &lv) != 0)
@@ -665,13 +655,13 @@ static char *derived_path(const gf_worker *w, const char *key)
  * when the model can never fit the device (GF_ERR_TOO_LARGE). */
 static gf_status prefetch(gf_worker *w, wmodel *m, int32_t tier, int32_t *done, gf_err *err)
 {
-    *done = GF_IPC_TIER_STORE;
+    *done = GF_TIER_STORE;
     gf_err e;
     gf_err_clear(&e);
-    if (tier == GF_IPC_TIER_DEVICE) {
+    if (tier == GF_TIER_DEVICE) {
         gf_status st = gf_cache_prefetch(w->cache, m->cm, GF_TIER_DEVICE, &e);
         if (st == GF_OK) {
-            *done = GF_IPC_TIER_DEVICE;
+            *done = GF_TIER_DEVICE;
             return GF_OK;
         }
         if (st == GF_ERR_TOO_LARGE) {
@@ -680,10 +670,10 @@ static gf_status prefetch(gf_worker *w, wmodel *m, int32_t tier, int32_t *done, 
         }
         GF_LOG_I("prefetch of '%s' to the device deferred: %s", m->key, gf_err_msg(&e));
     }
-    if (tier >= GF_IPC_TIER_HOST && w->cfg.host_memory > 0) {
+    if (tier >= GF_TIER_HOST && w->cfg.host_memory > 0) {
         gf_status st = gf_cache_prefetch(w->cache, m->cm, GF_TIER_HOST, &e);
         if (st == GF_OK)
-            *done = GF_IPC_TIER_HOST;
+            *done = GF_TIER_HOST;
         else
             GF_LOG_I("prefetch of '%s' to the host tier skipped: %s", m->key, gf_err_msg(&e));
     }
@@ -1086,7 +1076,7 @@ static void run_request(gf_worker *w, wreq *cur, gf_buf *b)
     }
 reply:;
     bool cold = cur->lease != NULL && gf_lease_cold(cur->lease);
-    int32_t src = cur->lease != NULL ? (int32_t)gf_lease_source(cur->lease) : GF_IPC_TIER_NONE;
+    int32_t src = cur->lease != NULL ? (int32_t)gf_lease_source(cur->lease) : GF_TIER_NONE;
     uint64_t load_us = 0;
     if (st == GF_OK && cold && gf_lease_wait_all(cur->lease, NULL) == GF_OK) {
         pthread_mutex_lock(&w->lock);
@@ -1237,8 +1227,8 @@ static void handle_load(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_load 
         reply_error(w, b, id, GF_ERR_INVALID, "LOAD: the key is empty");
         return;
     }
-    if (msg->tier != GF_IPC_TIER_STORE && msg->tier != GF_IPC_TIER_HOST &&
-        msg->tier != GF_IPC_TIER_DEVICE) {
+    if (msg->tier != GF_TIER_STORE && msg->tier != GF_TIER_HOST &&
+        msg->tier != GF_TIER_DEVICE) {
         char text[96];
         snprintf(text, sizeof text, "LOAD: tier %d is not 0 (store), 1 (host) or 2 (device)",
                  msg->tier);
@@ -1680,7 +1670,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
     gf_backend_info(w->be, &info);
     GF_LOG_I("ready: %s, device budget %llu bytes, host tier %llu bytes, policy %s", info.name,
              (unsigned long long)info.budget, (unsigned long long)cfg->host_memory,
-             cfg->policy == GF_EVICT_GDS ? "gds" : "lru");
+             gf_evict_policy_name(cfg->policy));
     *out = w;
     return GF_OK;
 fail:

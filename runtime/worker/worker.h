@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cache/cache.h"
+#include "core/tier.h"
 #include "core/error.h"
 #include "core/log.h"
 

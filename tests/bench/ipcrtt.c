@@ -145,7 +145,7 @@ int gf_ipcrtt_run(const char *device, const char *worker_exe, int warmup, int ro
     snprintf(out->device_name, sizeof out->device_name, "%s", w.ready.device_name);
     gf_ipc_frame f;
     gf_ipc_load l = {"tiny@1", manifest, (uint32_t)strlen(manifest),
-                     weights,  "",       GF_IPC_TIER_DEVICE};
+                     weights,  "",       GF_TIER_DEVICE};
     if (gf_ipc_encode_load(&w.out, gf_wh_id(&w), &l, &e) != GF_OK)
         goto done;
     int bad = round_trip(&w, &f, GF_IPC_LOADED);

@@ -179,8 +179,8 @@ static void st_inv(gf_store *s, const char *fn, int64_t version, int32_t worker,
     ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
 }
 
-static void st_swap(gf_store *s, const char *fn, int64_t version, gf_store_tier from,
-                    gf_store_tier to, int64_t at)
+static void st_swap(gf_store *s, const char *fn, int64_t version, gf_tier from,
+                    gf_tier to, int64_t at)
 {
     gf_store_swap r = {.worker = 0,
                        .function = fn,
@@ -236,19 +236,19 @@ void st_populate(gf_store *s, const char *dir)
     gf_store_placement p = {.function = "resnet50",
                             .version = 2,
                             .worker = 0,
-                            .tier = GF_STORE_TIER_DEVICE,
+                            .tier = GF_TIER_DEVICE,
                             .bytes = 100u << 20,
                             .state = GF_STORE_PLACEMENT_READY,
                             .at_us = now - 600000000};
     ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);
     p.at_us = now - 60000000;
     ck_assert_int_eq(gf_store_log_placement_hit(s, &p, 40), GF_OK);
-    p.tier = GF_STORE_TIER_HOST;
+    p.tier = GF_TIER_HOST;
     ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);
     gf_store_placement q = {.function = "bert-base",
                             .version = 1,
                             .worker = 1,
-                            .tier = GF_STORE_TIER_HOST,
+                            .tier = GF_TIER_HOST,
                             .bytes = 400u << 20,
                             .state = GF_STORE_PLACEMENT_LOADING};
     ck_assert_int_eq(gf_store_log_placement(s, &q), GF_OK);
@@ -262,12 +262,12 @@ void st_populate(gf_store *s, const char *dir)
     st_inv(s, "resnet50", 1, 0, 900000, 1, GF_OK, now - 2 * 3600000000ll);
     st_inv(s, "resnet50", 1, 0, 800000, 1, GF_OK, now - 2 * 86400000000ll);
 
-    st_swap(s, "resnet50", 2, GF_STORE_TIER_STORE, GF_STORE_TIER_HOST, now - 700000000);
-    st_swap(s, "resnet50", 2, GF_STORE_TIER_HOST, GF_STORE_TIER_DEVICE, now - 650000000);
-    st_swap(s, "bert-base", 1, GF_STORE_TIER_STORE, GF_STORE_TIER_HOST, now - 300000000);
-    st_swap(s, "bert-base", 1, GF_STORE_TIER_DEVICE, GF_STORE_TIER_HOST, now - 200000000);
-    st_swap(s, "resnet50", 1, GF_STORE_TIER_HOST, GF_STORE_TIER_STORE, now - 100000000);
-    st_swap(s, "resnet50", 1, GF_STORE_TIER_DEVICE, GF_STORE_TIER_HOST, now - 3 * 3600000000ll);
+    st_swap(s, "resnet50", 2, GF_TIER_STORE, GF_TIER_HOST, now - 700000000);
+    st_swap(s, "resnet50", 2, GF_TIER_HOST, GF_TIER_DEVICE, now - 650000000);
+    st_swap(s, "bert-base", 1, GF_TIER_STORE, GF_TIER_HOST, now - 300000000);
+    st_swap(s, "bert-base", 1, GF_TIER_DEVICE, GF_TIER_HOST, now - 200000000);
+    st_swap(s, "resnet50", 1, GF_TIER_HOST, GF_TIER_STORE, now - 100000000);
+    st_swap(s, "resnet50", 1, GF_TIER_DEVICE, GF_TIER_HOST, now - 3 * 3600000000ll);
     ck_assert_int_eq(gf_store_flush(s, &err), GF_OK);
     gf_store_stats stats;
     gf_store_stats_get(s, &stats);

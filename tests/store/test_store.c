@@ -331,7 +331,7 @@ START_TEST(test_admin_writes_visible_on_return)
     gf_store_placement p = {.function = "resnet50",
                             .version = 1,
                             .worker = 3,
-                            .tier = GF_STORE_TIER_DEVICE,
+                            .tier = GF_TIER_DEVICE,
                             .bytes = 10,
                             .state = GF_STORE_PLACEMENT_READY};
     ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);
@@ -393,7 +393,7 @@ START_TEST(test_records_applied)
     gf_store_placement p = {.function = "mlp",
                             .version = 1,
                             .worker = 0,
-                            .tier = GF_STORE_TIER_DEVICE,
+                            .tier = GF_TIER_DEVICE,
                             .bytes = 4096,
                             .state = GF_STORE_PLACEMENT_LOADING,
                             .at_us = 1000};
@@ -419,8 +419,8 @@ START_TEST(test_records_applied)
     gf_store_swap sw = {.worker = 0,
                         .function = "mlp",
                         .version = 1,
-                        .from = GF_STORE_TIER_DEVICE,
-                        .to = GF_STORE_TIER_HOST,
+                        .from = GF_TIER_DEVICE,
+                        .to = GF_TIER_HOST,
                         .bytes = 4096,
                         .elapsed_us = 17,
                         .at_us = 6000};
@@ -495,7 +495,7 @@ START_TEST(test_records_applied)
     longname[GF_STORE_NAME_MAX] = '\0'; /* exactly the maximum is fine */
     r.function = longname;
     ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-    p.tier = GF_STORE_TIER_STORE;
+    p.tier = GF_TIER_STORE;
     ck_assert_int_eq(gf_store_log_placement(s, &p), GF_ERR_INVALID);
     sw.to = sw.from;
     ck_assert_int_eq(gf_store_log_swap(s, &sw), GF_ERR_INVALID);
@@ -642,8 +642,8 @@ START_TEST(test_retention_by_rows)
         gf_store_swap sw = {.worker = 0,
                             .function = "mlp",
                             .version = 1,
-                            .from = GF_STORE_TIER_HOST,
-                            .to = GF_STORE_TIER_DEVICE,
+                            .from = GF_TIER_HOST,
+                            .to = GF_TIER_DEVICE,
                             .bytes = (uint64_t)i,
                             .elapsed_us = 1};
         ck_assert_int_eq(gf_store_log_swap(s, &sw), GF_OK);
@@ -844,7 +844,7 @@ START_TEST(test_recovery)
     gf_store_placement p = {.function = "good",
                             .version = 1,
                             .worker = 0,
-                            .tier = GF_STORE_TIER_DEVICE,
+                            .tier = GF_TIER_DEVICE,
                             .bytes = 5000,
                             .state = GF_STORE_PLACEMENT_READY};
     ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);

@@ -192,13 +192,13 @@ static void *load_main(void *arg)
             gf_store_swap sw = {.worker = 0,
                                 .function = "resnet50",
                                 .version = 2,
-                                .from = GF_STORE_TIER_HOST,
-                                .to = GF_STORE_TIER_DEVICE,
+                                .from = GF_TIER_HOST,
+                                .to = GF_TIER_DEVICE,
                                 .bytes = 1 << 20,
                                 .elapsed_us = 80};
             gf_store_log_swap(g->s, &sw);
             gf_store_placement p = {
-                .function = "resnet50", .version = 2, .worker = 0, .tier = GF_STORE_TIER_DEVICE};
+                .function = "resnet50", .version = 2, .worker = 0, .tier = GF_TIER_DEVICE};
             gf_store_log_placement_hit(g->s, &p, 1);
             gf_store_heartbeat hb = {.worker = 0,
                                      .device_budget = 8ull << 30,

@@ -110,13 +110,13 @@ START_TEST(test_round_trips)
     /* RESULT */
     gf_ipc_tensor rt = {.name = "probs"};
     gf_tensor_init(&rt.t, GF_DT_F32, 2, (int64_t[]){1, 6}, (void *)xdata, GF_MEM_HOST, -1, &e);
-    gf_ipc_result r = {GF_IPC_RESULT_COLD, GF_IPC_TIER_HOST, 11, 22, 33, 1, &rt};
+    gf_ipc_result r = {GF_IPC_RESULT_COLD, GF_TIER_HOST, 11, 22, 33, 1, &rt};
     ck_assert_int_eq(gf_ipc_encode_result(&b, 5, &r, &e), GF_OK);
     to_frame(b.data, b.len, &f);
     gf_ipc_result r2;
     ck_assert_int_eq(gf_ipc_decode_result(&f, &r2, &e), GF_OK);
     ck_assert_uint_eq(r2.flags, GF_IPC_RESULT_COLD);
-    ck_assert_int_eq(r2.source_tier, GF_IPC_TIER_HOST);
+    ck_assert_int_eq(r2.source_tier, GF_TIER_HOST);
     ck_assert_uint_eq(r2.queue_us, 11);
     ck_assert_uint_eq(r2.load_us, 22);
     ck_assert_uint_eq(r2.exec_us, 33);
@@ -128,7 +128,7 @@ START_TEST(test_round_trips)
 
     /* LOAD */
     const char *mf = "{\"name\":\"a\"}";
-    gf_ipc_load l = {"a@1", mf, (uint32_t)strlen(mf), "/s/w.safetensors", "", GF_IPC_TIER_HOST};
+    gf_ipc_load l = {"a@1", mf, (uint32_t)strlen(mf), "/s/w.safetensors", "", GF_TIER_HOST};
     ck_assert_int_eq(gf_ipc_encode_load(&b, 6, &l, &e), GF_OK);
     to_frame(b.data, b.len, &f);
     gf_ipc_load l2;
@@ -138,12 +138,12 @@ START_TEST(test_round_trips)
     ck_assert_uint_eq(l2.manifest_len, strlen(mf));
     ck_assert_str_eq(l2.weights_path, "/s/w.safetensors");
     ck_assert_str_eq(l2.plugin_path, "");
-    ck_assert_int_eq(l2.tier, GF_IPC_TIER_HOST);
+    ck_assert_int_eq(l2.tier, GF_TIER_HOST);
     gf_ipc_frame_deinit(&f);
     gf_buf_reset(&b);
 
     /* LOADED, UNLOAD, ERROR, EVENT, READY, STATS, empty ones */
-    gf_ipc_loaded ld = {GF_IPC_TIER_DEVICE, 6, 4u << 20, 3u << 20, 1234};
+    gf_ipc_loaded ld = {GF_TIER_DEVICE, 6, 4u << 20, 3u << 20, 1234};
     ck_assert_int_eq(gf_ipc_encode_loaded(&b, 7, &ld, &e), GF_OK);
     to_frame(b.data, b.len, &f);
     gf_ipc_loaded ld2;
@@ -186,8 +186,8 @@ START_TEST(test_round_trips)
     gf_ipc_event ev = {3,
                        1700000000000000ull,
                        GF_IPC_EV_EVICTED,
-                       GF_IPC_TIER_DEVICE,
-                       GF_IPC_TIER_HOST,
+                       GF_TIER_DEVICE,
+                       GF_TIER_HOST,
                        4096,
                        0,
                        "k@2",
@@ -199,8 +199,8 @@ START_TEST(test_round_trips)
     ck_assert_int_eq(gf_ipc_decode_event(&f, &ev2, &e), GF_OK);
     ck_assert_uint_eq(ev2.seq, 3);
     ck_assert_uint_eq(ev2.kind, GF_IPC_EV_EVICTED);
-    ck_assert_int_eq(ev2.from, GF_IPC_TIER_DEVICE);
-    ck_assert_int_eq(ev2.to, GF_IPC_TIER_HOST);
+    ck_assert_int_eq(ev2.from, GF_TIER_DEVICE);
+    ck_assert_int_eq(ev2.to, GF_TIER_HOST);
     ck_assert_uint_eq(ev2.bytes, 4096);
     ck_assert_str_eq(ev2.key, "k@2");
     ck_assert_str_eq(ev2.message, "");

@@ -331,30 +331,30 @@ START_TEST(test_load_infer_unload)
     tmodel_make(&b, dir, 2, 22, 2, d2, true);
 
     gf_ipc_loaded la, lb;
-    load_ok(&w, a.key, a.manifest, a.path, GF_IPC_TIER_DEVICE, &la);
+    load_ok(&w, a.key, a.manifest, a.path, GF_TIER_DEVICE, &la);
     ck_assert_uint_eq(la.n_params, 6);
-    ck_assert_int_eq(la.tier, GF_IPC_TIER_DEVICE);
+    ck_assert_int_eq(la.tier, GF_TIER_DEVICE);
     ck_assert_uint_ge(la.device_bytes, w.ready.page_size);
     ck_assert_uint_gt(la.host_bytes, 0);
-    load_ok(&w, b.key, b.manifest, b.path, GF_IPC_TIER_HOST, &lb);
-    ck_assert_int_eq(lb.tier, GF_IPC_TIER_HOST);
+    load_ok(&w, b.key, b.manifest, b.path, GF_TIER_HOST, &lb);
+    ck_assert_int_eq(lb.tier, GF_TIER_HOST);
     ck_assert_uint_eq(lb.n_params, 4);
     /* a prefetched model is warm once its LOADED event arrived */
     wait_loaded_events(&w, 2);
     gf_ipc_result info;
     infer_check(&w, &a, 1, 100, &info);
     ck_assert_uint_eq(info.flags & GF_IPC_RESULT_COLD, 0);
-    ck_assert_int_eq(info.source_tier, GF_IPC_TIER_DEVICE);
+    ck_assert_int_eq(info.source_tier, GF_TIER_DEVICE);
     infer_check(&w, &a, 5, 101, NULL);
     infer_check(&w, &a, 16, 102, NULL);
     /* b is in the host tier only: its first request is cold, from the host */
     infer_check(&w, &b, 3, 103, &info);
     ck_assert_uint_eq(info.flags & GF_IPC_RESULT_COLD, GF_IPC_RESULT_COLD);
-    ck_assert_int_eq(info.source_tier, GF_IPC_TIER_HOST);
+    ck_assert_int_eq(info.source_tier, GF_TIER_HOST);
     infer_check(&w, &b, 3, 104, &info);
     ck_assert_uint_eq(info.flags & GF_IPC_RESULT_COLD, 0);
     /* LOAD again with the same content: accepted, idempotent */
-    load_ok(&w, a.key, a.manifest, a.path, GF_IPC_TIER_DEVICE, NULL);
+    load_ok(&w, a.key, a.manifest, a.path, GF_TIER_DEVICE, NULL);
     /* the same key with another manifest is refused */
     char msg[GF_IPC_MAX_MESSAGE + 1];
     ck_assert_uint_eq(load_model(&w, a.key, b.manifest, a.path, "", 2, NULL, msg, sizeof msg),
@@ -381,8 +381,8 @@ START_TEST(test_load_infer_unload)
     ck_assert_int_eq(gf_ipc_encode_unload(&w.out, id, &u, &e), GF_OK);
     send_or_fail(&w);
     ck_assert_uint_eq(expect_error(&w, id, NULL, 0), GF_ERR_NOT_FOUND);
-    load_ok(&w, a.key, a.manifest, a.path, GF_IPC_TIER_STORE, &la);
-    ck_assert_int_eq(la.tier, GF_IPC_TIER_STORE);
+    load_ok(&w, a.key, a.manifest, a.path, GF_TIER_STORE, &la);
+    ck_assert_int_eq(la.tier, GF_TIER_STORE);
     infer_check(&w, &a, 2, 105, &info);
     ck_assert_uint_eq(info.flags & GF_IPC_RESULT_COLD, GF_IPC_RESULT_COLD);
     free(x);
@@ -432,7 +432,7 @@ START_TEST(test_request_errors)
     a.m.max_batch = 256;
     free(a.manifest);
     a.manifest = gf_wh_mlp_manifest(&a.m, "fn1");
-    load_ok(&w, a.key, a.manifest, a.path, GF_IPC_TIER_DEVICE, NULL);
+    load_ok(&w, a.key, a.manifest, a.path, GF_TIER_DEVICE, NULL);
     char msg[GF_IPC_MAX_MESSAGE + 1];
     int64_t s_ok[2] = {2, 16}, s_bad[2] = {2, 15}, s_big[2] = {257, 16};
     uint64_t id = encode_infer_tensor(&w, a.key, "z", GF_DT_F32, 2, s_ok);
@@ -495,7 +495,7 @@ START_TEST(test_request_errors)
                       GF_ERR_NOT_FOUND);
     free(kind_bad);
     /* a failed LOAD leaves nothing behind: the key can be loaded properly */
-    load_ok(&w, "bad@1", a.manifest, a.path, GF_IPC_TIER_STORE, NULL);
+    load_ok(&w, "bad@1", a.manifest, a.path, GF_TIER_STORE, NULL);
 
     /* and the worker still serves correct answers */
     infer_check(&w, &a, 4, 9, NULL);
@@ -522,7 +522,7 @@ START_TEST(test_many_models_random_order)
     for (int i = 0; i < N; i++) {
         int64_t d[] = {64, 8192, 8};
         tmodel_make(&t[i], dir, i, 1000 + (uint64_t)i, 2, d, i % 2 == 1);
-        load_ok(&w, t[i].key, t[i].manifest, t[i].path, GF_IPC_TIER_STORE, NULL);
+        load_ok(&w, t[i].key, t[i].manifest, t[i].path, GF_TIER_STORE, NULL);
     }
     gf_test_rng rng;
     gf_test_rng_seed(&rng, 424242);
@@ -553,8 +553,8 @@ START_TEST(test_many_models_random_order)
             gf_ipc_frame_deinit(&f);
             if (info.flags & GF_IPC_RESULT_COLD) {
                 cold++;
-                from_host += info.source_tier == GF_IPC_TIER_HOST;
-                from_store += info.source_tier == GF_IPC_TIER_STORE;
+                from_host += info.source_tier == GF_TIER_HOST;
+                from_store += info.source_tier == GF_TIER_STORE;
             }
         }
         for (int k = 0; k < BURST; k++)
@@ -601,8 +601,8 @@ START_TEST(test_next_model_loads_during_compute)
     a.m.max_batch = 8192;
     free(a.manifest);
     a.manifest = gf_wh_mlp_manifest(&a.m, "fn1");
-    load_ok(&w, a.key, a.manifest, a.path, GF_IPC_TIER_STORE, NULL);
-    load_ok(&w, b.key, b.manifest, b.path, GF_IPC_TIER_STORE, NULL);
+    load_ok(&w, a.key, a.manifest, a.path, GF_TIER_STORE, NULL);
+    load_ok(&w, b.key, b.manifest, b.path, GF_TIER_STORE, NULL);
     int64_t batch_a = 8192; /* ~8.6 G multiply-adds: hundreds of ms */
     float *xa = random_input(&a, batch_a, 1), *xb = random_input(&b, 2, 2);
     uint64_t ida = encode_infer(&w, &a, xa, batch_a);
@@ -620,7 +620,7 @@ START_TEST(test_next_model_loads_during_compute)
         if (f.h.type == GF_IPC_EVENT) {
             gf_ipc_event ev;
             ck_assert_int_eq(gf_ipc_decode_event(&f, &ev, &e), GF_OK);
-            if (ev.kind == GF_IPC_EV_LOADED && ev.to == GF_IPC_TIER_DEVICE &&
+            if (ev.kind == GF_IPC_EV_LOADED && ev.to == GF_TIER_DEVICE &&
                 strcmp(ev.key, b.key) == 0) {
                 b_loaded = true;
                 b_loaded_before_a = !a_done;
@@ -670,7 +670,7 @@ START_TEST(test_sigkill_during_infer)
     int64_t d[] = {64, 16384, 4};
     tmodel a;
     tmodel_make(&a, dir, 1, 3, 2, d, false);
-    load_ok(&w, a.key, a.manifest, a.path, GF_IPC_TIER_STORE, NULL);
+    load_ok(&w, a.key, a.manifest, a.path, GF_TIER_STORE, NULL);
     float *x = random_input(&a, 1, 1);
     encode_infer(&w, &a, x, 1);
     send_or_fail(&w);
@@ -700,8 +700,8 @@ START_TEST(test_shutdown_drains)
     tmodel t[2];
     tmodel_make(&t[0], dir, 1, 5, 2, d1, false);
     tmodel_make(&t[1], dir, 2, 6, 2, d2, true);
-    load_ok(&w, t[0].key, t[0].manifest, t[0].path, GF_IPC_TIER_STORE, NULL);
-    load_ok(&w, t[1].key, t[1].manifest, t[1].path, GF_IPC_TIER_STORE, NULL);
+    load_ok(&w, t[0].key, t[0].manifest, t[0].path, GF_TIER_STORE, NULL);
+    load_ok(&w, t[1].key, t[1].manifest, t[1].path, GF_TIER_STORE, NULL);
     enum { N = 6 };
     float *x[N];
     uint64_t ids[N];

@@ -65,7 +65,7 @@ START_TEST(test_device_lost_fails_queued_work_and_exits)
     unsetenv("GPUFAAS_FAULTS");
     ck_assert_msg(st == GF_OK, "spawning the worker: %s (exit %d)", gf_err_msg(&e), w.status);
     gf_ipc_load l = {"lost@1", manifest, (uint32_t)strlen(manifest), weights, "",
-                     GF_IPC_TIER_DEVICE};
+                     GF_TIER_DEVICE};
     ck_assert_int_eq(gf_ipc_encode_load(&w.out, gf_wh_id(&w), &l, &e), GF_OK);
     ck_assert_int_eq(gf_wh_send(&w, &e), GF_OK);
     answer a;

@@ -41,7 +41,7 @@ static void fz_start(fuzz *z)
                                WAIT_MS, &e);
     ck_assert_msg(st == GF_OK, "spawn: %s", gf_err_msg(&e));
     gf_ipc_load l = {KEY,        z->manifest, (uint32_t)strlen(z->manifest),
-                     z->weights, "",          GF_IPC_TIER_DEVICE};
+                     z->weights, "",          GF_TIER_DEVICE};
     ck_assert_int_eq(gf_ipc_encode_load(&z->w.out, gf_wh_id(&z->w), &l, &e), GF_OK);
     ck_assert_int_eq(gf_wh_send(&z->w, &e), GF_OK);
     gf_ipc_frame f;
