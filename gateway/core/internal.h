@@ -61,7 +61,7 @@ typedef struct gw_placement {
     int tier;                /* GF_TIER_* it is in now (from EVENTs) */
     uint64_t load_id;        /* request id of the LOAD in flight */
     gw_batch *waiting;       /* batches waiting for LOADED */
-    double exec_us;          /* moving average of exec time per batch here */
+    double exec_us;          /* moving average (core/ema.h) of exec time per batch here */
     uint64_t hits;
 } gw_placement;
 
@@ -86,7 +86,7 @@ struct gw_version {
     bool in_ready_list;
     /* router (gw->lock) */
     gw_placement pl[GW_MAX_WORKERS];
-    double exec_us;          /* moving average over all workers */
+    double exec_us;          /* moving average (core/ema.h) over all workers */
 };
 
 struct gw_function {

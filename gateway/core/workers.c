@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/ema.h"
 #include "core/log.h"
 #include "gateway/core/internal.h"
 
@@ -373,8 +374,8 @@ static void on_result(gw_worker *w, const gf_ipc_frame *f)
     if (b != NULL && st == GF_OK) {
         gw_placement *pl = &b->v->pl[w->id];
         double ex = (double)r.exec_us;
-        pl->exec_us = pl->exec_us > 0 ? 0.8 * pl->exec_us + 0.2 * ex : ex;
-        b->v->exec_us = b->v->exec_us > 0 ? 0.8 * b->v->exec_us + 0.2 * ex : ex;
+        pl->exec_us = gf_ema(pl->exec_us, ex);
+        b->v->exec_us = gf_ema(b->v->exec_us, ex);
         pl->hits++;
         if (pl->tier < GF_TIER_DEVICE)
             pl->tier = GF_TIER_DEVICE; /* it ran there, so it is there now */

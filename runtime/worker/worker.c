@@ -8,6 +8,7 @@
  * a time on the socket) is taken with no other lock held.
  */
 #include "core/clock.h"
+#include "core/ema.h"
 #include "worker/worker.h"
 
 #include <errno.h>
@@ -54,7 +55,7 @@ typedef struct wmodel {
     int refs;              /* (L) the table, queued requests and admin jobs */
     int pending;           /* (L) INFER requests queued or running */
     uint64_t loaded_at_us; /* (L) when the last device load of it completed */
-    uint64_t exec_us;      /* (L) moving average of its function time, 0 = unknown */
+    double exec_us;        /* (L) moving average of its function time (core/ema.h), 0 = unknown */
     char *manifest_text;   /* as received, for comparing a repeated LOAD */
     size_t manifest_len;
     char *weights_path;
@@ -1071,7 +1072,7 @@ static void run_request(gf_worker *w, wreq *cur, gf_buf *b)
     device_lost(w, st, &err);
     if (st == GF_OK) {
         pthread_mutex_lock(&w->lock);
-        m->exec_us = m->exec_us == 0 ? timing.exec_us : (m->exec_us * 7 + timing.exec_us) / 8;
+        m->exec_us = gf_ema(m->exec_us, (double)timing.exec_us);
         pthread_mutex_unlock(&w->lock);
     }
 reply:;

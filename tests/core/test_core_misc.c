@@ -8,10 +8,12 @@
 
 #include "core/buf.h"
 #include "core/dtype.h"
+#include "core/ema.h"
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/tensor.h"
+#include "core/tier.h"
 #include "core/utf8.h"
 #include "testutil.h"
 
@@ -197,6 +199,39 @@ START_TEST(test_tensor)
 END_TEST
 
 /* GPUFAAS_FAULTS-style specs: every entry is checked before any is armed. */
+/* The execution-time average: the first sample is the average; later ones
+ * move it by GF_EMA_WEIGHT of the difference; it follows a new level. */
+START_TEST(test_ema)
+{
+    ck_assert(gf_ema(0, 100) == 100);
+    double a = gf_ema(100, 200);
+    ck_assert(a > 100 + 0.2 * 100 - 1e-9 && a < 100 + 0.2 * 100 + 1e-9);
+    for (int i = 0; i < 60; i++)
+        a = gf_ema(a, 50);
+    ck_assert(a > 49.99 && a < 50.01);
+}
+END_TEST
+
+/* Tier and policy names, what SQLite stores and the flags take. */
+START_TEST(test_tier_names)
+{
+    ck_assert_str_eq(gf_tier_name(GF_TIER_STORE), "store");
+    ck_assert_str_eq(gf_tier_name(GF_TIER_HOST), "host");
+    ck_assert_str_eq(gf_tier_name(GF_TIER_DEVICE), "device");
+    ck_assert_str_eq(gf_tier_name(GF_TIER_NONE), "none");
+    ck_assert(!gf_tier_valid(GF_TIER_NONE) && gf_tier_valid(GF_TIER_DEVICE) && !gf_tier_valid(3));
+    gf_evict_policy p;
+    gf_err e;
+    ck_assert_int_eq(gf_evict_policy_parse("GDS", &p, &e), GF_OK);
+    ck_assert_int_eq(p, GF_EVICT_GDS);
+    ck_assert_str_eq(gf_evict_policy_name(p), "gds");
+    ck_assert_int_eq(gf_evict_policy_parse("lru", &p, &e), GF_OK);
+    ck_assert_int_eq(p, GF_EVICT_LRU);
+    ck_assert_int_eq(gf_evict_policy_parse("fifo", &p, &e), GF_ERR_INVALID);
+    ck_assert_str_eq(e.msg, "'fifo' is not lru or gds");
+}
+END_TEST
+
 START_TEST(test_fault_spec)
 {
     gf_err err;
@@ -237,6 +272,8 @@ int main(void)
     tcase_add_test(tc, test_utf8);
     tcase_add_test(tc, test_tensor);
     tcase_add_test(tc, test_fault_spec);
+    tcase_add_test(tc, test_ema);
+    tcase_add_test(tc, test_tier_names);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
