@@ -42,46 +42,72 @@ enum {
     F_COUNT_
 };
 
+/* A flag's default, shown in --help and used when the flag is not given:
+ * the text, or a number from the gateway core's and the HTTP front's
+ * defaults (gateway.h, http.h), the one place those are written. */
+typedef enum { D_NONE, D_TEXT, D_SIZE, D_UINT } dflt_kind;
+
 static const struct {
     const char *name; /* without "--" */
     const char *env;
     const char *arg;  /* NULL: a switch (no value) */
-    const char *dflt; /* shown in --help; NULL = none */
+    dflt_kind dk;
+    const char *dtext; /* D_TEXT */
+    uint64_t dnum;     /* D_SIZE (bytes), D_UINT */
     const char *help;
 } gf_serve_flags[F_COUNT_] = {
-    [F_LISTEN] = {"listen", "GPUFAAS_LISTEN", "ADDR:PORT", "127.0.0.1:8080",
+    [F_LISTEN] = {"listen", "GPUFAAS_LISTEN", "ADDR:PORT", D_TEXT, GF_HTTP_DEFAULT_LISTEN, 0,
                   "address to serve HTTP on (port 0: any free port)"},
-    [F_STATE_DIR] = {"state-dir", "GPUFAAS_STATE_DIR", "DIR", "./var",
+    [F_STATE_DIR] = {"state-dir", "GPUFAAS_STATE_DIR", "DIR", D_TEXT, GF_GW_DEFAULT_STATE_DIR, 0,
                      "SQLite database and function store"},
-    [F_DEVICES] = {"devices", "GPUFAAS_DEVICES", "SPEC", "auto",
+    [F_DEVICES] = {"devices", "GPUFAAS_DEVICES", "SPEC", D_TEXT, GF_GW_DEFAULT_DEVICES, 0,
                    "auto | cpu:N | cuda:0,cuda:1 (one worker each)"},
-    [F_DEVICE_MEMORY] = {"device-memory", "GPUFAAS_DEVICE_MEMORY", "SIZE", NULL,
+    [F_DEVICE_MEMORY] = {"device-memory", "GPUFAAS_DEVICE_MEMORY", "SIZE", D_NONE, NULL, 0,
                          "device tier budget per worker (K/M/G, powers of 1024)"},
-    [F_HOST_MEMORY] = {"host-memory", "GPUFAAS_HOST_MEMORY", "SIZE", NULL,
+    [F_HOST_MEMORY] = {"host-memory", "GPUFAAS_HOST_MEMORY", "SIZE", D_NONE, NULL, 0,
                        "host tier budget per worker"},
-    [F_ADMIN_TOKEN] = {"admin-token", "GPUFAAS_ADMIN_TOKEN", "TOKEN", NULL,
+    [F_ADMIN_TOKEN] = {"admin-token", "GPUFAAS_ADMIN_TOKEN", "TOKEN", D_NONE, NULL, 0,
                        "bearer token for deploy/delete/load/unload (prefer the variable)"},
-    [F_ALLOW_NATIVE] = {"allow-native-functions", "GPUFAAS_ALLOW_NATIVE_FUNCTIONS", NULL, NULL,
-                        "allow plugin (shared object) function kinds"},
-    [F_MAX_BODY] = {"max-body", "GPUFAAS_MAX_BODY", "SIZE", "64M", "request body limit"},
-    [F_MAX_UPLOAD] = {"max-upload", "GPUFAAS_MAX_UPLOAD", "SIZE", "16G",
-                      "weights file limit for a deploy"},
-    [F_QUEUE_LIMIT] = {"queue-limit", "GPUFAAS_QUEUE_LIMIT", "N", "1024",
+    [F_ALLOW_NATIVE] = {"allow-native-functions", "GPUFAAS_ALLOW_NATIVE_FUNCTIONS", NULL, D_NONE,
+                        NULL, 0, "allow plugin (shared object) function kinds"},
+    [F_MAX_BODY] = {"max-body", "GPUFAAS_MAX_BODY", "SIZE", D_SIZE, NULL,
+                    GF_HTTP_DEFAULT_MAX_BODY, "request body limit"},
+    [F_MAX_UPLOAD] = {"max-upload", "GPUFAAS_MAX_UPLOAD", "SIZE", D_SIZE, NULL,
+                      GF_HTTP_DEFAULT_MAX_UPLOAD, "weights file limit for a deploy"},
+    [F_QUEUE_LIMIT] = {"queue-limit", "GPUFAAS_QUEUE_LIMIT", "N", D_UINT, NULL,
+                       GF_GW_DEFAULT_QUEUE_LIMIT,
                        "requests waiting per function version (429 beyond)"},
-    [F_POLICY] = {"policy", "GPUFAAS_POLICY", "lru|gds", "lru",
+    [F_POLICY] = {"policy", "GPUFAAS_POLICY", "lru|gds", D_TEXT, "lru", 0,
                   "device-tier eviction: LRU or GreedyDual-Size"},
-    [F_DRAIN_TIMEOUT] = {"drain-timeout", "GPUFAAS_DRAIN_TIMEOUT", "SECONDS", "10",
+    [F_DRAIN_TIMEOUT] = {"drain-timeout", "GPUFAAS_DRAIN_TIMEOUT", "SECONDS", D_UINT, NULL,
+                         GF_GW_DEFAULT_DRAIN_TIMEOUT_MS / 1000,
                          "on SIGTERM, how long in-flight requests may finish"},
-    [F_HTTP_THREADS] = {"http-threads", "GPUFAAS_HTTP_THREADS", "N", "2", "HTTP polling threads"},
-    [F_WORKER] = {"worker", "GPUFAAS_WORKER", "PATH", NULL,
+    [F_HTTP_THREADS] = {"http-threads", "GPUFAAS_HTTP_THREADS", "N", D_UINT, NULL,
+                        GF_HTTP_DEFAULT_THREADS, "HTTP polling threads"},
+    [F_WORKER] = {"worker", "GPUFAAS_WORKER", "PATH", D_NONE, NULL, 0,
                   "the gpufaas-worker program (default: found next to gpufaas)"},
-    [F_SHARED_STORE] = {"shared-store", "GPUFAAS_SHARED_STORE", "DIR", NULL,
+    [F_SHARED_STORE] = {"shared-store", "GPUFAAS_SHARED_STORE", "DIR", D_NONE, NULL, 0,
                         "a directory every node mounts (docs/cluster.md)"},
-    [F_SHARED_SCAN] = {"shared-store-scan", "GPUFAAS_SHARED_STORE_SCAN", "MS", "2000",
+    [F_SHARED_SCAN] = {"shared-store-scan", "GPUFAAS_SHARED_STORE_SCAN", "MS", D_UINT, NULL,
+                       GF_GW_DEFAULT_SHARED_SCAN_MS,
                        "how often to read the shared store for changes"},
-    [F_LOG_LEVEL] = {"log-level", "GPUFAAS_LOG_LEVEL", "LEVEL", "info",
+    [F_LOG_LEVEL] = {"log-level", "GPUFAAS_LOG_LEVEL", "LEVEL", D_TEXT, "info", 0,
                      "error | warn | info | debug | trace"},
 };
+
+/* The default of flag f as text (into buf), or NULL when it has none. */
+static const char *flag_default(int f, char *buf, size_t cap)
+{
+    switch (gf_serve_flags[f].dk) {
+    case D_TEXT: return gf_serve_flags[f].dtext;
+    case D_SIZE: return gf_size_format_exact(gf_serve_flags[f].dnum, buf, cap);
+    case D_UINT:
+        snprintf(buf, cap, "%llu", (unsigned long long)gf_serve_flags[f].dnum);
+        return buf;
+    case D_NONE: break;
+    }
+    return NULL;
+}
 
 static volatile sig_atomic_t gf_serve_signal;
 
@@ -102,8 +128,10 @@ static void serve_usage(FILE *out)
                  gf_serve_flags[i].arg != NULL ? " " : "",
                  gf_serve_flags[i].arg != NULL ? gf_serve_flags[i].arg : "");
         fprintf(out, "  %-34s %s", left, gf_serve_flags[i].help);
-        if (gf_serve_flags[i].dflt != NULL)
-            fprintf(out, " [%s]", gf_serve_flags[i].dflt);
+        char buf[32];
+        const char *d = flag_default(i, buf, sizeof buf);
+        if (d != NULL)
+            fprintf(out, " [%s]", d);
         fprintf(out, "\n  %-34s   $%s\n", "", gf_serve_flags[i].env);
     }
     fprintf(out, "\nSIGTERM or SIGINT drains in-flight requests, stops the workers and exits 0.\n");
@@ -182,9 +210,10 @@ int gf_cmd_serve(int argc, char **argv)
             return serve_bad(gf_serve_flags[f].name, "needs a value");
         }
     }
+    char dbuf[F_COUNT_][32];
     for (int i = 0; i < F_COUNT_; i++)
         if (val[i] == NULL)
-            val[i] = gf_serve_flags[i].dflt;
+            val[i] = flag_default(i, dbuf[i], sizeof dbuf[i]);
 
     gf_gw_config gc;
     memset(&gc, 0, sizeof gc);
@@ -194,7 +223,7 @@ int gf_cmd_serve(int argc, char **argv)
     uint64_t u;
     gf_log_level level = GF_LOG_DEFAULT;
     if (getenv("GPUFAAS_LOG_LEVEL") != NULL ||
-        val[F_LOG_LEVEL] != gf_serve_flags[F_LOG_LEVEL].dflt) {
+        val[F_LOG_LEVEL] != gf_serve_flags[F_LOG_LEVEL].dtext) {
         if (gf_log_level_parse(val[F_LOG_LEVEL], &level) != 0)
             return serve_bad("log-level", "expected error, warn, info, debug or trace");
     }

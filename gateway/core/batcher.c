@@ -189,7 +189,7 @@ static bool dispatch_now(gf_gw *gw, gw_req *q);
 gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err)
 {
     gw_version *v = q->v;
-    size_t limit = gw->cfg.queue_limit ? gw->cfg.queue_limit : 1024;
+    size_t limit = gw->cfg.queue_limit ? gw->cfg.queue_limit : GF_GW_DEFAULT_QUEUE_LIMIT;
     pthread_mutex_lock(&gw->qlock);
     /* A request that would not wait for batch-mates (no queue delay, or not
      * batchable), with nothing queued before it and no other request in

@@ -126,7 +126,7 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
     atomic_init(&gw->inflight_reqs, 0);
     gw->lock_fd = -1;
     gf_status st;
-    const char *sd = cfg->state_dir != NULL ? cfg->state_dir : "./var";
+    const char *sd = cfg->state_dir != NULL ? cfg->state_dir : GF_GW_DEFAULT_STATE_DIR;
     if ((st = make_dirs(sd, err)) != GF_OK) {
         gf_err_prefix(err, "cannot create the state directory %s", sd);
         goto fail;
@@ -165,7 +165,7 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
     gw->oneshot = (gf_oneshot_cfg){gw->worker_path, gw->cfg.allow_native, gw->cfg.plugins,
                                    gw->cfg.n_plugins, gw->cfg.validate_timeout_ms};
     if (cfg->n_plugins > 0 || cfg->devices == NULL || cfg->devices[0] == '\0' ||
-        strcmp(cfg->devices, "auto") == 0) {
+        strcmp(cfg->devices, GF_GW_DEFAULT_DEVICES) == 0) {
         if ((st = gf_oneshot_probe(&gw->oneshot, &gw->probe, err)) != GF_OK)
             goto fail;
     }
@@ -201,7 +201,8 @@ void gf_gw_shutdown(gf_gw *gw)
         return;
     gw->shut = true;
     atomic_store(&gw->stopping, true);
-    uint64_t timeout_us = (uint64_t)(gw->cfg.drain_timeout_ms ? gw->cfg.drain_timeout_ms : 10000) *
+    uint64_t timeout_us = (uint64_t)(gw->cfg.drain_timeout_ms ? gw->cfg.drain_timeout_ms
+                                                              : GF_GW_DEFAULT_DRAIN_TIMEOUT_MS) *
                           1000u;
     uint64_t deadline = gf_mono_us() + timeout_us;
     int left;

@@ -48,16 +48,25 @@ extern "C" {
 
 typedef struct gf_gw gf_gw;
 
+/* The defaults of gf_gw_config, the one place they are written: a zero (or
+ * NULL) field means its default, and gpufaas serve shows these in --help. */
+#define GF_GW_DEFAULT_STATE_DIR "./var"
+#define GF_GW_DEFAULT_DEVICES "auto"
+#define GF_GW_DEFAULT_QUEUE_LIMIT 1024
+#define GF_GW_DEFAULT_DRAIN_TIMEOUT_MS 10000
+#define GF_GW_DEFAULT_VALIDATE_TIMEOUT_MS 300000
+#define GF_GW_DEFAULT_SHARED_SCAN_MS 2000
+
 typedef struct gf_gw_config {
-    const char *state_dir;       /* default "./var" */
-    const char *devices;         /* "auto", "cpu:N", "cpu", "cuda:0,cuda:1" */
+    const char *state_dir;       /* NULL = GF_GW_DEFAULT_STATE_DIR */
+    const char *devices;         /* "auto", "cpu:N", "cpu", "cuda:0,cuda:1"; NULL = auto */
     uint64_t device_memory;      /* per worker, bytes; 0 = the worker's default */
     uint64_t host_memory;        /* per worker, bytes; 0 = the worker's default */
     const char *worker_path;     /* gpufaas-worker; NULL = next to the running binary */
     bool allow_native;           /* plugins (native function kinds) allowed */
-    size_t queue_limit;          /* requests waiting per function version (0 = 1024) */
+    size_t queue_limit;          /* requests waiting per function version (0 = default) */
     gf_evict_policy policy;      /* device-tier eviction policy of the workers */
-    uint32_t drain_timeout_ms;   /* SIGTERM: how long in-flight work may finish (0 = 10 s) */
+    uint32_t drain_timeout_ms;   /* SIGTERM: how long in-flight work may finish (0 = default) */
     uint64_t retention_rows;     /* invocation rows kept (0 = store default) */
     uint64_t retention_age_s;    /* invocation age kept (0 = store default) */
     uint64_t cpu_copy_bandwidth; /* benchmarks: cpu workers emulate a host-to-device link of
@@ -65,10 +74,10 @@ typedef struct gf_gw_config {
     const char *const *plugins;  /* shared objects of plugin kinds the workers may load
                                     (needs allow_native); may be NULL */
     size_t n_plugins;
-    uint32_t validate_timeout_ms; /* how long a deploy's validation may take (0 = 300 s) */
+    uint32_t validate_timeout_ms; /* how long a deploy's validation may take (0 = default) */
     const char *shared_store;    /* a directory every node mounts (docs/cluster.md); NULL =
                                     none: this node's catalog is its own */
-    uint32_t shared_scan_ms;     /* how often to read the store for changes (0 = 2 s) */
+    uint32_t shared_scan_ms;     /* how often to read the store for changes (0 = default) */
     int (*protocol_code)(gf_status st); /* the front end's code for a status (the HTTP
                                            front's table): recorded with each answer the
                                            core gives, never chosen by it; NULL = 0 */

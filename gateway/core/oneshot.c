@@ -23,12 +23,12 @@
 #include "core/log.h"
 #include "core/path.h"
 #include "functions/manifest.h"
+#include "gateway/core/gateway.h"
 #include "gf_config.h"
 #include "runtime/ipc.h"
 
 extern char **environ;
 
-#define ONESHOT_DEFAULT_TIMEOUT_MS 300000u
 #define ONESHOT_WORK_PREFIX "validate-"
 
 char *gf_worker_program_find(const char *configured)
@@ -107,7 +107,7 @@ static gf_status run_child(const char *const *argv, uint32_t timeout_ms, const c
         return gf_err_set(err, GF_ERR_IO, "%s: cannot run %s: %s", what, argv[0], strerror(rc));
     }
     uint64_t deadline = gf_mono_us() + (uint64_t)(timeout_ms ? timeout_ms
-                                                              : ONESHOT_DEFAULT_TIMEOUT_MS) * 1000u;
+                                                              : GF_GW_DEFAULT_VALIDATE_TIMEOUT_MS) * 1000u;
     gf_status st = GF_OK;
     bool eof = false, timed_out = false;
     char chunk[16384];
@@ -164,7 +164,7 @@ static gf_status run_child(const char *const *argv, uint32_t timeout_ms, const c
         return st;
     if (timed_out)
         return gf_err_set(err, GF_ERR_TIMEOUT, "%s took longer than %u s and was stopped", what,
-                          (timeout_ms ? timeout_ms : ONESHOT_DEFAULT_TIMEOUT_MS) / 1000u);
+                          (timeout_ms ? timeout_ms : GF_GW_DEFAULT_VALIDATE_TIMEOUT_MS) / 1000u);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != GF_WORKER_EXIT_OK) {
         char how[96];
         describe_exit(status, how, sizeof how);

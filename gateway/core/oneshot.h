@@ -41,7 +41,8 @@ typedef struct gf_oneshot_cfg {
     bool allow_native;           /* pass --allow-native-functions */
     const char *const *plugins;  /* shared objects of plugin kinds, or NULL */
     size_t n_plugins;
-    uint32_t timeout_ms;         /* deadline of one child (0 = 300 s); then SIGKILL */
+    uint32_t timeout_ms;         /* deadline of one child (0 = GF_GW_DEFAULT_VALIDATE_TIMEOUT_MS);
+                                    then SIGKILL */
 } gf_oneshot_cfg;
 
 /* What --probe found. */

@@ -708,7 +708,7 @@ gf_status gw_sync_start(gf_gw *gw, gf_err *err)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     }
     s->gw = gw;
-    s->scan_ms = gw->cfg.shared_scan_ms ? gw->cfg.shared_scan_ms : 2000;
+    s->scan_ms = gw->cfg.shared_scan_ms ? gw->cfg.shared_scan_ms : GF_GW_DEFAULT_SHARED_SCAN_MS;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->qlock, NULL);
     pthread_cond_init(&s->qcond, NULL);

@@ -810,7 +810,7 @@ static void *supervisor_main(void *arg)
 /* "auto", "cpu", "cpu:N", "cuda:0,cuda:1" -> the device of each worker. */
 static gf_status parse_devices(gf_gw *gw, const char *spec, gf_err *err)
 {
-    if (spec == NULL || spec[0] == '\0' || strcmp(spec, "auto") == 0) {
+    if (spec == NULL || spec[0] == '\0' || strcmp(spec, GF_GW_DEFAULT_DEVICES) == 0) {
         int n = gw->probe.cuda_devices; /* asked of gpufaas-worker --probe */
         if (n > GW_MAX_WORKERS)
             n = GW_MAX_WORKERS;

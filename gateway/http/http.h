@@ -26,18 +26,24 @@
 extern "C" {
 #endif
 
+/* The defaults of gf_http_config, the one place they are written: a zero (or
+ * NULL) field means its default, and gpufaas serve shows these in --help. */
+#define GF_HTTP_DEFAULT_LISTEN "127.0.0.1:8080"
 #define GF_HTTP_DEFAULT_MAX_BODY (64ull << 20)   /* bytes of an inference or JSON body */
 #define GF_HTTP_DEFAULT_MAX_UPLOAD (16ull << 30) /* bytes of a deployed weights file */
+#define GF_HTTP_DEFAULT_THREADS 2
+#define GF_HTTP_DEFAULT_CONN_TIMEOUT_S 60
+#define GF_HTTP_DEFAULT_MAX_CONNS 1024
 
 typedef struct gf_http_config {
     const char *listen;      /* "host:port", "[v6addr]:port", ":port" (all addresses);
-                                port 0 = any free port (see gf_http_port) */
+                                port 0 = any free port (see gf_http_port); NULL = default */
     uint64_t max_body;       /* request body limit, bytes (0 = GF_HTTP_DEFAULT_MAX_BODY) */
     uint64_t max_upload;     /* weights upload limit, bytes (0 = GF_HTTP_DEFAULT_MAX_UPLOAD) */
     const char *admin_token; /* NULL or "" = admin calls need no token */
-    unsigned threads;        /* polling threads (0 = 2) */
-    unsigned conn_timeout_s; /* idle connection timeout (0 = 60) */
-    unsigned max_conns;      /* open connections at most (0 = 1024) */
+    unsigned threads;        /* polling threads (0 = default) */
+    unsigned conn_timeout_s; /* idle connection timeout (0 = default) */
+    unsigned max_conns;      /* open connections at most (0 = default) */
 } gf_http_config;
 
 typedef struct gf_http gf_http;

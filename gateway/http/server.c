@@ -651,16 +651,16 @@ gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_
     if (h->cfg.max_upload == 0)
         h->cfg.max_upload = GF_HTTP_DEFAULT_MAX_UPLOAD;
     if (h->cfg.threads == 0)
-        h->cfg.threads = 2;
+        h->cfg.threads = GF_HTTP_DEFAULT_THREADS;
     if (h->cfg.conn_timeout_s == 0)
-        h->cfg.conn_timeout_s = 60;
+        h->cfg.conn_timeout_s = GF_HTTP_DEFAULT_CONN_TIMEOUT_S;
     if (h->cfg.max_conns == 0)
-        h->cfg.max_conns = 1024;
+        h->cfg.max_conns = GF_HTTP_DEFAULT_MAX_CONNS;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cond, NULL);
     atomic_init(&h->active, 0);
     atomic_init(&h->quiesced, false);
-    h->listen = strdup(cfg->listen != NULL ? cfg->listen : "127.0.0.1:8080");
+    h->listen = strdup(cfg->listen != NULL ? cfg->listen : GF_HTTP_DEFAULT_LISTEN);
     if (cfg->admin_token != NULL && cfg->admin_token[0] != '\0') {
         h->token = strdup(cfg->admin_token);
         h->token_len = h->token != NULL ? strlen(h->token) : 0;

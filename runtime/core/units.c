@@ -57,3 +57,19 @@ char *gf_size_format(uint64_t bytes, char *buf, size_t cap)
         snprintf(buf, cap, "%.1f %s", v, units[u]);
     return buf;
 }
+
+char *gf_size_format_exact(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+    uint64_t v = bytes;
+    while (v != 0 && v % 1024 == 0 && u < 3) {
+        v /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(buf, cap, "%llu", (unsigned long long)bytes);
+    else
+        snprintf(buf, cap, "%llu%c", (unsigned long long)v, units[u]);
+    return buf;
+}

@@ -26,6 +26,11 @@ gf_status gf_size_parse(const char *s, uint64_t *out, gf_err *err);
  * (always NUL-terminated). Returns buf. */
 char *gf_size_format(uint64_t bytes, char *buf, size_t cap);
 
+/* Write bytes as gf_size_parse reads it, in the largest unit that divides it
+ * exactly ("64M", "16G", "1500") into buf (always NUL-terminated): how a
+ * flag's default is shown. Returns buf. */
+char *gf_size_format_exact(uint64_t bytes, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

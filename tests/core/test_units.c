@@ -53,6 +53,17 @@ START_TEST(test_format_sizes)
     ck_assert_str_eq(gf_size_format(3ull << 40, b, sizeof b), "3 TiB");
     ck_assert_str_eq(gf_size_format(UINT64_MAX, b, sizeof b), "16 EiB");
     ck_assert_str_eq(gf_size_format(1ull << 30, b, 4), "1 G"); /* truncated, terminated */
+    /* the exact form reads back as it was */
+    static const uint64_t exact[] = {0, 1500, 1024, 64ull << 20, 16ull << 30, 3ull << 40,
+                                     5ull << 50, (64ull << 20) + 1024};
+    static const char *const text[] = {"0", "1500", "1K", "64M", "16G", "3T", "5120T",
+                                       "65537K"};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        ck_assert_str_eq(gf_size_format_exact(exact[i], b, sizeof b), text[i]);
+        uint64_t back;
+        ck_assert_int_eq(gf_size_parse(b, &back, NULL), GF_OK);
+        ck_assert_uint_eq(back, exact[i]);
+    }
 }
 END_TEST
 
