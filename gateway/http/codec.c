@@ -8,429 +8,24 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/json.h"
 #include "core/tensor.h"
 #include "core/utf8.h"
 #include "functions/manifest.h"
 
-/* ---- a small strict JSON scanner ----------------------------------------------
- *
- * Enough of RFC 8259 to walk a request without building a tree: strings are
- * decoded (escapes, surrogate pairs, UTF-8 validated), numbers follow the
- * grammar exactly, nesting is bounded. */
+/* The request is read with runtime/core's JSON lexer (core/json.h), the one
+ * grammar of the tree: values are walked in place, "data" straight into
+ * typed buffers, and nothing builds a tree. */
 
-typedef struct gf_js {
-    const char *s;    /* the JSON text (borrowed) */
-    size_t len;       /* its length */
-    size_t pos;       /* read position */
-    size_t depth;     /* arrays/objects currently open */
-    size_t max_depth; /* bound on depth */
-    gf_err *err;      /* where failures are described (may be NULL) */
-} gf_js;
-
-typedef struct gf_js_num {
-    double d;      /* nearest double, always set */
-    int64_t i;     /* exact value when fits_i64 */
-    uint64_t u;    /* exact value when fits_u64 */
-    bool integral; /* written without fraction or exponent */
-    bool fits_i64;
-    bool fits_u64;
-} gf_js_num;
-
-static gf_status js_fail(gf_js *j, const char *what)
-{
-    return gf_err_set(j->err, GF_ERR_FORMAT, "malformed JSON at byte %zu: %s", j->pos, what);
-}
-
-static gf_status js_nomem(gf_js *j)
+static gf_status js_nomem(gf_json_lexer *j)
 {
     return gf_err_set(j->err, GF_ERR_NOMEM, "out of memory while parsing the request");
-}
-
-static int js_peek(gf_js *j)
-{
-    while (j->pos < j->len) {
-        char c = j->s[j->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            return (unsigned char)c;
-        j->pos++;
-    }
-    return -1;
-}
-
-static bool js_eat(gf_js *j, char c)
-{
-    if (js_peek(j) == (unsigned char)c) {
-        j->pos++;
-        return true;
-    }
-    return false;
-}
-
-static gf_status js_enter(gf_js *j)
-{
-    if (j->depth >= j->max_depth)
-        return gf_err_set(j->err, GF_ERR_INVALID,
-                          "JSON nesting deeper than %zu levels at byte %zu", j->max_depth, j->pos);
-    j->depth++;
-    j->pos++; /* the '[' or '{' */
-    return GF_OK;
-}
-
-static int js_hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Four hex digits at pos (after "\u"). */
-static bool js_hex4(gf_js *j, uint32_t *out)
-{
-    if (j->len - j->pos < 4)
-        return false;
-    uint32_t v = 0;
-    for (int k = 0; k < 4; k++) {
-        int h = js_hex(j->s[j->pos + (size_t)k]);
-        if (h < 0)
-            return false;
-        v = v << 4 | (uint32_t)h;
-    }
-    j->pos += 4;
-    *out = v;
-    return true;
-}
-
-/* A string at the read position, decoded into out (reset first), or only
- * validated when out is NULL. */
-static gf_status js_string(gf_js *j, gf_buf *out)
-{
-    if (js_peek(j) != '"')
-        return js_fail(j, "expected a string");
-    j->pos++;
-    if (out != NULL)
-        gf_buf_reset(out);
-    size_t run = j->pos; /* start of bytes copied as they are */
-    while (j->pos < j->len) {
-        unsigned char c = (unsigned char)j->s[j->pos];
-        if (c == '"' || c == '\\') {
-            if (out != NULL && gf_buf_append(out, j->s + run, j->pos - run) != GF_OK)
-                return js_nomem(j);
-            j->pos++;
-            if (c == '"')
-                return GF_OK;
-            if (j->pos >= j->len)
-                break;
-            char e = j->s[j->pos++];
-            char one;
-            char enc[4];
-            size_t n = 1;
-            switch (e) {
-            case '"':
-                one = '"';
-                break;
-            case '\\':
-                one = '\\';
-                break;
-            case '/':
-                one = '/';
-                break;
-            case 'b':
-                one = '\b';
-                break;
-            case 'f':
-                one = '\f';
-                break;
-            case 'n':
-                one = '\n';
-                break;
-            case 'r':
-                one = '\r';
-                break;
-            case 't':
-                one = '\t';
-                break;
-            case 'u': {
-                uint32_t cp, lo;
-                if (!js_hex4(j, &cp))
-                    return js_fail(j, "bad \\u escape");
-                if (cp >= 0xDC00 && cp <= 0xDFFF)
-                    return js_fail(j, "lone low surrogate in \\u escape");
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    if (j->len - j->pos < 2 || j->s[j->pos] != '\\' || j->s[j->pos + 1] != 'u')
-                        return js_fail(j, "lone high surrogate in \\u escape");
-                    j->pos += 2;
-                    if (!js_hex4(j, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                        return js_fail(j, "bad low surrogate in \\u escape");
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                }
-                n = gf_utf8_encode(cp, enc);
-                break;
-            }
-            default:
-                j->pos--;
-                return js_fail(j, "unknown escape in a string");
-            }
-            if (out != NULL && gf_buf_append(out, e == 'u' ? enc : &one, n) != GF_OK)
-                return js_nomem(j);
-            run = j->pos;
-            continue;
-        }
-        if (c < 0x20)
-            return js_fail(j, "control character in a string");
-        if (c < 0x80) {
-            j->pos++;
-            continue;
-        }
-        size_t n = gf_utf8_seq_len(j->s + j->pos, j->len - j->pos);
-        if (n == 0)
-            return js_fail(j, "invalid UTF-8 in a string");
-        j->pos += n;
-    }
-    return js_fail(j, "unterminated string");
-}
-
-static bool js_digit(gf_js *j)
-{
-    return j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9';
-}
-
-static gf_status js_number(gf_js *j, gf_js_num *n)
-{
-    js_peek(j);
-    size_t start = j->pos;
-    bool neg = false;
-    if (j->pos < j->len && j->s[j->pos] == '-') {
-        neg = true;
-        j->pos++;
-    }
-    if (!js_digit(j))
-        return js_fail(j, "expected a number");
-    if (j->s[j->pos] == '0') {
-        j->pos++;
-        if (js_digit(j))
-            return js_fail(j, "leading zero in a number");
-    } else {
-        while (js_digit(j))
-            j->pos++;
-    }
-    size_t int_end = j->pos;
-    n->integral = true;
-    if (j->pos < j->len && j->s[j->pos] == '.') {
-        j->pos++;
-        if (!js_digit(j))
-            return js_fail(j, "digit expected after '.'");
-        while (js_digit(j))
-            j->pos++;
-        n->integral = false;
-    }
-    if (j->pos < j->len && (j->s[j->pos] == 'e' || j->s[j->pos] == 'E')) {
-        j->pos++;
-        if (j->pos < j->len && (j->s[j->pos] == '+' || j->s[j->pos] == '-'))
-            j->pos++;
-        if (!js_digit(j))
-            return js_fail(j, "digit expected in exponent");
-        while (js_digit(j))
-            j->pos++;
-        n->integral = false;
-    }
-    n->fits_i64 = n->fits_u64 = false;
-    if (n->integral) {
-        uint64_t u = 0;
-        bool ovf = false;
-        for (size_t k = start + (neg ? 1 : 0); k < int_end && !ovf; k++)
-            ovf = !gf_u64_mul(u, 10, &u) || !gf_u64_add(u, (uint64_t)(j->s[k] - '0'), &u);
-        if (!ovf && !neg) {
-            n->u = u;
-            n->fits_u64 = true;
-            if (u <= (uint64_t)INT64_MAX) {
-                n->i = (int64_t)u;
-                n->fits_i64 = true;
-            }
-            n->d = (double)u;
-            return GF_OK;
-        }
-        if (!ovf && u <= (uint64_t)INT64_MAX + 1) {
-            n->i = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
-            n->fits_i64 = true;
-            if (u == 0) {
-                n->u = 0;
-                n->fits_u64 = true;
-            }
-            n->d = u == 0 ? -0.0 : (double)n->i;
-            return GF_OK;
-        }
-    }
-    /* strtod needs a terminated copy; numbers are short, but do not trust it */
-    size_t nlen = j->pos - start;
-    char small[64];
-    char *p = nlen < sizeof small ? small : malloc(nlen + 1);
-    if (p == NULL)
-        return js_nomem(j);
-    memcpy(p, j->s + start, nlen);
-    p[nlen] = '\0';
-    n->d = strtod(p, NULL);
-    if (p != small)
-        free(p);
-    return GF_OK;
-}
-
-static gf_status js_literal(gf_js *j, const char *word)
-{
-    size_t n = strlen(word);
-    if (j->len - j->pos < n || memcmp(j->s + j->pos, word, n) != 0)
-        return js_fail(j, "expected a value");
-    j->pos += n;
-    return GF_OK;
-}
-
-/* Skip one value of any type, validating it. */
-static gf_status js_skip(gf_js *j)
-{
-    gf_status st;
-    int c = js_peek(j);
-    switch (c) {
-    case '{':
-        if ((st = js_enter(j)) != GF_OK)
-            return st;
-        if (!js_eat(j, '}')) {
-            do {
-                if ((st = js_string(j, NULL)) != GF_OK)
-                    return st;
-                if (!js_eat(j, ':'))
-                    return js_fail(j, "expected ':'");
-                if ((st = js_skip(j)) != GF_OK)
-                    return st;
-            } while (js_eat(j, ','));
-            if (!js_eat(j, '}'))
-                return js_fail(j, "expected ',' or '}'");
-        }
-        j->depth--;
-        return GF_OK;
-    case '[':
-        if ((st = js_enter(j)) != GF_OK)
-            return st;
-        if (!js_eat(j, ']')) {
-            do {
-                if ((st = js_skip(j)) != GF_OK)
-                    return st;
-            } while (js_eat(j, ','));
-            if (!js_eat(j, ']'))
-                return js_fail(j, "expected ',' or ']'");
-        }
-        j->depth--;
-        return GF_OK;
-    case '"':
-        return js_string(j, NULL);
-    case 't':
-        return js_literal(j, "true");
-    case 'f':
-        return js_literal(j, "false");
-    case 'n':
-        return js_literal(j, "null");
-    default: {
-        gf_js_num n;
-        if (c == '-' || (c >= '0' && c <= '9'))
-            return js_number(j, &n);
-        return js_fail(j, c < 0 ? "unexpected end of JSON" : "expected a value");
-    }
-    }
-}
-
-/* Iterate the members of an object: *first must be true on the first call.
- * Leaves the key in key and the position at the member's value; *done is set
- * at the closing brace. */
-static gf_status js_member(gf_js *j, bool *first, gf_buf *key, bool *done)
-{
-    gf_status st;
-    if (*first) {
-        if (js_peek(j) != '{')
-            return js_fail(j, "expected an object");
-        if ((st = js_enter(j)) != GF_OK)
-            return st;
-        *first = false;
-        if (js_eat(j, '}')) {
-            j->depth--;
-            *done = true;
-            return GF_OK;
-        }
-    } else {
-        if (js_eat(j, '}')) {
-            j->depth--;
-            *done = true;
-            return GF_OK;
-        }
-        if (!js_eat(j, ','))
-            return js_fail(j, "expected ',' or '}'");
-    }
-    if ((st = js_string(j, key)) != GF_OK)
-        return st;
-    if (!js_eat(j, ':'))
-        return js_fail(j, "expected ':'");
-    *done = false;
-    return GF_OK;
-}
-
-/* The same for array elements: leaves the position at the next element. */
-static gf_status js_element(gf_js *j, bool *first, bool *done)
-{
-    gf_status st;
-    if (*first) {
-        if (js_peek(j) != '[')
-            return js_fail(j, "expected an array");
-        if ((st = js_enter(j)) != GF_OK)
-            return st;
-        *first = false;
-        if (js_eat(j, ']')) {
-            j->depth--;
-            *done = true;
-            return GF_OK;
-        }
-        *done = false;
-        return GF_OK;
-    }
-    if (js_eat(j, ']')) {
-        j->depth--;
-        *done = true;
-        return GF_OK;
-    }
-    if (!js_eat(j, ','))
-        return js_fail(j, "expected ',' or ']'");
-    *done = false;
-    return GF_OK;
-}
-
-bool gf_codec_depth_ok(const char *s, size_t len, size_t max_depth)
-{
-    size_t depth = 0;
-    bool in_str = false;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (in_str) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max_depth)
-                return false;
-        } else if (c == ']' || c == '}') {
-            if (depth > 0)
-                depth--;
-        }
-    }
-    return true;
 }
 
 /* ---- the request ----------------------------------------------------------------- */
 
 typedef struct gf_parse_ctx {
-    gf_js j;
+    gf_json_lexer j;
     bool half_as_json;
     gf_buf key;      /* member names */
     gf_buf str;      /* string values */
@@ -478,13 +73,13 @@ static gf_status take_name(gf_parse_ctx *c, const char *what, char **out)
  * rejecting anything that cannot be a tensor element. */
 static gf_status scan_data(gf_parse_ctx *c, gf_input_acc *in, uint64_t *leaves)
 {
-    gf_js *j = &c->j;
-    int ch = js_peek(j);
+    gf_json_lexer *j = &c->j;
+    int ch = gf_json_lex_peek(j);
     if (ch == '[') {
         bool first = true, done;
         gf_status st;
         for (;;) {
-            if ((st = js_element(j, &first, &done)) != GF_OK)
+            if ((st = gf_json_lex_element(j, &first, &done)) != GF_OK)
                 return st;
             if (done)
                 return GF_OK;
@@ -499,7 +94,7 @@ static gf_status scan_data(gf_parse_ctx *c, gf_input_acc *in, uint64_t *leaves)
                           "booleans (BYTES is not supported)",
                           in->name != NULL ? in->name : "?", what, j->pos);
     }
-    gf_status st = js_skip(j);
+    gf_status st = gf_json_lex_skip(j);
     if (st == GF_OK)
         (*leaves)++;
     return st;
@@ -509,13 +104,13 @@ static gf_status scan_data(gf_parse_ctx *c, gf_input_acc *in, uint64_t *leaves)
  * elements of in->dtype), in row-major order. */
 static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, uint64_t *idx)
 {
-    gf_js *j = &c->j;
-    int ch = js_peek(j);
+    gf_json_lexer *j = &c->j;
+    int ch = gf_json_lex_peek(j);
     gf_status st;
     if (ch == '[') {
         bool first = true, done;
         for (;;) {
-            if ((st = js_element(j, &first, &done)) != GF_OK)
+            if ((st = gf_json_lex_element(j, &first, &done)) != GF_OK)
                 return st;
             if (done)
                 return GF_OK;
@@ -526,11 +121,11 @@ static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, u
     uint64_t k = (*idx)++;
     const char *dt = gf_dtype_kserve_name(in->dtype);
     if (in->dtype == GF_DT_BOOL) {
-        if (ch == 't' && js_literal(j, "true") == GF_OK) {
+        if (ch == 't' && gf_json_lex_literal(j, "true") == GF_OK) {
             ((uint8_t *)dst)[k] = 1;
             return GF_OK;
         }
-        if (ch == 'f' && js_literal(j, "false") == GF_OK) {
+        if (ch == 'f' && gf_json_lex_literal(j, "false") == GF_OK) {
             ((uint8_t *)dst)[k] = 0;
             return GF_OK;
         }
@@ -542,8 +137,8 @@ static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, u
         return gf_err_set(j->err, GF_ERR_INVALID,
                           "input '%s': element %" PRIu64 " of data is a boolean, expected %s",
                           in->name, k, dt);
-    gf_js_num n;
-    if ((st = js_number(j, &n)) != GF_OK)
+    gf_json_num n;
+    if ((st = gf_json_lex_number(j, &n)) != GF_OK)
         return st;
     bool ok = true;
     switch (in->dtype) {
@@ -560,42 +155,42 @@ static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, u
         ((uint16_t *)dst)[k] = gf_f32_to_bf16((float)n.d);
         break;
     case GF_DT_I8:
-        ok = n.fits_i64 && n.i >= INT8_MIN && n.i <= INT8_MAX;
+        ok = n.is_int && n.i >= INT8_MIN && n.i <= INT8_MAX;
         if (ok)
             ((int8_t *)dst)[k] = (int8_t)n.i;
         break;
     case GF_DT_I16:
-        ok = n.fits_i64 && n.i >= INT16_MIN && n.i <= INT16_MAX;
+        ok = n.is_int && n.i >= INT16_MIN && n.i <= INT16_MAX;
         if (ok)
             ((int16_t *)dst)[k] = (int16_t)n.i;
         break;
     case GF_DT_I32:
-        ok = n.fits_i64 && n.i >= INT32_MIN && n.i <= INT32_MAX;
+        ok = n.is_int && n.i >= INT32_MIN && n.i <= INT32_MAX;
         if (ok)
             ((int32_t *)dst)[k] = (int32_t)n.i;
         break;
     case GF_DT_I64:
-        ok = n.fits_i64;
+        ok = n.is_int;
         if (ok)
             ((int64_t *)dst)[k] = n.i;
         break;
     case GF_DT_U8:
-        ok = n.fits_u64 && n.u <= UINT8_MAX;
+        ok = n.is_uint && n.u <= UINT8_MAX;
         if (ok)
             ((uint8_t *)dst)[k] = (uint8_t)n.u;
         break;
     case GF_DT_U16:
-        ok = n.fits_u64 && n.u <= UINT16_MAX;
+        ok = n.is_uint && n.u <= UINT16_MAX;
         if (ok)
             ((uint16_t *)dst)[k] = (uint16_t)n.u;
         break;
     case GF_DT_U32:
-        ok = n.fits_u64 && n.u <= UINT32_MAX;
+        ok = n.is_uint && n.u <= UINT32_MAX;
         if (ok)
             ((uint32_t *)dst)[k] = (uint32_t)n.u;
         break;
     case GF_DT_U64:
-        ok = n.fits_u64;
+        ok = n.is_uint;
         if (ok)
             ((uint64_t *)dst)[k] = n.u;
         break;
@@ -612,24 +207,24 @@ static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, u
 
 static gf_status parse_shape(gf_parse_ctx *c, gf_input_acc *in)
 {
-    gf_js *j = &c->j;
+    gf_json_lexer *j = &c->j;
     bool first = true, done;
     gf_status st;
     in->rank = 0;
     for (;;) {
-        if ((st = js_element(j, &first, &done)) != GF_OK)
+        if ((st = gf_json_lex_element(j, &first, &done)) != GF_OK)
             return st;
         if (done)
             return GF_OK;
-        gf_js_num n;
-        int ch = js_peek(j);
+        gf_json_num n;
+        int ch = gf_json_lex_peek(j);
         if (ch != '-' && (ch < '0' || ch > '9'))
             return gf_err_set(j->err, GF_ERR_INVALID,
                               "input '%s': shape must be an array of integers",
                               in->name != NULL ? in->name : "?");
-        if ((st = js_number(j, &n)) != GF_OK)
+        if ((st = gf_json_lex_number(j, &n)) != GF_OK)
             return st;
-        if (!n.integral || !n.fits_i64 || n.i < 0)
+        if (!n.integral || !n.is_int || n.i < 0)
             return gf_err_set(j->err, GF_ERR_INVALID,
                               "input '%s': shape dimension %d (%.17g) is not a non-negative "
                               "integer",
@@ -647,28 +242,28 @@ static gf_status parse_shape(gf_parse_ctx *c, gf_input_acc *in)
 static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const char *name,
                                      gf_input_acc *in, int *binary)
 {
-    gf_js *j = &c->j;
+    gf_json_lexer *j = &c->j;
     bool first = true, done;
     gf_status st;
     for (;;) {
-        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+        if ((st = gf_json_lex_member(j, &first, &c->key, &done)) != GF_OK)
             return st;
         if (done)
             return GF_OK;
         if (in != NULL && key_is(&c->key, "binary_data_size")) {
-            gf_js_num n;
-            int ch = js_peek(j);
-            if ((ch != '-' && (ch < '0' || ch > '9')) || (st = js_number(j, &n)) != GF_OK ||
-                !n.integral || !n.fits_u64)
+            gf_json_num n;
+            int ch = gf_json_lex_peek(j);
+            if ((ch != '-' && (ch < '0' || ch > '9')) || (st = gf_json_lex_number(j, &n)) != GF_OK ||
+                !n.integral || !n.is_uint)
                 return gf_err_set(j->err, GF_ERR_INVALID,
                                   "%s '%s': binary_data_size must be a non-negative integer", what,
                                   name);
             in->has_bin = true;
             in->bin_size = n.u;
         } else if (binary != NULL && key_is(&c->key, "binary_data")) {
-            if (js_peek(j) == 't' && js_literal(j, "true") == GF_OK)
+            if (gf_json_lex_peek(j) == 't' && gf_json_lex_literal(j, "true") == GF_OK)
                 *binary = 1;
-            else if (js_peek(j) == 'f' && js_literal(j, "false") == GF_OK)
+            else if (gf_json_lex_peek(j) == 'f' && gf_json_lex_literal(j, "false") == GF_OK)
                 *binary = 0;
             else
                 return gf_err_set(j->err, GF_ERR_INVALID,
@@ -679,7 +274,7 @@ static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const ch
         } else if (key_is(&c->key, "classification")) {
             return gf_err_set(j->err, GF_ERR_UNSUPPORTED,
                               "%s '%s': the classification extension is not supported", what, name);
-        } else if ((st = js_skip(j)) != GF_OK) {
+        } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             return st;
         }
     }
@@ -687,7 +282,7 @@ static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const ch
 
 static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *out)
 {
-    gf_js *j = &c->j;
+    gf_json_lexer *j = &c->j;
     gf_err *err = j->err;
     if (in->name == NULL)
         return gf_err_set(err, GF_ERR_INVALID, "an input has no \"name\"");
@@ -780,18 +375,18 @@ static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *o
 
 static gf_status parse_input(gf_parse_ctx *c)
 {
-    gf_js *j = &c->j;
+    gf_json_lexer *j = &c->j;
     gf_input_acc in;
     memset(&in, 0, sizeof in);
     bool first = true, done;
     unsigned seen = 0;
     gf_status st;
-    if (js_peek(j) != '{') {
+    if (gf_json_lex_peek(j) != '{') {
         st = gf_err_set(j->err, GF_ERR_INVALID, "each entry of \"inputs\" must be an object");
         goto out;
     }
     for (;;) {
-        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+        if ((st = gf_json_lex_member(j, &first, &c->key, &done)) != GF_OK)
             goto out;
         if (done)
             break;
@@ -807,12 +402,12 @@ static gf_status parse_input(gf_parse_ctx *c)
         }
         seen |= bit;
         if (bit == 1u << 0 || bit == 1u << 1) {
-            if (js_peek(j) != '"') {
+            if (gf_json_lex_peek(j) != '"') {
                 st = gf_err_set(j->err, GF_ERR_INVALID, "input \"%s\" must be a string",
                                 c->key.data);
                 goto out;
             }
-            if ((st = js_string(j, &c->str)) != GF_OK)
+            if ((st = gf_json_lex_string(j, &c->str)) != GF_OK)
                 goto out;
             if (bit == 1u << 0) {
                 if ((st = take_name(c, "an input's name", &in.name)) != GF_OK)
@@ -829,7 +424,7 @@ static gf_status parse_input(gf_parse_ctx *c)
                 }
             }
         } else if (bit == 1u << 2) {
-            if (js_peek(j) != '[') {
+            if (gf_json_lex_peek(j) != '[') {
                 st = gf_err_set(j->err, GF_ERR_INVALID,
                                 "input '%s': shape must be an array of integers",
                                 in.name != NULL ? in.name : "?");
@@ -839,7 +434,7 @@ static gf_status parse_input(gf_parse_ctx *c)
                 goto out;
             in.has_shape = true;
         } else if (bit == 1u << 3) {
-            if (js_peek(j) != '{') {
+            if (gf_json_lex_peek(j) != '{') {
                 st = gf_err_set(j->err, GF_ERR_INVALID, "input '%s': parameters must be an object",
                                 in.name != NULL ? in.name : "?");
                 goto out;
@@ -848,13 +443,13 @@ static gf_status parse_input(gf_parse_ctx *c)
                                           NULL)) != GF_OK)
                 goto out;
         } else if (bit == 1u << 4) {
-            js_peek(j);
+            gf_json_lex_peek(j);
             in.has_data = true;
             in.data_pos = j->pos;
             in.data_depth = j->depth;
             if ((st = scan_data(c, &in, &in.leaves)) != GF_OK)
                 goto out;
-        } else if ((st = js_skip(j)) != GF_OK) {
+        } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             goto out;
         }
     }
@@ -872,34 +467,34 @@ out:
 
 static gf_status parse_output_sel(gf_parse_ctx *c)
 {
-    gf_js *j = &c->j;
+    gf_json_lexer *j = &c->j;
     gf_codec_output_sel sel = {NULL, -1};
     bool first = true, done;
     gf_status st;
-    if (js_peek(j) != '{')
+    if (gf_json_lex_peek(j) != '{')
         return gf_err_set(j->err, GF_ERR_INVALID, "each entry of \"outputs\" must be an object");
     for (;;) {
-        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+        if ((st = gf_json_lex_member(j, &first, &c->key, &done)) != GF_OK)
             goto fail;
         if (done)
             break;
         if (key_is(&c->key, "name")) {
-            if (sel.name != NULL || js_peek(j) != '"') {
+            if (sel.name != NULL || gf_json_lex_peek(j) != '"') {
                 st = gf_err_set(j->err, GF_ERR_INVALID, "an output's \"name\" must be one string");
                 goto fail;
             }
-            if ((st = js_string(j, &c->str)) != GF_OK ||
+            if ((st = gf_json_lex_string(j, &c->str)) != GF_OK ||
                 (st = take_name(c, "an output's name", &sel.name)) != GF_OK)
                 goto fail;
         } else if (key_is(&c->key, "parameters")) {
-            if (js_peek(j) != '{') {
+            if (gf_json_lex_peek(j) != '{') {
                 st = gf_err_set(j->err, GF_ERR_INVALID, "an output's parameters must be an object");
                 goto fail;
             }
             if ((st = parse_tensor_params(c, "output", sel.name != NULL ? sel.name : "?", NULL,
                                           &sel.binary)) != GF_OK)
                 goto fail;
-        } else if ((st = js_skip(j)) != GF_OK) {
+        } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             goto fail;
         }
     }
@@ -926,25 +521,25 @@ fail:
 
 static gf_status parse_request_params(gf_parse_ctx *c)
 {
-    gf_js *j = &c->j;
+    gf_json_lexer *j = &c->j;
     bool first = true, done;
     gf_status st;
-    if (js_peek(j) != '{')
+    if (gf_json_lex_peek(j) != '{')
         return gf_err_set(j->err, GF_ERR_INVALID, "\"parameters\" must be an object");
     for (;;) {
-        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+        if ((st = gf_json_lex_member(j, &first, &c->key, &done)) != GF_OK)
             return st;
         if (done)
             return GF_OK;
         if (key_is(&c->key, "binary_data_output")) {
-            if (js_peek(j) == 't' && js_literal(j, "true") == GF_OK)
+            if (gf_json_lex_peek(j) == 't' && gf_json_lex_literal(j, "true") == GF_OK)
                 c->r->binary_output = true;
-            else if (js_peek(j) == 'f' && js_literal(j, "false") == GF_OK)
+            else if (gf_json_lex_peek(j) == 'f' && gf_json_lex_literal(j, "false") == GF_OK)
                 c->r->binary_output = false;
             else
                 return gf_err_set(j->err, GF_ERR_INVALID,
                                   "parameter binary_data_output must be true or false");
-        } else if ((st = js_skip(j)) != GF_OK) {
+        } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             return st;
         }
     }
@@ -952,24 +547,24 @@ static gf_status parse_request_params(gf_parse_ctx *c)
 
 static gf_status parse_request(gf_parse_ctx *c)
 {
-    gf_js *j = &c->j;
+    gf_json_lexer *j = &c->j;
     bool first = true, done;
     unsigned seen = 0;
     gf_status st;
-    int c0 = js_peek(j);
+    int c0 = gf_json_lex_peek(j);
     if (c0 < 0)
-        return js_fail(j, "empty body; expected a JSON object");
+        return gf_json_lex_fail(j, "empty body; expected a JSON object");
     if (c0 != '{') {
         /* malformed, or well-formed but not an object: say which */
-        gf_status st0 = js_skip(j);
-        if (st0 == GF_OK && js_peek(j) >= 0)
-            st0 = js_fail(j, "unexpected data after the JSON value");
+        gf_status st0 = gf_json_lex_skip(j);
+        if (st0 == GF_OK && gf_json_lex_peek(j) >= 0)
+            st0 = gf_json_lex_fail(j, "unexpected data after the JSON value");
         return st0 != GF_OK
                    ? st0
                    : gf_err_set(j->err, GF_ERR_INVALID, "the request must be a JSON object");
     }
     for (;;) {
-        if ((st = js_member(j, &first, &c->key, &done)) != GF_OK)
+        if ((st = gf_json_lex_member(j, &first, &c->key, &done)) != GF_OK)
             return st;
         if (done)
             break;
@@ -982,9 +577,9 @@ static gf_status parse_request(gf_parse_ctx *c)
             return gf_err_set(j->err, GF_ERR_INVALID, "\"%s\" given twice", c->key.data);
         seen |= bit;
         if (bit == 1u << 0) {
-            if (js_peek(j) != '"')
+            if (gf_json_lex_peek(j) != '"')
                 return gf_err_set(j->err, GF_ERR_INVALID, "\"id\" must be a string");
-            if ((st = js_string(j, &c->str)) != GF_OK)
+            if ((st = gf_json_lex_string(j, &c->str)) != GF_OK)
                 return st;
             if (strlen(c->str.data) != c->str.len)
                 return gf_err_set(j->err, GF_ERR_INVALID, "\"id\" must not contain NUL");
@@ -996,23 +591,23 @@ static gf_status parse_request(gf_parse_ctx *c)
         } else if (bit == 1u << 2 || bit == 1u << 3) {
             bool is_in = bit == 1u << 2;
             bool afirst = true, adone;
-            if (js_peek(j) != '[')
+            if (gf_json_lex_peek(j) != '[')
                 return gf_err_set(j->err, GF_ERR_INVALID, "\"%s\" must be an array",
                                   is_in ? "inputs" : "outputs");
             for (;;) {
-                if ((st = js_element(j, &afirst, &adone)) != GF_OK)
+                if ((st = gf_json_lex_element(j, &afirst, &adone)) != GF_OK)
                     return st;
                 if (adone)
                     break;
                 if ((st = is_in ? parse_input(c) : parse_output_sel(c)) != GF_OK)
                     return st;
             }
-        } else if ((st = js_skip(j)) != GF_OK) {
+        } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             return st;
         }
     }
-    if (js_peek(j) >= 0)
-        return js_fail(j, "unexpected data after the JSON object");
+    if (gf_json_lex_peek(j) >= 0)
+        return gf_json_lex_fail(j, "unexpected data after the JSON object");
     if (c->r->n_inputs == 0)
         return gf_err_set(j->err, GF_ERR_INVALID, "the request has no inputs");
     if (c->bin != NULL && c->bin_used != c->bin_len)
@@ -1064,10 +659,9 @@ gf_status gf_codec_request_parse(const char *body, size_t len, const char *heade
     }
     gf_parse_ctx c;
     memset(&c, 0, sizeof c);
-    c.j.s = body;
-    c.j.len = json_len;
-    c.j.max_depth = opts != NULL && opts->max_depth != 0 ? opts->max_depth : GF_CODEC_MAX_DEPTH;
-    c.j.err = err;
+    gf_json_lexer_init(&c.j, body, json_len,
+                       opts != NULL && opts->max_depth != 0 ? opts->max_depth : GF_CODEC_MAX_DEPTH,
+                       err);
     c.half_as_json = opts != NULL && opts->half_as_json;
     c.bin = bin;
     c.bin_len = bin_len;

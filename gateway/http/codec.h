@@ -99,10 +99,6 @@ gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
 gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *req, gf_buf *out,
                              gf_err *err);
 
-/* True when the JSON text's arrays and objects nest at most max_depth deep
- * (strings skipped; nothing else checked). For bodies handed to jansson. */
-bool gf_codec_depth_ok(const char *s, size_t len, size_t max_depth);
-
 #ifdef __cplusplus
 }
 #endif

@@ -12,17 +12,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "functions/manifest.h"
 #include "gateway/http/http_impl.h"
 
 #define GF_SMALL_BODY_MAX (64u * 1024) /* admin JSON bodies (load, unload, index) */
 
-/* An optional small JSON object body (repository calls). Answers 4xx and
- * returns false when it is bad; *out is NULL for an empty body. */
-static bool small_json_body(gf_http_req *r, json_t **out)
+/* True when an object anywhere in v has a key twice. */
+static bool has_dup_keys(const gf_json *v)
 {
-    *out = NULL;
+    if (v->type == GF_JSON_OBJECT) {
+        if (gf_json_obj_find_dup(v) != -1)
+            return true;
+        for (size_t i = 0; i < v->u.obj.n; i++)
+            if (has_dup_keys(v->u.obj.m[i].value))
+                return true;
+    } else if (v->type == GF_JSON_ARRAY) {
+        for (size_t i = 0; i < v->u.arr.n; i++)
+            if (has_dup_keys(v->u.arr.items[i]))
+                return true;
+    }
+    return false;
+}
+
+/* An optional small JSON object body (repository calls), read with the
+ * tree's one grammar (core/json.h). Answers 4xx and returns false when it
+ * is bad; *doc is NULL for an empty body, else the caller frees it and *root
+ * is the object. */
+static bool small_json_body(gf_http_req *r, gf_json_doc **doc, const gf_json **root)
+{
+    *doc = NULL;
+    *root = NULL;
     size_t len = r->body.len;
     const char *s = r->body.data;
     while (len > 0 && (s[0] == ' ' || s[0] == '\n' || s[0] == '\r' || s[0] == '\t')) {
@@ -35,23 +56,23 @@ static bool small_json_body(gf_http_req *r, json_t **out)
         gf_http_fail(r, GF_ERR_TOO_LARGE, "request body larger than %u bytes", GF_SMALL_BODY_MAX);
         return false;
     }
-    if (!gf_codec_depth_ok(s, len, GF_CODEC_MAX_DEPTH)) {
-        gf_http_fail(r, GF_ERR_INVALID, "JSON nesting deeper than %d levels", GF_CODEC_MAX_DEPTH);
+    gf_err err;
+    gf_status st = gf_json_parse(s, len, GF_CODEC_MAX_DEPTH, doc, &err);
+    if (st != GF_OK) {
+        gf_http_fail(r, st, "%s", err.msg);
         return false;
     }
-    json_error_t je;
-    json_t *j = json_loadb(s, len, JSON_REJECT_DUPLICATES, &je);
-    if (j == NULL) {
-        gf_http_fail(r, GF_ERR_INVALID, "malformed JSON at line %d, column %d: %s", je.line,
-                     je.column, je.text);
+    const gf_json *j = gf_json_doc_root(*doc);
+    const char *bad = j->type != GF_JSON_OBJECT ? "the request body must be a JSON object"
+                    : has_dup_keys(j)           ? "the request body has a key twice"
+                                                : NULL;
+    if (bad != NULL) {
+        gf_json_doc_free(*doc);
+        *doc = NULL;
+        gf_http_fail(r, GF_ERR_INVALID, "%s", bad);
         return false;
     }
-    if (!json_is_object(j)) {
-        json_decref(j);
-        gf_http_fail(r, GF_ERR_INVALID, "the request body must be a JSON object");
-        return false;
-    }
-    *out = j;
+    *root = j;
     return true;
 }
 
@@ -213,19 +234,17 @@ static void h_v1_invoke(gf_http_req *r)
 
 static void h_repo_index(gf_http_req *r)
 {
-    json_t *body;
-    if (!small_json_body(r, &body))
+    gf_json_doc *doc;
+    const gf_json *body;
+    if (!small_json_body(r, &doc, &body))
         return;
-    bool ready_only = false;
-    if (body != NULL) {
-        json_t *ready = json_object_get(body, "ready");
-        if (ready != NULL && !json_is_boolean(ready)) {
-            json_decref(body);
-            gf_http_fail(r, GF_ERR_INVALID, "\"ready\" must be true or false");
-            return;
-        }
-        ready_only = ready != NULL && json_is_true(ready);
-        json_decref(body);
+    const gf_json *ready = gf_json_get(body, "ready");
+    bool ready_only = ready != NULL && ready->type == GF_JSON_BOOL && ready->u.b;
+    bool bad = ready != NULL && ready->type != GF_JSON_BOOL;
+    gf_json_doc_free(doc);
+    if (bad) {
+        gf_http_fail(r, GF_ERR_INVALID, "\"ready\" must be true or false");
+        return;
     }
     gf_buf b;
     gf_buf_init(&b);
@@ -255,10 +274,11 @@ static void finish_empty(gf_http_req *r)
 
 static void repo_call(gf_http_req *r, gf_http_fn job)
 {
-    json_t *body;
-    if (!small_json_body(r, &body))
+    gf_json_doc *doc;
+    const gf_json *body;
+    if (!small_json_body(r, &doc, &body))
         return;
-    json_decref(body); /* parameters (config, unload_dependents) do not apply */
+    gf_json_doc_free(doc); /* parameters (config, unload_dependents) do not apply */
     gf_http_async_begin(r, finish_empty);
     gf_http_run_admin(r, job);
 }
@@ -266,20 +286,21 @@ static void repo_call(gf_http_req *r, gf_http_fn job)
 /* gpufaas's extension: {"parameters": {"worker": N}} loads onto worker N. */
 static void h_repo_load(gf_http_req *r)
 {
-    json_t *body;
-    if (!small_json_body(r, &body))
+    gf_json_doc *doc;
+    const gf_json *body;
+    if (!small_json_body(r, &doc, &body))
         return;
-    json_t *w = json_object_get(json_object_get(body, "parameters"), "worker");
+    const gf_json *w = gf_json_get(gf_json_get(body, "parameters"), "worker");
     r->load_worker = -1;
-    if (w != NULL && (!json_is_integer(w) || json_integer_value(w) < 0 ||
-                      json_integer_value(w) > INT_MAX)) {
-        json_decref(body);
+    bool bad = w != NULL && (w->type != GF_JSON_NUMBER || !w->u.num.is_int || w->u.num.i < 0 ||
+                             w->u.num.i > INT_MAX);
+    if (w != NULL && !bad)
+        r->load_worker = (int)w->u.num.i;
+    gf_json_doc_free(doc);
+    if (bad) {
         gf_http_fail(r, GF_ERR_INVALID, "parameters.worker must be a worker id (an integer >= 0)");
         return;
     }
-    if (w != NULL)
-        r->load_worker = (int)json_integer_value(w);
-    json_decref(body);
     gf_http_async_begin(r, finish_empty);
     gf_http_run_admin(r, job_repo_load);
 }

@@ -1,4 +1,4 @@
-/* gpufaas — a strict JSON parser. */
+/* gpufaas — the JSON tree: built with the lexer (json_lex.c), read, written. */
 #include "core/json.h"
 
 #include <errno.h>
@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core/buf.h"
-#include "core/utf8.h"
 
 /* ---- arena ------------------------------------------------------------ */
 
@@ -58,30 +57,17 @@ const gf_json *gf_json_doc_root(const gf_json_doc *doc)
     return doc->root;
 }
 
-/* ---- parser ----------------------------------------------------------- */
+/* ---- the tree, read with the lexer ------------------------------------ */
 
 typedef struct {
-    const char *s;
-    size_t len, pos, max_depth;
+    gf_json_lexer l;
     gf_json_doc *doc;
-    gf_err *err;
+    gf_buf str;      /* a string as the lexer decodes it, before the arena */
 } gf_jp;
 
-static gf_status jp_fail(gf_jp *p, gf_status code, const char *what)
+static gf_status jp_nomem(gf_jp *p)
 {
-    if (code == GF_ERR_NOMEM)
-        return gf_err_set(p->err, code, "out of memory while parsing JSON");
-    return gf_err_set(p->err, code, "JSON: %s at byte %zu", what, p->pos);
-}
-
-static void jp_ws(gf_jp *p)
-{
-    while (p->pos < p->len) {
-        char c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            break;
-        p->pos++;
-    }
+    return gf_err_set(p->l.err, GF_ERR_NOMEM, "out of memory while parsing JSON");
 }
 
 static gf_json *jp_node(gf_jp *p, gf_json_type t, size_t offset)
@@ -95,380 +81,125 @@ static gf_json *jp_node(gf_jp *p, gf_json_type t, size_t offset)
     return v;
 }
 
-static int jp_hex4(const char *s, uint32_t *out)
+/* The string just read (in p->str), copied into the arena. */
+static gf_status jp_keep(gf_jp *p, const char **out, size_t *len)
 {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (uint32_t)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* Parse a string starting at the opening quote; decoded into the arena. */
-static gf_status jp_string(gf_jp *p, const char **out, size_t *out_len)
-{
-    size_t start = ++p->pos; /* past the quote */
-    /* first pass: find the end and validate, computing an upper bound */
-    size_t i = start;
-    while (1) {
-        if (i >= p->len) {
-            p->pos = i;
-            return jp_fail(p, GF_ERR_FORMAT, "unterminated string");
-        }
-        unsigned char c = (unsigned char)p->s[i];
-        if (c == '"')
-            break;
-        if (c < 0x20) {
-            p->pos = i;
-            return jp_fail(p, GF_ERR_FORMAT, "control character in string");
-        }
-        if (c == '\\') {
-            i += 2;
-            continue;
-        }
-        if (c >= 0x80) {
-            size_t n = gf_utf8_seq_len(p->s + i, p->len - i);
-            if (n == 0) {
-                p->pos = i;
-                return jp_fail(p, GF_ERR_FORMAT, "invalid UTF-8 in string");
-            }
-            i += n;
-            continue;
-        }
-        i++;
-    }
-    size_t end = i;
-    char *dst = gf_arena_alloc(p->doc, end - start + 1);
+    char *dst = gf_arena_alloc(p->doc, p->str.len + 1);
     if (dst == NULL)
-        return jp_fail(p, GF_ERR_NOMEM, NULL);
-    size_t o = 0;
-    for (i = start; i < end;) {
-        char c = p->s[i];
-        if (c != '\\') {
-            dst[o++] = c;
-            i++;
-            continue;
-        }
-        if (i + 1 >= end) {
-            p->pos = i;
-            return jp_fail(p, GF_ERR_FORMAT, "bad escape");
-        }
-        char e = p->s[i + 1];
-        i += 2;
-        switch (e) {
-        case '"': dst[o++] = '"'; break;
-        case '\\': dst[o++] = '\\'; break;
-        case '/': dst[o++] = '/'; break;
-        case 'b': dst[o++] = '\b'; break;
-        case 'f': dst[o++] = '\f'; break;
-        case 'n': dst[o++] = '\n'; break;
-        case 'r': dst[o++] = '\r'; break;
-        case 't': dst[o++] = '\t'; break;
-        case 'u': {
-            uint32_t cp;
-            if (end - i < 4 || jp_hex4(p->s + i, &cp) != 0) {
-                p->pos = i;
-                return jp_fail(p, GF_ERR_FORMAT, "bad \\u escape");
-            }
-            i += 4;
-            if (cp >= 0xdc00 && cp <= 0xdfff) {
-                p->pos = i;
-                return jp_fail(p, GF_ERR_FORMAT, "lone low surrogate in \\u escape");
-            }
-            if (cp >= 0xd800 && cp <= 0xdbff) {
-                uint32_t lo;
-                if (end - i < 6 || p->s[i] != '\\' || p->s[i + 1] != 'u' ||
-                    jp_hex4(p->s + i + 2, &lo) != 0 || lo < 0xdc00 || lo > 0xdfff) {
-                    p->pos = i;
-                    return jp_fail(p, GF_ERR_FORMAT, "lone high surrogate in \\u escape");
-                }
-                i += 6;
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            }
-            /* the encoding never exceeds the 6 escaped bytes it replaces */
-            o += gf_utf8_encode(cp, dst + o);
-            break;
-        }
-        default:
-            p->pos = i - 1;
-            return jp_fail(p, GF_ERR_FORMAT, "unknown escape");
-        }
-    }
-    dst[o] = '\0';
-    p->pos = end + 1;
+        return jp_nomem(p);
+    if (p->str.len > 0)
+        memcpy(dst, p->str.data, p->str.len);
+    dst[p->str.len] = '\0';
     *out = dst;
-    *out_len = o;
+    *len = p->str.len;
     return GF_OK;
 }
 
-static gf_status jp_number(gf_jp *p, gf_json *v)
+/* Grow a scratch list of n items of size sz to hold one more. */
+static gf_status jp_grow(gf_jp *p, void **list, size_t n, size_t *cap, size_t sz)
 {
-    size_t start = p->pos;
-    size_t i = start;
-    bool neg = false, integral = true;
-    if (i < p->len && p->s[i] == '-') {
-        neg = true;
-        i++;
-    }
-    if (i >= p->len || p->s[i] < '0' || p->s[i] > '9') {
-        p->pos = i;
-        return jp_fail(p, GF_ERR_FORMAT, "expected a digit");
-    }
-    size_t int_start = i;
-    if (p->s[i] == '0') {
-        i++;
-        if (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') {
-            p->pos = i;
-            return jp_fail(p, GF_ERR_FORMAT, "leading zero in number");
-        }
-    } else {
-        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9')
-            i++;
-    }
-    size_t int_end = i;
-    if (i < p->len && p->s[i] == '.') {
-        integral = false;
-        i++;
-        if (i >= p->len || p->s[i] < '0' || p->s[i] > '9') {
-            p->pos = i;
-            return jp_fail(p, GF_ERR_FORMAT, "expected a digit after '.'");
-        }
-        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9')
-            i++;
-    }
-    if (i < p->len && (p->s[i] == 'e' || p->s[i] == 'E')) {
-        integral = false;
-        i++;
-        if (i < p->len && (p->s[i] == '+' || p->s[i] == '-'))
-            i++;
-        if (i >= p->len || p->s[i] < '0' || p->s[i] > '9') {
-            p->pos = i;
-            return jp_fail(p, GF_ERR_FORMAT, "expected a digit in exponent");
-        }
-        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9')
-            i++;
-    }
-    size_t n = i - start;
-    char small[128];
-    char *tmp = n < sizeof small ? small : gf_arena_alloc(p->doc, n + 1);
-    if (tmp == NULL)
-        return jp_fail(p, GF_ERR_NOMEM, NULL);
-    memcpy(tmp, p->s + start, n);
-    tmp[n] = '\0';
-    v->u.num.d = strtod(tmp, NULL); /* overflow gives +-HUGE_VAL, acceptable */
-    if (integral) {
-        uint64_t u = 0;
-        bool fits = true;
-        for (size_t k = int_start; k < int_end; k++) {
-            uint64_t d = (uint64_t)(p->s[k] - '0');
-            if (u > (UINT64_MAX - d) / 10) {
-                fits = false;
-                break;
-            }
-            u = u * 10 + d;
-        }
-        if (fits) {
-            if (!neg) {
-                v->u.num.is_uint = true;
-                v->u.num.u = u;
-                if (u <= (uint64_t)INT64_MAX) {
-                    v->u.num.is_int = true;
-                    v->u.num.i = (int64_t)u;
-                }
-            } else if (u <= (uint64_t)INT64_MAX + 1u) {
-                v->u.num.is_int = true;
-                v->u.num.i = u == (uint64_t)INT64_MAX + 1u ? INT64_MIN : -(int64_t)u;
-                if (u == 0) { /* "-0" is the integer 0 */
-                    v->u.num.is_uint = true;
-                    v->u.num.u = 0;
-                }
-            }
-        }
-    }
-    p->pos = i;
+    if (n < *cap)
+        return GF_OK;
+    size_t c = *cap ? *cap * 2 : 8;
+    void *t = realloc(*list, c * sz);
+    if (t == NULL)
+        return jp_nomem(p);
+    *list = t;
+    *cap = c;
     return GF_OK;
 }
 
-static gf_status jp_value(gf_jp *p, size_t depth, gf_json **out);
+static gf_status jp_value(gf_jp *p, gf_json **out);
 
-static gf_status jp_array(gf_jp *p, size_t depth, gf_json *v)
+static gf_status jp_array(gf_jp *p, gf_json *v)
 {
-    p->pos++; /* '[' */
     size_t n = 0, cap = 0;
     gf_json **tmp = NULL;
-    gf_status st = GF_OK;
-    jp_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == ']') {
-        p->pos++;
-        return GF_OK;
-    }
-    while (1) {
+    bool first = true, done = false;
+    gf_status st;
+    while ((st = gf_json_lex_element(&p->l, &first, &done)) == GF_OK && !done) {
         gf_json *item;
-        st = jp_value(p, depth + 1, &item);
-        if (st != GF_OK)
-            goto out;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            gf_json **t = realloc(tmp, cap * sizeof *t);
-            if (t == NULL) {
-                st = jp_fail(p, GF_ERR_NOMEM, NULL);
-                goto out;
-            }
-            tmp = t;
-        }
-        tmp[n++] = item;
-        jp_ws(p);
-        if (p->pos < p->len && p->s[p->pos] == ',') {
-            p->pos++;
-            continue;
-        }
-        if (p->pos < p->len && p->s[p->pos] == ']') {
-            p->pos++;
+        if ((st = jp_value(p, &item)) != GF_OK ||
+            (st = jp_grow(p, (void **)&tmp, n, &cap, sizeof *tmp)) != GF_OK)
             break;
-        }
-        st = jp_fail(p, GF_ERR_FORMAT, "expected ',' or ']' in array");
-        goto out;
+        tmp[n++] = item;
     }
-    v->u.arr.items = gf_arena_alloc(p->doc, n * sizeof *tmp);
-    if (v->u.arr.items == NULL) {
-        st = jp_fail(p, GF_ERR_NOMEM, NULL);
-        goto out;
+    if (st == GF_OK && n > 0) {
+        v->u.arr.items = gf_arena_alloc(p->doc, n * sizeof *tmp);
+        if (v->u.arr.items == NULL)
+            st = jp_nomem(p);
+        else
+            memcpy(v->u.arr.items, tmp, n * sizeof *tmp);
+        v->u.arr.n = st == GF_OK ? n : 0;
     }
-    memcpy(v->u.arr.items, tmp, n * sizeof *tmp);
-    v->u.arr.n = n;
-out:
     free(tmp);
     return st;
 }
 
-static gf_status jp_object(gf_jp *p, size_t depth, gf_json *v)
+static gf_status jp_object(gf_jp *p, gf_json *v)
 {
-    p->pos++; /* '{' */
     size_t n = 0, cap = 0;
     gf_json_member *tmp = NULL;
-    gf_status st = GF_OK;
-    jp_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == '}') {
-        p->pos++;
-        return GF_OK;
-    }
-    while (1) {
-        jp_ws(p);
-        if (p->pos >= p->len || p->s[p->pos] != '"') {
-            st = jp_fail(p, GF_ERR_FORMAT, "expected a string key in object");
-            goto out;
-        }
+    bool first = true, done = false;
+    gf_status st;
+    while ((st = gf_json_lex_member(&p->l, &first, &p->str, &done)) == GF_OK && !done) {
         gf_json_member m;
-        st = jp_string(p, &m.key, &m.key_len);
-        if (st != GF_OK)
-            goto out;
-        jp_ws(p);
-        if (p->pos >= p->len || p->s[p->pos] != ':') {
-            st = jp_fail(p, GF_ERR_FORMAT, "expected ':' after object key");
-            goto out;
-        }
-        p->pos++;
-        st = jp_value(p, depth + 1, &m.value);
-        if (st != GF_OK)
-            goto out;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            gf_json_member *t = realloc(tmp, cap * sizeof *t);
-            if (t == NULL) {
-                st = jp_fail(p, GF_ERR_NOMEM, NULL);
-                goto out;
-            }
-            tmp = t;
-        }
-        tmp[n++] = m;
-        jp_ws(p);
-        if (p->pos < p->len && p->s[p->pos] == ',') {
-            p->pos++;
-            continue;
-        }
-        if (p->pos < p->len && p->s[p->pos] == '}') {
-            p->pos++;
+        if ((st = jp_keep(p, &m.key, &m.key_len)) != GF_OK ||
+            (st = jp_value(p, &m.value)) != GF_OK ||
+            (st = jp_grow(p, (void **)&tmp, n, &cap, sizeof *tmp)) != GF_OK)
             break;
-        }
-        st = jp_fail(p, GF_ERR_FORMAT, "expected ',' or '}' in object");
-        goto out;
+        tmp[n++] = m;
     }
-    v->u.obj.m = gf_arena_alloc(p->doc, n * sizeof *tmp);
-    if (v->u.obj.m == NULL) {
-        st = jp_fail(p, GF_ERR_NOMEM, NULL);
-        goto out;
+    if (st == GF_OK && n > 0) {
+        v->u.obj.m = gf_arena_alloc(p->doc, n * sizeof *tmp);
+        if (v->u.obj.m == NULL)
+            st = jp_nomem(p);
+        else
+            memcpy(v->u.obj.m, tmp, n * sizeof *tmp);
+        v->u.obj.n = st == GF_OK ? n : 0;
     }
-    memcpy(v->u.obj.m, tmp, n * sizeof *tmp);
-    v->u.obj.n = n;
-out:
     free(tmp);
     return st;
 }
 
-static gf_status jp_literal(gf_jp *p, const char *word)
+static gf_status jp_value(gf_jp *p, gf_json **out)
 {
-    size_t n = strlen(word);
-    if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0)
-        return jp_fail(p, GF_ERR_FORMAT, "invalid literal");
-    p->pos += n;
-    return GF_OK;
-}
-
-static gf_status jp_value(gf_jp *p, size_t depth, gf_json **out)
-{
-    jp_ws(p);
-    if (p->pos >= p->len)
-        return jp_fail(p, GF_ERR_FORMAT, "unexpected end of input");
-    char c = p->s[p->pos];
-    gf_json *v;
     gf_status st;
-    if ((c == '{' || c == '[') && depth > p->max_depth)
-        return jp_fail(p, GF_ERR_FORMAT, "nesting too deep");
-    switch (c) {
-    case '{':
-        if ((v = jp_node(p, GF_JSON_OBJECT, p->pos)) == NULL)
-            return jp_fail(p, GF_ERR_NOMEM, NULL);
-        st = jp_object(p, depth, v);
+    gf_json_type t = gf_json_lex_value_type(&p->l, &st);
+    if (st != GF_OK)
+        return st;
+    gf_json *v = jp_node(p, t, p->l.pos);
+    if (v == NULL)
+        return jp_nomem(p);
+    switch (t) {
+    case GF_JSON_OBJECT:
+        st = jp_object(p, v);
         break;
-    case '[':
-        if ((v = jp_node(p, GF_JSON_ARRAY, p->pos)) == NULL)
-            return jp_fail(p, GF_ERR_NOMEM, NULL);
-        st = jp_array(p, depth, v);
+    case GF_JSON_ARRAY:
+        st = jp_array(p, v);
         break;
-    case '"':
-        if ((v = jp_node(p, GF_JSON_STRING, p->pos)) == NULL)
-            return jp_fail(p, GF_ERR_NOMEM, NULL);
-        st = jp_string(p, &v->u.str.s, &v->u.str.len);
+    case GF_JSON_STRING:
+        if ((st = gf_json_lex_string(&p->l, &p->str)) == GF_OK)
+            st = jp_keep(p, &v->u.str.s, &v->u.str.len);
         break;
-    case 't':
-    case 'f':
-        if ((v = jp_node(p, GF_JSON_BOOL, p->pos)) == NULL)
-            return jp_fail(p, GF_ERR_NOMEM, NULL);
-        v->u.b = c == 't';
-        st = jp_literal(p, c == 't' ? "true" : "false");
+    case GF_JSON_BOOL:
+        v->u.b = p->l.s[p->l.pos] == 't';
+        st = gf_json_lex_literal(&p->l, v->u.b ? "true" : "false");
         break;
-    case 'n':
-        if ((v = jp_node(p, GF_JSON_NULL, p->pos)) == NULL)
-            return jp_fail(p, GF_ERR_NOMEM, NULL);
-        st = jp_literal(p, "null");
+    case GF_JSON_NULL:
+        st = gf_json_lex_literal(&p->l, "null");
         break;
-    default:
-        if (c != '-' && (c < '0' || c > '9'))
-            return jp_fail(p, GF_ERR_FORMAT, "unexpected character");
-        if ((v = jp_node(p, GF_JSON_NUMBER, p->pos)) == NULL)
-            return jp_fail(p, GF_ERR_NOMEM, NULL);
-        st = jp_number(p, v);
+    case GF_JSON_NUMBER: {
+        gf_json_num n;
+        if ((st = gf_json_lex_number(&p->l, &n)) == GF_OK) {
+            v->u.num.d = n.d;
+            v->u.num.i = n.i;
+            v->u.num.u = n.u;
+            v->u.num.is_int = n.is_int;
+            v->u.num.is_uint = n.is_uint;
+        }
         break;
+    }
     }
     if (st == GF_OK)
         *out = v;
@@ -482,16 +213,14 @@ gf_status gf_json_parse(const char *text, size_t len, size_t max_depth, gf_json_
     gf_json_doc *doc = calloc(1, sizeof *doc);
     if (doc == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory while parsing JSON");
-    gf_jp p = {.s = text, .len = len, .pos = 0,
-               .max_depth = max_depth ? max_depth : GF_JSON_DEFAULT_DEPTH,
-               .doc = doc, .err = err};
+    gf_jp p = {.doc = doc};
+    gf_json_lexer_init(&p.l, text, len, max_depth, err);
+    gf_buf_init(&p.str);
     gf_json *root;
-    gf_status st = jp_value(&p, 1, &root);
-    if (st == GF_OK) {
-        jp_ws(&p);
-        if (p.pos != p.len)
-            st = jp_fail(&p, GF_ERR_FORMAT, "trailing characters after the value");
-    }
+    gf_status st = jp_value(&p, &root);
+    if (st == GF_OK)
+        st = gf_json_lex_end(&p.l);
+    gf_buf_deinit(&p.str);
     if (st != GF_OK) {
         gf_json_doc_free(doc);
         return st;

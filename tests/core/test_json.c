@@ -121,7 +121,7 @@ START_TEST(test_rejects)
     char deep[300];
     memset(deep, '[', 200);
     memset(deep + 200, ']', 100);
-    parse_bad(deep, 300, "nesting too deep");
+    parse_bad(deep, 300, "nesting deeper than 64 levels");
 }
 END_TEST
 

@@ -106,7 +106,7 @@ END_TEST
 START_TEST(test_manifest_rejects)
 {
     parse_bad("[]", "must be a JSON object");
-    parse_bad("{", "manifest: JSON");
+    parse_bad("{", "manifest: malformed JSON");
     parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"colour\":1}", "unknown field \"colour\"");
     parse_bad("{\"kind\":\"mlp\"," IO_OK "}", "missing field \"name\"");
     parse_bad("{\"name\":\"a\"," IO_OK "}", "missing field \"kind\"");
