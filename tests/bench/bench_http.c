@@ -304,17 +304,17 @@ static pid_t worker_pid(const char *url)
 }
 
 /* The sample answer holds the model's outputs for x. */
-static bool sample_correct(const char *body, const gf_wh_mlp *m, const float *x)
+static bool sample_correct(const char *body, const gf_test_mlp *m, const float *x)
 {
     float ref[OUT], got[OUT];
-    gf_wh_mlp_ref(m, x, 1, ref);
+    gf_test_mlp_ref_f32(m, x, 1, ref);
     json_t *j = json_loads(body, 0, NULL);
     json_t *d = json_object_get(json_array_get(json_object_get(j, "outputs"), 0), "data");
     bool ok = json_array_size(d) == OUT;
     for (size_t i = 0; ok && i < OUT; i++)
         got[i] = (float)json_number_value(json_array_get(d, i));
     json_decref(j);
-    return ok && gf_wh_max_rel_err(got, ref, OUT) < 1e-4;
+    return ok && gf_test_max_rel_err(got, ref, OUT) < 1e-4;
 }
 
 int main(int argc, char **argv)
@@ -334,17 +334,17 @@ int main(int argc, char **argv)
     char dir[] = "/tmp/gfbenchhttp.XXXXXX";
     if (mkdtemp(dir) == NULL)
         die("mkdtemp failed");
-    gf_wh_mlp m;
+    gf_test_mlp m;
     int64_t dims[] = {IN, 32, OUT};
-    gf_wh_mlp_make(&m, 1, 2, dims, false, 64);
+    gf_test_mlp_make(&m, 1, 2, dims, false, 64);
     char weights[96], manifest[96];
     snprintf(weights, sizeof weights, "%s/tiny.safetensors", dir);
     snprintf(manifest, sizeof manifest, "%s/tiny.json", dir);
     gf_err e;
-    if (gf_wh_mlp_write(&m, weights, &e) != GF_OK)
+    if (gf_test_mlp_write(&m, weights, GF_DT_F32, &e) != GF_OK)
         die("writing the model failed");
     /* the harness's manifest, answering at once instead of waiting for a batch */
-    char *mtext = gf_wh_mlp_manifest(&m, "tiny");
+    char *mtext = gf_test_mlp_manifest(&m, "tiny");
     json_t *mj = json_loads(mtext, 0, NULL);
     free(mtext);
     json_object_set_new(mj, "max_queue_delay_us", json_integer(0));
@@ -437,7 +437,7 @@ int main(int argc, char **argv)
     }
     curl_global_cleanup();
     free(g.lat);
-    gf_wh_mlp_free(&m);
+    gf_test_mlp_free(&m);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

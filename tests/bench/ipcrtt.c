@@ -114,10 +114,10 @@ int gf_ipcrtt_run(const char *device, const char *worker_exe, int warmup, int ro
     int rc = 1;
     bool spawned = false;
     gf_wh w;
-    gf_wh_mlp m;
+    gf_test_mlp m;
     int64_t dims[] = {16, 32, 4};
-    gf_wh_mlp_make(&m, 1, 2, dims, false, 8);
-    char *manifest = gf_wh_mlp_manifest(&m, "tiny");
+    gf_test_mlp_make(&m, 1, 2, dims, false, 8);
+    char *manifest = gf_test_mlp_manifest(&m, "tiny");
     double *lat = malloc(sizeof(double) * (size_t)rounds);
     double *ping = malloc(sizeof(double) * (size_t)rounds);
     char dir[] = "/tmp/gfipcrtt.XXXXXX", weights[64] = "";
@@ -129,7 +129,7 @@ int gf_ipcrtt_run(const char *device, const char *worker_exe, int warmup, int ro
     snprintf(weights, sizeof weights, "%s/tiny.safetensors", dir);
     gf_err e;
     gf_err_clear(&e);
-    if (gf_wh_mlp_write(&m, weights, &e) != GF_OK) {
+    if (gf_test_mlp_write(&m, weights, GF_DT_F32, &e) != GF_OK) {
         fprintf(stderr, "ipcrtt: writing the model: %s\n", gf_err_msg(&e));
         goto done;
     }
@@ -175,7 +175,7 @@ done:
     free(lat);
     free(ping);
     free(manifest);
-    gf_wh_mlp_free(&m);
+    gf_test_mlp_free(&m);
     if (weights[0] != '\0') {
         unlink(weights);
         char derived[96];

@@ -15,6 +15,7 @@
 #include "core/fault.h"
 #include "core/tensor.h"
 #include "functions/runtime.h"
+#include "mlp.h"
 #include "testutil.h"
 
 #define PAGE ((size_t)64 << 10)
@@ -178,114 +179,14 @@ END_TEST
 
 /* ---- mlp ---- */
 
-typedef struct {
-    int layers;
-    int64_t dims[4]; /* dims[0] = in, dims[i+1] = out of layer i */
-    float *w[3], *b[3];
-} mlp_ref;
-
-static void mlp_make(mlp_ref *r, gf_test_rng *rng, int layers, const int64_t *dims)
+/* Write m in dtype (gf_test_mlp, tests/common/mlp.h) into the test's
+ * directory. */
+static char *mlp_write(const gf_test_mlp *m, gf_dtype dt, const char *file)
 {
-    r->layers = layers;
-    for (int i = 0; i <= layers; i++)
-        r->dims[i] = dims[i];
-    for (int i = 0; i < layers; i++) {
-        int64_t n = dims[i] * dims[i + 1];
-        r->w[i] = malloc((size_t)n * sizeof(float));
-        r->b[i] = malloc((size_t)dims[i + 1] * sizeof(float));
-        for (int64_t k = 0; k < n; k++)
-            r->w[i][k] = gf_test_rng_float(rng, -0.5f, 0.5f);
-        for (int64_t k = 0; k < dims[i + 1]; k++)
-            r->b[i][k] = gf_test_rng_float(rng, -0.2f, 0.2f);
-    }
-}
-
-static void mlp_release(mlp_ref *r)
-{
-    for (int i = 0; i < r->layers; i++) {
-        free(r->w[i]);
-        free(r->b[i]);
-    }
-}
-
-/* Write r with weights in dtype (Linear layers at Sequential indices 0,2,4). */
-static char *mlp_write(const mlp_ref *r, gf_dtype dt, const char *file)
-{
-    gf_st_wtensor ts[6];
-    char names[6][16];
-    int64_t shapes[6][2];
-    void *bufs[6];
-    int n = 0;
-    for (int i = 0; i < r->layers; i++) {
-        for (int part = 0; part < 2; part++) {
-            int64_t numel = part == 0 ? r->dims[i] * r->dims[i + 1] : r->dims[i + 1];
-            const float *src = part == 0 ? r->w[i] : r->b[i];
-            bufs[n] = malloc((size_t)numel * 4);
-            if (dt == GF_DT_F32)
-                memcpy(bufs[n], src, (size_t)numel * 4);
-            else if (dt == GF_DT_F16)
-                gf_f32_to_f16_n(bufs[n], src, (size_t)numel);
-            else
-                gf_f32_to_bf16_n(bufs[n], src, (size_t)numel);
-            snprintf(names[n], sizeof names[n], "%d.%s", 2 * i, part == 0 ? "weight" : "bias");
-            shapes[n][0] = part == 0 ? r->dims[i + 1] : r->dims[i + 1];
-            shapes[n][1] = r->dims[i];
-            ts[n] = (gf_st_wtensor){names[n], dt, part == 0 ? 2 : 1, shapes[n], bufs[n]};
-            n++;
-        }
-    }
     char *path = gf_test_path(tmpdir, file);
     gf_err err;
-    ck_assert_msg(gf_st_write(path, ts, (size_t)n, NULL, 0, &err) == GF_OK, "%s", err.msg);
-    for (int i = 0; i < n; i++)
-        free(bufs[i]);
+    ck_assert_msg(gf_test_mlp_write(m, path, dt, &err) == GF_OK, "%s", err.msg);
     return path;
-}
-
-static float round_dt(float v, gf_dtype dt)
-{
-    return dt == GF_DT_F16 ? gf_f16_to_f32(gf_f32_to_f16(v))
-         : dt == GF_DT_BF16 ? gf_bf16_to_f32(gf_f32_to_bf16(v)) : v;
-}
-
-/* relu hidden layers, identity last, optional softmax; in double, with the
- * weights rounded to dt as stored */
-static void mlp_reference(const mlp_ref *r, gf_dtype dt, const float *x, int64_t n, bool softmax,
-                          double *y)
-{
-    double *cur = malloc((size_t)(n * 64) * sizeof *cur), *nxt = malloc((size_t)(n * 64) * sizeof *nxt);
-    for (int64_t i = 0; i < n * r->dims[0]; i++)
-        cur[i] = x[i];
-    for (int l = 0; l < r->layers; l++) {
-        int64_t in = r->dims[l], out = r->dims[l + 1];
-        for (int64_t s = 0; s < n; s++) {
-            for (int64_t o = 0; o < out; o++) {
-                double acc = round_dt(r->b[l][o], dt);
-                for (int64_t i = 0; i < in; i++)
-                    acc += cur[s * in + i] * round_dt(r->w[l][o * in + i], dt);
-                nxt[s * out + o] = l + 1 < r->layers && acc < 0 ? 0 : acc;
-            }
-        }
-        double *t = cur;
-        cur = nxt;
-        nxt = t;
-    }
-    int64_t out = r->dims[r->layers];
-    for (int64_t s = 0; s < n; s++) {
-        if (softmax) {
-            double mx = -INFINITY, sum = 0;
-            for (int64_t o = 0; o < out; o++)
-                mx = fmax(mx, cur[s * out + o]);
-            for (int64_t o = 0; o < out; o++)
-                sum += exp(cur[s * out + o] - mx);
-            for (int64_t o = 0; o < out; o++)
-                cur[s * out + o] = exp(cur[s * out + o] - mx) / sum;
-        }
-        for (int64_t o = 0; o < out; o++)
-            y[s * out + o] = cur[s * out + o];
-    }
-    free(cur);
-    free(nxt);
 }
 
 typedef struct {
@@ -342,9 +243,9 @@ static void check_mlp(gf_dtype dt, int64_t batch, bool softmax, double tol)
 {
     gf_test_rng rng;
     gf_test_rng_seed(&rng, 77 + (uint64_t)dt);
-    mlp_ref ref;
+    gf_test_mlp ref;
     int64_t dims[4] = {13, 32, 17, 5};
-    mlp_make(&ref, &rng, 3, dims);
+    gf_test_mlp_make(&ref, 77 + (uint64_t)dt, 3, dims, softmax, 8);
     char *w = mlp_write(&ref, dt, "mlp.safetensors");
     char json[512];
     snprintf(json, sizeof json,
@@ -369,7 +270,7 @@ static void check_mlp(gf_dtype dt, int64_t batch, bool softmax, double tol)
     ck_assert_int_eq(out.t[0].shape[0], batch);
     ck_assert_int_eq(out.t[0].shape[1], 5);
     double *want = malloc((size_t)(batch * 5) * sizeof *want);
-    mlp_reference(&ref, dt, x, batch, softmax, want);
+    gf_test_mlp_ref(&ref, dt, x, batch, want);
     for (int64_t i = 0; i < batch * 5; i++) {
         float got = ((float *)out.t[0].data)[i];
         ck_assert_msg(fabs(got - want[i]) <= tol * (1 + fabs(want[i])),
@@ -378,7 +279,7 @@ static void check_mlp(gf_dtype dt, int64_t batch, bool softmax, double tol)
     gf_fn_outputs_free(&out);
     rt_close(&r);
     gf_manifest_free(mf);
-    mlp_release(&ref);
+    gf_test_mlp_free(&ref);
     free(want);
     free(x);
     free(w);
@@ -399,11 +300,9 @@ END_TEST
 
 START_TEST(test_mlp_validation_errors)
 {
-    gf_test_rng rng;
-    gf_test_rng_seed(&rng, 5);
-    mlp_ref ref;
+    gf_test_mlp ref;
     int64_t dims[3] = {4, 6, 3};
-    mlp_make(&ref, &rng, 2, dims);
+    gf_test_mlp_make(&ref, 5, 2, dims, false, 4);
     char *w = mlp_write(&ref, GF_DT_F32, "v.safetensors");
     const gf_fn_kind *kind = gf_fn_kind_find("mlp");
     gf_err err;
@@ -455,7 +354,7 @@ START_TEST(test_mlp_validation_errors)
     ck_assert_int_eq(gf_fn_validate(kind, mf, w2, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "no Linear layer"), "%s", err.msg);
     gf_manifest_free(mf);
-    mlp_release(&ref);
+    gf_test_mlp_free(&ref);
     free(w);
     free(w2);
 }
@@ -465,9 +364,9 @@ START_TEST(test_infer_input_errors_and_workspace_eviction)
 {
     gf_test_rng rng;
     gf_test_rng_seed(&rng, 9);
-    mlp_ref ref;
+    gf_test_mlp ref;
     int64_t dims[3] = {64, 64, 8};
-    mlp_make(&ref, &rng, 2, dims);
+    gf_test_mlp_make(&ref, 9, 2, dims, false, 8);
     char *w = mlp_write(&ref, GF_DT_F32, "ws.safetensors");
     gf_manifest *mf = parse("{\"name\":\"ws\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\","
                             "\"datatype\":\"FP32\",\"shape\":[-1,64]}],\"outputs\":[{\"name\":"
@@ -529,7 +428,7 @@ START_TEST(test_infer_input_errors_and_workspace_eviction)
     ck_assert_uint_eq(used, st.device_model_bytes); /* nothing leaked on the device */
     rt_close(&r);
     gf_manifest_free(mf);
-    mlp_release(&ref);
+    gf_test_mlp_free(&ref);
     free(x);
     free(w);
     free(bigpath);

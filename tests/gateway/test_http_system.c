@@ -75,7 +75,7 @@ static void start(const char *devices, const char *device_memory)
 
 typedef struct model {
     char name[32];
-    gf_wh_mlp m;
+    gf_test_mlp m;
     char *weights;  /* path of its safetensors file */
     char *manifest; /* path of its manifest */
 } model;
@@ -86,15 +86,15 @@ static void model_make(model *f, const char *name, int tag, uint64_t seed, int64
 {
     snprintf(f->name, sizeof f->name, "%s", name);
     int64_t dims[] = {IN, hidden, OUT};
-    gf_wh_mlp_make(&f->m, seed, 2, dims, false, MAX_BATCH);
+    gf_test_mlp_make(&f->m, seed, 2, dims, false, MAX_BATCH);
     char file[96];
     snprintf(file, sizeof file, "%s-%d.safetensors", name, tag);
     f->weights = gf_test_path(test_dir, file);
     gf_err err;
-    ck_assert_msg(gf_wh_mlp_write(&f->m, f->weights, &err) == GF_OK, "%s", gf_err_msg(&err));
+    ck_assert_msg(gf_test_mlp_write(&f->m, f->weights, GF_DT_F32, &err) == GF_OK, "%s", gf_err_msg(&err));
     /* the harness's manifest, without its fixed version (each deploy gets the
      * next one) and with a short batching delay */
-    char *text = gf_wh_mlp_manifest(&f->m, name);
+    char *text = gf_test_mlp_manifest(&f->m, name);
     json_t *j = json_loads(text, 0, NULL);
     ck_assert_ptr_nonnull(j);
     json_object_del(j, "version");
@@ -110,7 +110,7 @@ static void model_make(model *f, const char *name, int tag, uint64_t seed, int64
 
 static void model_free(model *f)
 {
-    gf_wh_mlp_free(&f->m);
+    gf_test_mlp_free(&f->m);
     free(f->weights);
     free(f->manifest);
 }
@@ -190,12 +190,12 @@ static void invoke(const char *name, int64_t version, const float *x, int batch,
 }
 
 /* The answer holds the model's outputs for x. */
-static bool answer_correct(const answer *a, const gf_wh_mlp *m, const float *x, int batch)
+static bool answer_correct(const answer *a, const gf_test_mlp *m, const float *x, int batch)
 {
     float ref[MAX_BATCH * OUT];
-    gf_wh_mlp_ref(m, x, batch, ref);
+    gf_test_mlp_ref_f32(m, x, batch, ref);
     return a->status == 200 && a->n == (size_t)(batch * OUT) &&
-           gf_wh_max_rel_err(a->y, ref, a->n) <= TOL;
+           gf_test_max_rel_err(a->y, ref, a->n) <= TOL;
 }
 
 /* GET path; the body (malloc'd, NUL-terminated). */
@@ -395,7 +395,7 @@ END_TEST
  * against the model of the version that answered it. */
 typedef struct load {
     const char *name;
-    const gf_wh_mlp *by_version[4]; /* [v]: the model of version v */
+    const gf_test_mlp *by_version[4]; /* [v]: the model of version v */
     atomic_int stop;
     atomic_int ok, wrong, clean_503, bad; /* bad: any other failure */
     atomic_int seen[4];                   /* 200s by version */
@@ -412,7 +412,7 @@ static void *load_client(void *arg)
         atomic_fetch_add(&l->sent, 1);
         invoke(l->name, 0, x, batch, &a);
         if (a.status == 200) {
-            const gf_wh_mlp *m = a.version > 0 && a.version < 4 ? l->by_version[a.version] : NULL;
+            const gf_test_mlp *m = a.version > 0 && a.version < 4 ? l->by_version[a.version] : NULL;
             if (m != NULL && answer_correct(&a, m, x, batch)) {
                 atomic_fetch_add(&l->ok, 1);
                 atomic_fetch_add(&l->seen[a.version], 1);

@@ -86,7 +86,7 @@ static void load_ok(gf_wh *w, const char *key, const char *manifest, const char 
 
 /* One deployed test model: the mlp, its key, file and manifest. */
 typedef struct {
-    gf_wh_mlp m;
+    gf_test_mlp m;
     char key[64];
     char *path;
     char *manifest;
@@ -95,7 +95,7 @@ typedef struct {
 static void tmodel_make(tmodel *t, const char *dir, int idx, uint64_t seed, int layers,
                         const int64_t *dims, bool softmax)
 {
-    gf_wh_mlp_make(&t->m, seed, layers, dims, softmax, 16);
+    gf_test_mlp_make(&t->m, seed, layers, dims, softmax, 16);
     snprintf(t->key, sizeof t->key, "fn%d@1", idx);
     char file[64], name[32];
     snprintf(file, sizeof file, "fn%d.safetensors", idx);
@@ -103,14 +103,14 @@ static void tmodel_make(tmodel *t, const char *dir, int idx, uint64_t seed, int 
     t->path = gf_test_path(dir, file);
     gf_err e;
     gf_err_clear(&e);
-    ck_assert_msg(gf_wh_mlp_write(&t->m, t->path, &e) == GF_OK, "%s", e.msg);
-    t->manifest = gf_wh_mlp_manifest(&t->m, name);
+    ck_assert_msg(gf_test_mlp_write(&t->m, t->path, GF_DT_F32, &e) == GF_OK, "%s", e.msg);
+    t->manifest = gf_test_mlp_manifest(&t->m, name);
     ck_assert_ptr_nonnull(t->manifest);
 }
 
 static void tmodel_free(tmodel *t)
 {
-    gf_wh_mlp_free(&t->m);
+    gf_test_mlp_free(&t->m);
     free(t->path);
     free(t->manifest);
 }
@@ -165,8 +165,8 @@ static void check_result(const gf_ipc_frame *f, const tmodel *t, const float *x,
     ck_assert_int_eq(r.t[0].t.shape[1], out);
     float *ref = malloc((size_t)(batch * out) * sizeof *ref);
     ck_assert_ptr_nonnull(ref);
-    gf_wh_mlp_ref(&t->m, x, batch, ref);
-    double rel = gf_wh_max_rel_err(r.t[0].t.data, ref, (size_t)(batch * out));
+    gf_test_mlp_ref_f32(&t->m, x, batch, ref);
+    double rel = gf_test_max_rel_err(r.t[0].t.data, ref, (size_t)(batch * out));
     ck_assert_msg(rel < 1e-4, "%s: outputs differ from the reference by %g", t->key, rel);
     free(ref);
     if (info != NULL) {
@@ -431,7 +431,7 @@ START_TEST(test_request_errors)
     tmodel_make(&a, dir, 1, 7, 2, d, false);
     a.m.max_batch = 256;
     free(a.manifest);
-    a.manifest = gf_wh_mlp_manifest(&a.m, "fn1");
+    a.manifest = gf_test_mlp_manifest(&a.m, "fn1");
     load_ok(&w, a.key, a.manifest, a.path, GF_TIER_DEVICE, NULL);
     char msg[GF_IPC_MAX_MESSAGE + 1];
     int64_t s_ok[2] = {2, 16}, s_bad[2] = {2, 15}, s_big[2] = {257, 16};
@@ -600,7 +600,7 @@ START_TEST(test_next_model_loads_during_compute)
     tmodel_make(&b, dir, 2, 32, 2, db, false);
     a.m.max_batch = 8192;
     free(a.manifest);
-    a.manifest = gf_wh_mlp_manifest(&a.m, "fn1");
+    a.manifest = gf_test_mlp_manifest(&a.m, "fn1");
     load_ok(&w, a.key, a.manifest, a.path, GF_TIER_STORE, NULL);
     load_ok(&w, b.key, b.manifest, b.path, GF_TIER_STORE, NULL);
     int64_t batch_a = 8192; /* ~8.6 G multiply-adds: hundreds of ms */
@@ -632,8 +632,8 @@ START_TEST(test_next_model_loads_during_compute)
             ck_assert_int_eq(gf_ipc_decode_result(&f, &ra, &e), GF_OK);
             ck_assert_int_eq(ra.t[0].t.shape[0], batch_a);
             float ref[16 * 8];
-            gf_wh_mlp_ref(&a.m, xa, 16, ref);
-            ck_assert(gf_wh_max_rel_err(ra.t[0].t.data, ref, 16 * 8) < 1e-4);
+            gf_test_mlp_ref_f32(&a.m, xa, 16, ref);
+            ck_assert(gf_test_max_rel_err(ra.t[0].t.data, ref, 16 * 8) < 1e-4);
             gf_ipc_result_deinit(&ra);
             a_done = true;
             got++;

@@ -48,14 +48,14 @@ static void recv_answer(gf_wh *w, answer *a)
 START_TEST(test_device_lost_fails_queued_work_and_exits)
 {
     char *dir = gf_test_tmpdir();
-    gf_wh_mlp m;
+    gf_test_mlp m;
     int64_t dims[] = {16, 64, 4};
-    gf_wh_mlp_make(&m, 7, 2, dims, false, 8);
+    gf_test_mlp_make(&m, 7, 2, dims, false, 8);
     char *weights = gf_test_path(dir, "lost.safetensors");
     gf_err e;
     gf_err_clear(&e);
-    ck_assert_msg(gf_wh_mlp_write(&m, weights, &e) == GF_OK, "%s", e.msg);
-    char *manifest = gf_wh_mlp_manifest(&m, "lost");
+    ck_assert_msg(gf_test_mlp_write(&m, weights, GF_DT_F32, &e) == GF_OK, "%s", e.msg);
+    char *manifest = gf_test_mlp_manifest(&m, "lost");
     /* the first sync of the compute stream (the first request's) finds the
      * device lost */
     ck_assert_int_eq(setenv("GPUFAAS_FAULTS", "device_lost:1", 1), 0);
@@ -116,7 +116,7 @@ START_TEST(test_device_lost_fails_queued_work_and_exits)
     gf_wh_free(&w);
     free(manifest);
     free(weights);
-    gf_wh_mlp_free(&m);
+    gf_test_mlp_free(&m);
     gf_test_rmtree(dir);
 }
 END_TEST

@@ -26,7 +26,7 @@ typedef struct {
     gf_wh w;
     bool alive;
     char *dir, *weights, *manifest;
-    gf_wh_mlp m;
+    gf_test_mlp m;
     gf_test_rng rng;
     long restarts, answered, results_checked, fatal;
 } fuzz;
@@ -128,8 +128,8 @@ static void fz_expect_answer(fuzz *z, uint64_t id, gf_ipc_type ok_type, const gf
         ck_assert_int_eq(r.t[0].t.shape[0], batch);
         float *x = malloc(req->t[0].t.nbytes), *ref = malloc((size_t)(batch * out) * 4);
         memcpy(x, req->t[0].t.data, req->t[0].t.nbytes);
-        gf_wh_mlp_ref(&z->m, x, batch, ref);
-        double rel = gf_wh_max_rel_err(r.t[0].t.data, ref, (size_t)(batch * out));
+        gf_test_mlp_ref_f32(&z->m, x, batch, ref);
+        double rel = gf_test_max_rel_err(r.t[0].t.data, ref, (size_t)(batch * out));
         ck_assert_msg(rel < 1e-4, "wrong answer: relative error %g", rel);
         free(x);
         free(ref);
@@ -356,9 +356,9 @@ START_TEST(test_fuzz_frames)
     z.dir = gf_test_tmpdir();
     z.weights = gf_test_path(z.dir, "fz.safetensors");
     int64_t dims[] = {16, 32, 4};
-    gf_wh_mlp_make(&z.m, 77, 2, dims, true, 16);
-    ck_assert_int_eq(gf_wh_mlp_write(&z.m, z.weights, NULL), GF_OK);
-    z.manifest = gf_wh_mlp_manifest(&z.m, "fz");
+    gf_test_mlp_make(&z.m, 77, 2, dims, true, 16);
+    ck_assert_int_eq(gf_test_mlp_write(&z.m, z.weights, GF_DT_F32, NULL), GF_OK);
+    z.manifest = gf_test_mlp_manifest(&z.m, "fz");
     for (int i = 0; i < FRAMES; i++) {
         if (!z.alive) {
             fz_start(&z);
@@ -389,7 +389,7 @@ START_TEST(test_fuzz_frames)
     ck_assert_int_eq(z.answered + z.fatal, FRAMES);
     ck_assert_int_gt(z.results_checked, 1000);
     ck_assert_int_gt(z.fatal, 100);
-    gf_wh_mlp_free(&z.m);
+    gf_test_mlp_free(&z.m);
     free(z.weights);
     free(z.manifest);
     gf_test_rmtree(z.dir);

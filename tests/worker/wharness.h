@@ -12,6 +12,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "ipc.h"
+#include "mlp.h"
 
 /* A worker process and our end of its socket. */
 typedef struct gf_wh {
@@ -56,32 +57,6 @@ int gf_wh_wait(gf_wh *w, int timeout_ms, bool close_first);
 /* Kill (SIGKILL) if still running, reap, free everything. */
 void gf_wh_free(gf_wh *w);
 
-/* ---- mlp models ---- */
-
-#define GF_WH_MAX_LAYERS 6
-
-typedef struct gf_wh_mlp {
-    int layers;
-    int64_t dims[GF_WH_MAX_LAYERS + 1]; /* dims[0] = inputs, dims[i+1] = outputs of layer i */
-    float *w[GF_WH_MAX_LAYERS];         /* [dims[i+1], dims[i]] */
-    float *b[GF_WH_MAX_LAYERS];         /* [dims[i+1]] */
-    bool softmax;
-    int max_batch;
-} gf_wh_mlp;
-
-/* Random weights (uniform in +-1/sqrt(fan_in), from seed). relu after every
- * layer but the last (identity). */
-void gf_wh_mlp_make(gf_wh_mlp *m, uint64_t seed, int layers, const int64_t *dims, bool softmax,
-                    int max_batch);
-void gf_wh_mlp_free(gf_wh_mlp *m);
-/* Write the weights with PyTorch nn.Sequential names ("0.weight", "2.bias" ...). */
-gf_status gf_wh_mlp_write(const gf_wh_mlp *m, const char *path, gf_err *err);
-/* The manifest JSON for it (malloc'd): input "x" [-1, in], output "y" [-1, out]. */
-char *gf_wh_mlp_manifest(const gf_wh_mlp *m, const char *name);
-/* y[batch, out] = the model at x[batch, in], computed with naive double loops. */
-void gf_wh_mlp_ref(const gf_wh_mlp *m, const float *x, int64_t batch, float *y);
-
-/* Largest |a-b| / (1 + |b|) over n values (NaN when either has a NaN). */
-double gf_wh_max_rel_err(const float *a, const float *b, size_t n);
+/* The mlp models it serves are tests/common/mlp.h's. */
 
 #endif /* GF_WHARNESS_H */

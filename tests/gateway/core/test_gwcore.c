@@ -20,6 +20,7 @@
 #include "core/sha256.h"
 #include "gateway/core/gateway.h"
 #include "gateway/http/http.h"
+#include "mlp.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -36,39 +37,16 @@ static void teardown(void)
 #define HID 16
 #define OUT 4
 
-typedef struct {
-    float w0[HID * IN], b0[HID], w1[OUT * HID], b1[OUT];
-} mlp_w;
+typedef gf_test_mlp mlp_w; /* the tests' one MLP (tests/common/mlp.h): IN -> HID -> OUT */
 
 static void mlp_init(mlp_w *m, uint64_t seed)
 {
-    gf_test_rng r;
-    gf_test_rng_seed(&r, seed);
-    for (int i = 0; i < HID * IN; i++)
-        m->w0[i] = gf_test_rng_float(&r, -0.5f, 0.5f);
-    for (int i = 0; i < HID; i++)
-        m->b0[i] = gf_test_rng_float(&r, -0.1f, 0.1f);
-    for (int i = 0; i < OUT * HID; i++)
-        m->w1[i] = gf_test_rng_float(&r, -0.5f, 0.5f);
-    for (int i = 0; i < OUT; i++)
-        m->b1[i] = gf_test_rng_float(&r, -0.1f, 0.1f);
+    gf_test_mlp_make(m, seed, 2, (int64_t[]){IN, HID, OUT}, false, 8);
 }
 
 static void mlp_ref(const mlp_w *m, const float *x, double *y)
 {
-    double h[HID];
-    for (int o = 0; o < HID; o++) {
-        double a = m->b0[o];
-        for (int i = 0; i < IN; i++)
-            a += (double)x[i] * m->w0[o * IN + i];
-        h[o] = a > 0 ? a : 0;
-    }
-    for (int o = 0; o < OUT; o++) {
-        double a = m->b1[o];
-        for (int i = 0; i < HID; i++)
-            a += h[i] * m->w1[o * HID + i];
-        y[o] = a;
-    }
+    gf_test_mlp_ref(m, GF_DT_F32, x, 1, y);
 }
 
 /* Stage an mlp's weights in the upload dir, as the HTTP front would. pad
@@ -80,10 +58,10 @@ static gf_gw_deploy_req stage(gf_gw *gw, const mlp_w *m, size_t pad_floats, char
     snprintf(tmp_path, cap, "%s/stage-%d-%d", gf_gw_upload_dir(gw), (int)getpid(), counter++);
     float *pad = pad_floats ? calloc(pad_floats, sizeof(float)) : NULL;
     gf_st_wtensor ts[5] = {
-        {"0.weight", GF_DT_F32, 2, (int64_t[]){HID, IN}, m->w0},
-        {"0.bias", GF_DT_F32, 1, (int64_t[]){HID}, m->b0},
-        {"2.weight", GF_DT_F32, 2, (int64_t[]){OUT, HID}, m->w1},
-        {"2.bias", GF_DT_F32, 1, (int64_t[]){OUT}, m->b1},
+        {"0.weight", GF_DT_F32, 2, (int64_t[]){HID, IN}, m->w[0]},
+        {"0.bias", GF_DT_F32, 1, (int64_t[]){HID}, m->b[0]},
+        {"2.weight", GF_DT_F32, 2, (int64_t[]){OUT, HID}, m->w[1]},
+        {"2.bias", GF_DT_F32, 1, (int64_t[]){OUT}, m->b[1]},
         {"pad", GF_DT_F32, 1, (int64_t[]){(int64_t)pad_floats}, pad},
     };
     ck_assert_int_eq(gf_st_write(tmp_path, ts, pad_floats ? 5 : 4, NULL, 0, NULL), GF_OK);
@@ -251,10 +229,10 @@ static gf_gw_deploy_req stage_convtest(gf_gw *gw, const mlp_w *m, char *tmp, siz
                                        char *sha, const char *manifest)
 {
     snprintf(tmp, cap, "%s/stage-conv-%d", gf_gw_upload_dir(gw), (int)getpid());
-    gf_st_wtensor ts[4] = {{"W1", GF_DT_F32, 2, (int64_t[]){HID, IN}, m->w0},
-                           {"b1", GF_DT_F32, 1, (int64_t[]){HID}, m->b0},
-                           {"W2", GF_DT_F32, 2, (int64_t[]){OUT, HID}, m->w1},
-                           {"b2", GF_DT_F32, 1, (int64_t[]){OUT}, m->b1}};
+    gf_st_wtensor ts[4] = {{"W1", GF_DT_F32, 2, (int64_t[]){HID, IN}, m->w[0]},
+                           {"b1", GF_DT_F32, 1, (int64_t[]){HID}, m->b[0]},
+                           {"W2", GF_DT_F32, 2, (int64_t[]){OUT, HID}, m->w[1]},
+                           {"b2", GF_DT_F32, 1, (int64_t[]){OUT}, m->b[1]}};
     const char *meta[] = {"softmax", "true"};
     ck_assert_int_eq(gf_st_write(tmp, ts, 4, meta, 1, NULL), GF_OK);
     uint64_t size;
@@ -342,6 +320,7 @@ START_TEST(test_deploy_validated_in_a_child)
     free(note);
     free(fdir);
     gf_gw_free(gw);
+    gf_test_mlp_free(&m);
 }
 END_TEST
 
@@ -429,6 +408,7 @@ START_TEST(test_deploy_infer_batch_and_errors)
                   err.msg);
     ck_assert_int_ne(access(tmp, F_OK), 0); /* the staged file is removed */
     gf_gw_free(gw);
+    gf_test_mlp_free(&m);
 }
 END_TEST
 
@@ -548,6 +528,7 @@ START_TEST(test_large_frames_in_pieces)
         free(reqs[i].x);
     }
     gf_gw_free(gw);
+    gf_test_mlp_free(&m);
 }
 END_TEST
 
@@ -633,6 +614,8 @@ START_TEST(test_new_version_under_load_and_worker_kill)
     }
     ck_assert_int_eq(up, 2);
     gf_gw_free(gw);
+    gf_test_mlp_free(&m1);
+    gf_test_mlp_free(&m2);
 }
 END_TEST
 
@@ -707,6 +690,8 @@ START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
     ck_assert_int_eq(submit(gw, "m3", &w, &err), GF_ERR_NOT_FOUND);
     ck_assert_int_eq(gf_gw_delete(gw, "m3", &err), GF_ERR_NOT_FOUND);
     gf_gw_free(gw);
+    for (int i = 0; i < 8; i++)
+        gf_test_mlp_free(&ms[i]);
 }
 END_TEST
 
