@@ -22,7 +22,9 @@
  *             cache registration, prefetch) and unloads them;
  *   events    forwards the cache's residency changes as EVENT frames.
  * Frames out are serialised by one writer lock. One thread at a time drives
- * the compute stream (the executor, or the reader on the quick path).
+ * the compute stream (the executor, or the reader on the quick path). Each
+ * thread's code is its own file: reader.c, exec.c, admin.c, events.c;
+ * start.c starts and stops them; worker.c holds what they share.
  */
 #ifndef GF_WORKER_H
 #define GF_WORKER_H

@@ -1,0 +1,314 @@
+/* gpufaas — the worker process: the executor thread — leases (and the one
+ * taken ahead, so the next model swaps in during this compute) and INFER on
+ * the compute stream. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "core/clock.h"
+#include "core/ema.h"
+#include "core/log.h"
+#include "worker/worker_impl.h"
+
+/* ---- executor: INFER ------------------------------------------------------------------ */
+
+/* First queued request whose model is no longer preparing. w->lock held. */
+static wreq *first_runnable(gf_worker *w)
+{
+    for (wreq *r = w->q_head; r != NULL; r = r->next)
+        if (r->m->prep != WM_PREPARING)
+            return r;
+    return NULL;
+}
+
+static void queue_unlink(gf_worker *w, wreq *r)
+{
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        w->q_head = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    else
+        w->q_tail = r->prev;
+    r->next = r->prev = NULL;
+    w->q_len--;
+}
+
+/* Take r's lease from it (w->lock held); the caller releases it. */
+static gf_lease *take_lease(gf_worker *w, wreq *r)
+{
+    gf_lease *l = r->lease;
+    r->lease = NULL;
+    if (w->ahead == r)
+        w->ahead = NULL;
+    return l;
+}
+
+/* Release l (no lock held; NULL is a no-op) and wake whoever waits for room. */
+static void lease_drop(gf_worker *w, gf_lease *l)
+{
+    if (l == NULL)
+        return;
+    gf_lease_release(l);
+    pthread_mutex_lock(&w->lock);
+    w->progress++;
+    pthread_cond_broadcast(&w->progress_cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void release_lease(gf_worker *w, wreq *r)
+{
+    pthread_mutex_lock(&w->lock);
+    gf_lease *l = take_lease(w, r);
+    pthread_mutex_unlock(&w->lock);
+    lease_drop(w, l);
+}
+
+/* Lease the model of the first queued request of another model than the one
+ * running, so that its swap-in runs on the copy stream while the compute
+ * stream runs the current request (overlap across requests). At most one
+ * request is leased ahead; a BUSY cache means it simply loads at its turn.
+ * Called by the executor once its request holds a lease, and by the reader
+ * when a request arrives while another runs. No lock held. */
+void wk_lease_ahead(gf_worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    wreq *r = NULL;
+    if (w->ahead == NULL && !w->ahead_pending && !w->stopping && w->running != NULL &&
+        !w->exec_acquiring) {
+        for (wreq *q = w->q_head; q != NULL && r == NULL; q = q->next)
+            if (q->m->prep == WM_READY && q->lease == NULL && q->m != w->running)
+                r = q;
+    }
+    if (r == NULL) {
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
+    w->ahead_pending = true; /* the executor leaves the queue alone until we are done */
+    gf_cache_model *cm = r->m->cm;
+    pthread_mutex_unlock(&w->lock);
+    gf_lease *l = NULL;
+    gf_status st = gf_cache_acquire(w->cache, cm, &l, NULL);
+    pthread_mutex_lock(&w->lock);
+    w->ahead_pending = false;
+    if (st == GF_OK) {
+        r->lease = l;
+        w->ahead = r;
+    }
+    pthread_cond_broadcast(&w->exec_cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Acquire r's lease (r is the executor's, off the queue), waiting (never
+ * spinning) while the device is full of leased or loading models. */
+static gf_status acquire_wait(gf_worker *w, wreq *r, gf_err *err)
+{
+    pthread_mutex_lock(&w->lock);
+    w->exec_acquiring = true;
+    pthread_mutex_unlock(&w->lock);
+    gf_status st;
+    for (int tries = 0;; tries++) {
+        pthread_mutex_lock(&w->lock);
+        while (w->ahead_pending)
+            pthread_cond_wait(&w->exec_cond, &w->lock);
+        uint64_t gen = w->progress;
+        bool stop = w->stopping;
+        pthread_mutex_unlock(&w->lock);
+        if (stop) {
+            st = gf_err_set(err, GF_ERR_CLOSED, "the worker is stopping");
+            break;
+        }
+        if ((st = gf_cache_acquire(w->cache, r->m->cm, &r->lease, err)) != GF_ERR_BUSY)
+            break;
+        /* the lease we took ahead for a later request may be in the way */
+        pthread_mutex_lock(&w->lock);
+        gf_lease *ahead = w->ahead != NULL ? take_lease(w, w->ahead) : NULL;
+        pthread_mutex_unlock(&w->lock);
+        if (ahead != NULL) {
+            lease_drop(w, ahead);
+            continue;
+        }
+        if (tries >= GF_WORKER_BUSY_TRIES)
+            break;
+        wk_progress_wait(w, gen);
+    }
+    pthread_mutex_lock(&w->lock);
+    w->exec_acquiring = false;
+    pthread_mutex_unlock(&w->lock);
+    return st;
+}
+
+/* Put the request's tensors in manifest order. */
+static gf_status map_inputs(const wmodel *m, const gf_ipc_infer *msg, gf_tensor *in, gf_err *err)
+{
+    const gf_manifest *mf = m->mf;
+    bool seen[GF_MANIFEST_MAX_IO] = {false};
+    if (msg->n != mf->n_inputs)
+        return gf_err_set(err, GF_ERR_INVALID,
+                          "function '%s' takes %zu input(s) (the first is '%s') but the request "
+                          "has %u",
+                          m->key, mf->n_inputs, mf->inputs[0].name, msg->n);
+    for (uint32_t i = 0; i < msg->n; i++) {
+        long k = gf_manifest_input_index(mf, msg->t[i].name);
+        if (k < 0)
+            return gf_err_set(err, GF_ERR_INVALID, "function '%s' has no input '%s'", m->key,
+                              msg->t[i].name);
+        if (seen[k])
+            return gf_err_set(err, GF_ERR_INVALID, "input '%s' is given twice", msg->t[i].name);
+        seen[k] = true;
+        in[k] = msg->t[i].t;
+    }
+    return GF_OK;
+}
+
+/* Run cur and leave its answer (RESULT or ERROR) encoded in b, unsent: the
+ * caller first marks the device free, so that the next request, which may
+ * arrive as soon as the answer is out, finds it so. */
+void wk_run_request(gf_worker *w, wreq *cur, gf_buf *b)
+{
+    uint64_t t_start = gf_mono_us();
+    wmodel *m = cur->m;
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st = GF_OK;
+    gf_fn_outputs outs = {0, NULL};
+    gf_fn_timing timing = {0};
+    gf_tensor in[GF_MANIFEST_MAX_IO];
+    if (m->prep == WM_FAILED) {
+        st = gf_err_set(&err, m->fail_code, "function version '%s' failed to load: %s", m->key,
+                        m->fail_msg);
+        goto reply;
+    }
+    if ((st = map_inputs(m, &cur->msg, in, &err)) != GF_OK)
+        goto reply;
+    if (cur->lease == NULL && (st = acquire_wait(w, cur, &err)) != GF_OK)
+        goto reply;
+    wk_lease_ahead(w);
+    st = gf_fn_infer(m->plan, w->be, w->cache, cur->lease, in, m->mf->n_inputs, &outs, &timing,
+                     &err);
+    wk_device_lost(w, st, &err);
+    if (st == GF_OK) {
+        pthread_mutex_lock(&w->lock);
+        m->exec_us = gf_ema(m->exec_us, (double)timing.exec_us);
+        pthread_mutex_unlock(&w->lock);
+    }
+reply:;
+    bool cold = cur->lease != NULL && gf_lease_cold(cur->lease);
+    int32_t src = cur->lease != NULL ? (int32_t)gf_lease_source(cur->lease) : GF_TIER_NONE;
+    uint64_t load_us = 0;
+    if (st == GF_OK && cold && gf_lease_wait_all(cur->lease, NULL) == GF_OK) {
+        pthread_mutex_lock(&w->lock);
+        uint64_t loaded = m->loaded_at_us;
+        pthread_mutex_unlock(&w->lock);
+        load_us = loaded > t_start ? loaded - t_start : 0;
+    }
+    release_lease(w, cur);
+    if (st == GF_OK) {
+        gf_ipc_tensor ot[GF_MANIFEST_MAX_IO];
+        size_t n = outs.n;
+        if (n > m->mf->n_outputs || n > GF_MANIFEST_MAX_IO) {
+            st = gf_err_set(&err, GF_ERR_INTERNAL, "function '%s' returned %zu outputs, not %zu",
+                            m->key, n, m->mf->n_outputs);
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                ot[i].name = m->mf->outputs[i].name;
+                ot[i].t = outs.t[i];
+            }
+            gf_ipc_result res = {
+                .flags = cold ? GF_IPC_RESULT_COLD : 0,
+                .source_tier = src,
+                .queue_us = t_start - cur->t_recv_us,
+                .load_us = load_us,
+                .exec_us = timing.exec_us,
+                .n = (uint32_t)n,
+                .t = ot,
+            };
+            st = gf_ipc_encode_result(b, cur->id, &res, &err);
+        }
+    }
+    gf_fn_outputs_free(&outs);
+    if (st != GF_OK) {
+        pthread_mutex_lock(&w->lock);
+        w->n_errors++;
+        pthread_mutex_unlock(&w->lock);
+    }
+    if (st != GF_OK) {
+        gf_buf_reset(b);
+        GF_LOG_D("request %llu: %s", (unsigned long long)cur->id, gf_err_msg(&err));
+        gf_err e2;
+        gf_err_clear(&e2);
+        if (gf_ipc_encode_error(b, cur->id, st, gf_err_msg(&err), &e2) != GF_OK)
+            GF_LOG_E("encoding ERROR failed: %s", gf_err_msg(&e2));
+    }
+}
+
+void wk_request_free(gf_worker *w, wreq *r)
+{
+    release_lease(w, r);
+    gf_ipc_infer_deinit(&r->msg);
+    gf_ipc_frame_deinit(&r->frame);
+    pthread_mutex_lock(&w->lock);
+    r->m->pending--;
+    wk_wmodel_unref(r->m);
+    pthread_cond_broadcast(&w->admin_cond);
+    pthread_mutex_unlock(&w->lock);
+    free(r);
+}
+
+void *wk_exec_main(void *arg)
+{
+    gf_worker *w = arg;
+    gf_buf b;
+    gf_buf_init(&b);
+    b.limit = (size_t)(GF_IPC_HEADER_SIZE + w->cfg.max_frame);
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        wreq *cur = NULL;
+        for (;;) {
+            if (w->ahead_pending || w->reader_running) { /* the reader is using the queue
+                                                          * or the device */
+                pthread_cond_wait(&w->exec_cond, &w->lock);
+                continue;
+            }
+            if (w->stopping || (cur = first_runnable(w)) != NULL ||
+                (w->draining && w->q_head == NULL))
+                break;
+            pthread_cond_wait(&w->exec_cond, &w->lock);
+        }
+        if (cur == NULL)
+            break;
+        queue_unlink(w, cur);
+        if (w->ahead == cur)
+            w->ahead = NULL; /* its turn came: it keeps its lease */
+        w->running = cur->m;
+        pthread_mutex_unlock(&w->lock);
+        wk_run_request(w, cur, &b);
+        wk_request_free(w, cur);
+        pthread_mutex_lock(&w->lock);
+        w->running = NULL;
+        pthread_mutex_unlock(&w->lock);
+        wk_send_buf(w, &b);
+        pthread_mutex_lock(&w->lock);
+    }
+    /* stopping: answer what is left so the gateway can retry it elsewhere */
+    while (w->ahead_pending)
+        pthread_cond_wait(&w->exec_cond, &w->lock);
+    while (w->q_head != NULL) {
+        wreq *r = w->q_head;
+        queue_unlink(w, r);
+        w->n_errors++;
+        char why[sizeof w->stop_why];
+        wk_stop_message(w, "the worker is stopping", why, sizeof why);
+        pthread_mutex_unlock(&w->lock);
+        wk_reply_error(w, &b, r->id, GF_ERR_CLOSED, why);
+        wk_request_free(w, r);
+        pthread_mutex_lock(&w->lock);
+    }
+    w->exec_done = true;
+    pthread_cond_broadcast(&w->admin_cond);
+    pthread_mutex_unlock(&w->lock);
+    wk_wake_main(w);
+    gf_buf_deinit(&b);
+    return NULL;
+}
