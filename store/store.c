@@ -10,14 +10,11 @@
  *                                                                          each), retention
  *                                                                          COMMIT, wake callers
  *
- * The ring is Dmitry Vyukov's bounded queue with one sequence number per slot:
- * a producer claims a position with one CAS on head, fills the slot and
- * publishes it by storing seq = pos + 1; the single consumer waits for that
- * value, applies the record straight from the slot and hands the slot back
- * with seq = pos + capacity. A full ring is seen by a producer as a slot whose
- * seq is behind its position: the record is dropped and counted.
+ * The ring is store/ring.c's (a bounded lock-free MPSC queue): the store
+ * thread applies each record straight from its slot.
  */
 #include "core/clock.h"
+#include "store/ring.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -186,11 +183,8 @@ typedef struct gf_store_rec {
     char function[GF_STORE_NAME_MAX + 1];
 } gf_store_rec;
 
-typedef struct gf_store_slot {
-    _Alignas(64) _Atomic uint64_t seq; /* pos: free for pos; pos + 1: holds pos's record */
-    gf_store_rec rec;
-} gf_store_slot;
-_Static_assert(sizeof(gf_store_slot) <= 256, "a queue slot should stay within 256 bytes");
+_Static_assert(GF_RING_SLOT_SIZE(sizeof(gf_store_rec)) <= 256,
+               "a queue slot should stay within 256 bytes");
 
 typedef enum gf_store_req_op {
     GF_REQ_DEPLOY,
@@ -220,14 +214,9 @@ struct gf_store {
     gf_store_config cfg;
     char *path;
 
-    /* The ring. head: next position to claim (producers); tail: the store
-     * thread's position, published after each transaction (for counts and
-     * the "batch is full" wake-up). */
-    gf_store_slot *slots;
-    uint64_t mask;
-    _Alignas(64) _Atomic uint64_t head;
-    _Alignas(64) _Atomic uint64_t tail;
-    _Alignas(64) _Atomic uint64_t dropped;
+    /* The request-path queue; the store thread retires its position after
+     * each transaction (for the counts and the "batch is full" wake-up). */
+    gf_ring ring;
     _Atomic int closing; /* set by gf_store_close: handovers answer GF_ERR_CLOSED */
 
     /* Counters written by the store thread, read by gf_store_stats_get. */
@@ -255,7 +244,6 @@ struct gf_store {
     sqlite3_stmt *rd_catalog;
 
     /* Store thread only. */
-    uint64_t local_tail;       /* next position to consume */
     int64_t last_retention_us; /* monotonic */
     int64_t last_drop_report_us;
     uint64_t drops_reported;
@@ -391,30 +379,7 @@ static gf_status gf_store_check_text(const char *what, const char *s, size_t max
     return GF_OK;
 }
 
-/* ---- the ring ---------------------------------------------------------------- */
-
-/* Claim the next slot. NULL when the ring is full (the drop is counted). */
-static gf_store_slot *gf_store_claim(gf_store *s, uint64_t *pos_out)
-{
-    uint64_t pos = atomic_load_explicit(&s->head, memory_order_relaxed);
-    for (;;) {
-        gf_store_slot *slot = &s->slots[pos & s->mask];
-        uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
-        int64_t diff = (int64_t)(seq - pos);
-        if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(&s->head, &pos, pos + 1, memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                *pos_out = pos;
-                return slot;
-            }
-        } else if (diff < 0) {
-            atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
-            return NULL;
-        } else {
-            pos = atomic_load_explicit(&s->head, memory_order_relaxed);
-        }
-    }
-}
+/* ---- handing records over ----------------------------------------------------- */
 
 /* Wake the store thread now (a batch is full). Takes s->lock briefly; the
  * store thread never holds it across disk I/O. */
@@ -426,19 +391,16 @@ static void gf_store_kick(gf_store *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Publish a filled slot; wake the store thread when this record fills a
- * batch. */
-static void gf_store_publish(gf_store *s, gf_store_slot *slot, uint64_t pos)
+/* Publish a filled record; wake the store thread when it fills a batch. */
+static void gf_store_publish(gf_store *s, uint64_t pos)
 {
-    atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
-    uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
-    if (pos + 1 - tail == s->cfg.batch_max)
+    if (gf_ring_publish(&s->ring, pos) == s->cfg.batch_max)
         gf_store_kick(s);
 }
 
 /* Common part of every handover: checks, claim, header and name. Returns the
- * slot to fill (then gf_store_publish) or NULL with *st set. */
-static gf_store_slot *gf_store_begin_rec(gf_store *s, gf_store_rec_kind kind, const char *function,
+ * record to fill (then gf_store_publish) or NULL with *st set. */
+static gf_store_rec *gf_store_begin_rec(gf_store *s, gf_store_rec_kind kind, const char *function,
                                          uint64_t *pos, gf_status *st)
 {
     size_t n = 0;
@@ -453,18 +415,18 @@ static gf_store_slot *gf_store_begin_rec(gf_store *s, gf_store_rec_kind kind, co
         *st = GF_ERR_CLOSED;
         return NULL;
     }
-    gf_store_slot *slot = gf_store_claim(s, pos);
-    if (slot == NULL) {
+    gf_store_rec *r = gf_ring_claim(&s->ring, pos);
+    if (r == NULL) {
         *st = GF_ERR_BUSY;
         return NULL;
     }
-    slot->rec.kind = kind;
+    r->kind = kind;
     if (function != NULL)
-        memcpy(slot->rec.function, function, n + 1);
+        memcpy(r->function, function, n + 1);
     else
-        slot->rec.function[0] = '\0';
+        r->function[0] = '\0';
     *st = GF_OK;
-    return slot;
+    return r;
 }
 
 static inline int64_t gf_store_at(int64_t at_us)
@@ -478,13 +440,13 @@ gf_status gf_store_log_invocation(gf_store *s, const gf_store_invocation *rec)
         return GF_ERR_INVALID;
     uint64_t pos;
     gf_status st;
-    gf_store_slot *slot = gf_store_begin_rec(s, GF_REC_INVOCATION, rec->function, &pos, &st);
+    gf_store_rec *slot = gf_store_begin_rec(s, GF_REC_INVOCATION, rec->function, &pos, &st);
     if (slot == NULL)
         return st;
-    slot->rec.u.inv = *rec;
-    slot->rec.u.inv.function = NULL;
-    slot->rec.u.inv.at_us = gf_store_at(rec->at_us);
-    gf_store_publish(s, slot, pos);
+    slot->u.inv = *rec;
+    slot->u.inv.function = NULL;
+    slot->u.inv.at_us = gf_store_at(rec->at_us);
+    gf_store_publish(s, pos);
     return GF_OK;
 }
 
@@ -496,13 +458,13 @@ gf_status gf_store_log_swap(gf_store *s, const gf_store_swap *rec)
         return GF_ERR_INVALID;
     uint64_t pos;
     gf_status st;
-    gf_store_slot *slot = gf_store_begin_rec(s, GF_REC_SWAP, rec->function, &pos, &st);
+    gf_store_rec *slot = gf_store_begin_rec(s, GF_REC_SWAP, rec->function, &pos, &st);
     if (slot == NULL)
         return st;
-    slot->rec.u.swap = *rec;
-    slot->rec.u.swap.function = NULL;
-    slot->rec.u.swap.at_us = gf_store_at(rec->at_us);
-    gf_store_publish(s, slot, pos);
+    slot->u.swap = *rec;
+    slot->u.swap.function = NULL;
+    slot->u.swap.at_us = gf_store_at(rec->at_us);
+    gf_store_publish(s, pos);
     return GF_OK;
 }
 
@@ -517,14 +479,14 @@ static gf_status gf_store_log_pl(gf_store *s, gf_store_rec_kind kind, const gf_s
         return GF_ERR_INVALID;
     uint64_t pos;
     gf_status st;
-    gf_store_slot *slot = gf_store_begin_rec(s, kind, rec->function, &pos, &st);
+    gf_store_rec *slot = gf_store_begin_rec(s, kind, rec->function, &pos, &st);
     if (slot == NULL)
         return st;
-    slot->rec.u.pl = *rec;
-    slot->rec.u.pl.function = NULL;
-    slot->rec.u.pl.at_us = gf_store_at(rec->at_us);
-    slot->rec.hits = hits;
-    gf_store_publish(s, slot, pos);
+    slot->u.pl = *rec;
+    slot->u.pl.function = NULL;
+    slot->u.pl.at_us = gf_store_at(rec->at_us);
+    slot->hits = hits;
+    gf_store_publish(s, pos);
     return GF_OK;
 }
 
@@ -551,14 +513,14 @@ static gf_status gf_store_log_ws(gf_store *s, gf_store_rec_kind kind, int32_t wo
         return GF_ERR_INVALID;
     uint64_t pos;
     gf_status st;
-    gf_store_slot *slot = gf_store_begin_rec(s, kind, NULL, &pos, &st);
+    gf_store_rec *slot = gf_store_begin_rec(s, kind, NULL, &pos, &st);
     if (slot == NULL)
         return st;
-    slot->rec.u.ws.worker = worker;
-    slot->rec.u.ws.state = state;
-    slot->rec.u.ws.pid = pid;
-    slot->rec.u.ws.at_us = gf_store_at(at_us);
-    gf_store_publish(s, slot, pos);
+    slot->u.ws.worker = worker;
+    slot->u.ws.state = state;
+    slot->u.ws.pid = pid;
+    slot->u.ws.at_us = gf_store_at(at_us);
+    gf_store_publish(s, pos);
     return GF_OK;
 }
 
@@ -581,12 +543,12 @@ gf_status gf_store_log_heartbeat(gf_store *s, const gf_store_heartbeat *rec)
         return GF_ERR_INVALID;
     uint64_t pos;
     gf_status st;
-    gf_store_slot *slot = gf_store_begin_rec(s, GF_REC_HEARTBEAT, NULL, &pos, &st);
+    gf_store_rec *slot = gf_store_begin_rec(s, GF_REC_HEARTBEAT, NULL, &pos, &st);
     if (slot == NULL)
         return st;
-    slot->rec.u.hb = *rec;
-    slot->rec.u.hb.at_us = gf_store_at(rec->at_us);
-    gf_store_publish(s, slot, pos);
+    slot->u.hb = *rec;
+    slot->u.hb.at_us = gf_store_at(rec->at_us);
+    gf_store_publish(s, pos);
     return GF_OK;
 }
 
@@ -747,7 +709,7 @@ static void gf_store_note_reject(gf_store *s, const gf_store_rec *r, const char 
 static void gf_store_report(gf_store *s, bool force)
 {
     int64_t now = (int64_t)gf_mono_us();
-    uint64_t d = atomic_load_explicit(&s->dropped, memory_order_relaxed);
+    uint64_t d = gf_ring_dropped(&s->ring);
     if (d != s->drops_reported && (force || now - s->last_drop_report_us >= 1000000)) {
         GF_LOG_W("store queue full: %llu record(s) dropped since the last report (%llu in all); "
                  "the database is not keeping up",
@@ -979,33 +941,15 @@ static int gf_store_retention(gf_store *s)
 
 /* ---- the store thread: one transaction ------------------------------------------- */
 
-/* Wait for the record at the consumer position to be published (its
- * producer may be between claim and publish) and return its slot. */
-static gf_store_slot *gf_store_next_slot(gf_store *s)
-{
-    uint64_t pos = s->local_tail;
-    gf_store_slot *slot = &s->slots[pos & s->mask];
-    unsigned spins = 0;
-    while (atomic_load_explicit(&slot->seq, memory_order_acquire) != pos + 1)
-        if (++spins > 64)
-            sched_yield();
-    return slot;
-}
-
-/* Hand the consumed slot back to the producers (store thread only). */
-static void gf_store_release_slot(gf_store *s, gf_store_slot *slot)
-{
-    atomic_store_explicit(&slot->seq, s->local_tail + s->mask + 1, memory_order_release);
-    s->local_tail++;
-}
-
 /* Throw away n queued records (the database cannot take them). */
 static void gf_store_discard(gf_store *s, uint64_t n)
 {
-    for (uint64_t i = 0; i < n; i++)
-        gf_store_release_slot(s, gf_store_next_slot(s));
+    for (uint64_t i = 0; i < n; i++) {
+        gf_ring_next(&s->ring);
+        gf_ring_release(&s->ring);
+    }
     atomic_fetch_add_explicit(&s->lost, n, memory_order_relaxed);
-    atomic_store_explicit(&s->tail, s->local_tail, memory_order_relaxed);
+    gf_ring_retire(&s->ring);
 }
 
 /* Mark every request of the list done (statuses already set) and wake the
@@ -1039,8 +983,7 @@ static void gf_store_fail_reqs(gf_store_req *reqs, gf_status code, const char *m
  * savepoint, then retention when due. Returns false when BEGIN failed. */
 static bool gf_store_txn(gf_store *s, gf_store_req *reqs, bool stopping)
 {
-    uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
-    uint64_t pending = head - s->local_tail;
+    uint64_t pending = gf_ring_pending(&s->ring);
     uint64_t want = pending;
     if (reqs == NULL && !stopping && want > s->cfg.batch_max)
         want = s->cfg.batch_max;
@@ -1073,9 +1016,9 @@ static bool gf_store_txn(gf_store *s, gf_store_req *reqs, bool stopping)
     bool aborted = false; /* SQLite rolled the whole transaction back */
     char abort_msg[300] = "";
     for (uint64_t i = 0; i < want && !aborted; i++) {
-        gf_store_slot *slot = gf_store_next_slot(s);
+        gf_store_rec *rec = gf_ring_next(&s->ring);
         const char *why;
-        rc = gf_store_apply(s, &slot->rec, &why);
+        rc = gf_store_apply(s, rec, &why);
         if (rc == SQLITE_DONE) {
             applied++;
         } else if (sqlite3_get_autocommit(s->db)) {
@@ -1084,9 +1027,9 @@ static bool gf_store_txn(gf_store *s, gf_store_req *reqs, bool stopping)
                      sqlite3_errmsg(s->db));
             atomic_fetch_add_explicit(&s->lost, 1, memory_order_relaxed);
         } else {
-            gf_store_note_reject(s, &slot->rec, why);
+            gf_store_note_reject(s, rec, why);
         }
-        gf_store_release_slot(s, slot);
+        gf_ring_release(&s->ring);
     }
     for (gf_store_req *r = reqs; r != NULL && !aborted; r = r->next) {
         atomic_fetch_add_explicit(&s->admin_ops, 1, memory_order_relaxed);
@@ -1128,7 +1071,7 @@ static bool gf_store_txn(gf_store *s, gf_store_req *reqs, bool stopping)
                 gf_store_exec(s->stmt[GF_SQL_ROLLBACK]);
         }
     }
-    atomic_store_explicit(&s->tail, s->local_tail, memory_order_relaxed);
+    gf_ring_retire(&s->ring);
     if (aborted) {
         GF_LOG_E("%s; %llu record(s) lost", abort_msg, (unsigned long long)applied);
         atomic_fetch_add_explicit(&s->lost, applied, memory_order_relaxed);
@@ -1164,8 +1107,7 @@ static void *gf_store_thread_main(void *arg)
         struct timespec ts;
         gf_store_timespec_at(&ts, next);
         while (!s->stop && s->reqs_head == NULL && !s->kick &&
-               atomic_load_explicit(&s->head, memory_order_relaxed) - s->local_tail <
-                   s->cfg.batch_max) {
+               gf_ring_pending(&s->ring) < s->cfg.batch_max) {
             if (pthread_cond_timedwait(&s->wake, &s->lock, &ts) == ETIMEDOUT)
                 break;
         }
@@ -1344,7 +1286,7 @@ static void gf_store_destroy(gf_store *s)
         pthread_cond_destroy(&s->done);
     if (s->rd_lock_init)
         pthread_mutex_destroy(&s->rd_lock);
-    free(s->slots);
+    gf_ring_deinit(&s->ring);
     free(s->path);
     free(s);
 }
@@ -1433,20 +1375,16 @@ gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store *
         return gf_err_set(err, GF_ERR_NOMEM, "gf_store_open: out of memory");
     memset(s, 0, sizeof *s);
     s->cfg = c;
-    uint64_t cap = 2;
-    while (cap < c.queue_cap)
-        cap <<= 1;
-    s->cfg.queue_cap = (uint32_t)cap;
-    s->mask = cap - 1;
     s->path = strdup(path);
-    s->slots = aligned_alloc(64, (size_t)cap * sizeof *s->slots);
-    if (s->path == NULL || s->slots == NULL) {
-        st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_open: out of memory (queue of %llu)",
-                        (unsigned long long)cap);
+    if (s->path == NULL) {
+        st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_open: out of memory");
         goto fail;
     }
-    for (uint64_t i = 0; i < cap; i++)
-        atomic_init(&s->slots[i].seq, i);
+    if ((st = gf_ring_init(&s->ring, c.queue_cap, sizeof(gf_store_rec), err)) != GF_OK) {
+        gf_err_prefix(err, "gf_store_open");
+        goto fail;
+    }
+    s->cfg.queue_cap = (uint32_t)gf_ring_capacity(&s->ring);
 
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -1497,7 +1435,8 @@ gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store *
     s->thread_started = true;
     pthread_setname_np(s->thread, "gf-store");
     GF_LOG_D("store %s open (schema %d, batch %u, interval %u ms, queue %llu)", path,
-             gf_store_schema_version(), c.batch_max, c.commit_interval_ms, (unsigned long long)cap);
+             gf_store_schema_version(), c.batch_max, c.commit_interval_ms,
+             (unsigned long long)gf_ring_capacity(&s->ring));
     *out = s;
     return GF_OK;
 fail:
@@ -1694,16 +1633,14 @@ gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog *
 void gf_store_stats_get(gf_store *s, gf_store_stats *out)
 {
     memset(out, 0, sizeof *out);
-    uint64_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
-    out->enqueued = head;
-    out->dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);
+    out->enqueued = gf_ring_claimed(&s->ring);
+    out->dropped = gf_ring_dropped(&s->ring);
     out->committed = atomic_load_explicit(&s->committed, memory_order_relaxed);
     out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
     out->lost = atomic_load_explicit(&s->lost, memory_order_relaxed);
     out->commits = atomic_load_explicit(&s->commits, memory_order_relaxed);
     out->admin_ops = atomic_load_explicit(&s->admin_ops, memory_order_relaxed);
     out->retention_deleted = atomic_load_explicit(&s->retention_deleted, memory_order_relaxed);
-    out->queue_len = (uint32_t)(head - tail);
+    out->queue_len = (uint32_t)gf_ring_queued(&s->ring);
     out->queue_cap = s->cfg.queue_cap;
 }
