@@ -632,40 +632,46 @@ void gf_cpu_kctx_free(gf_cpu_kctx *ctx)
     free(ctx);
 }
 
+/* The table, one labelled line per member in the order of gpufaas/kernels.h;
+ * a backend instance gets a copy with its own context. */
+static const gf_kernels gf_cpu_kernel_table = {
+    /* .version = */ GF_KERNELS_VERSION,
+    /* .size = */ sizeof(gf_kernels),
+    /* .ctx = */ NULL, /* set per backend instance by the fill below */
+    /* .last_error = */ cpu_last_error,
+    /* .sync = */ NULL,
+    /* .gemm = */ cpu_gemm,
+    /* .gemm_batched = */ cpu_gemm_batched,
+    /* .bias_act = */ cpu_bias_act,
+    /* .softmax = */ cpu_softmax,
+    /* .layernorm = */ cpu_layernorm,
+    /* .batchnorm = */ cpu_batchnorm,
+    /* .add = */ cpu_add,
+    /* .conv2d = */ gf_cpu_conv2d,
+    /* .maxpool2d = */ gf_cpu_maxpool2d,
+    /* .avgpool2d = */ gf_cpu_avgpool2d,
+    /* .global_avgpool = */ cpu_global_avgpool,
+    /* .embedding = */ cpu_embedding,
+    /* .attention = */ cpu_attention,
+    /* .cast = */ gf_cpu_cast,
+    /* .permute_0213 = */ cpu_permute_0213,
+    /* .copy2d = */ cpu_copy2d,
+    /* members below are valid for version 2 */
+    /* .unary = */ gf_cpu_unary,
+    /* .binary = */ gf_cpu_binary,
+    /* .where = */ gf_cpu_where,
+    /* .strided_copy = */ gf_cpu_strided_copy,
+    /* .gather = */ gf_cpu_gather,
+    /* .reduce = */ gf_cpu_reduce,
+    /* .softmax_axis = */ gf_cpu_softmax_axis,
+    /* .conv2d_ex = */ gf_cpu_conv2d_ex,
+    /* .pool2d_ex = */ gf_cpu_pool2d_ex,
+    /* .cast_ex = */ gf_cpu_cast_ex,
+    /* .fill = */ gf_cpu_fill,
+};
+
 void gf_cpu_kernels_fill(gf_kernels *k, gf_cpu_kctx *ctx)
 {
-    memset(k, 0, sizeof *k);
-    k->version = GF_KERNELS_VERSION;
-    k->size = sizeof *k;
+    *k = gf_cpu_kernel_table;
     k->ctx = ctx;
-    k->last_error = cpu_last_error;
-    k->sync = NULL; /* the backend's */
-    k->gemm = cpu_gemm;
-    k->gemm_batched = cpu_gemm_batched;
-    k->bias_act = cpu_bias_act;
-    k->softmax = cpu_softmax;
-    k->layernorm = cpu_layernorm;
-    k->batchnorm = cpu_batchnorm;
-    k->add = cpu_add;
-    k->conv2d = gf_cpu_conv2d;
-    k->maxpool2d = gf_cpu_maxpool2d;
-    k->avgpool2d = gf_cpu_avgpool2d;
-    k->global_avgpool = cpu_global_avgpool;
-    k->embedding = cpu_embedding;
-    k->attention = cpu_attention;
-    k->cast = gf_cpu_cast;
-    k->permute_0213 = cpu_permute_0213;
-    k->copy2d = cpu_copy2d;
-    /* version 2 */
-    k->unary = gf_cpu_unary;
-    k->binary = gf_cpu_binary;
-    k->where = gf_cpu_where;
-    k->strided_copy = gf_cpu_strided_copy;
-    k->gather = gf_cpu_gather;
-    k->reduce = gf_cpu_reduce;
-    k->softmax_axis = gf_cpu_softmax_axis;
-    k->conv2d_ex = gf_cpu_conv2d_ex;
-    k->pool2d_ex = gf_cpu_pool2d_ex;
-    k->cast_ex = gf_cpu_cast_ex;
-    k->fill = gf_cpu_fill;
 }

@@ -866,40 +866,46 @@ extern "C" void gf_cuda_kctx_free(gf_cuda_kctx *ctx)
     free(ctx);
 }
 
+/* The table, one labelled line per member in the order of gpufaas/kernels.h;
+ * a backend instance gets a copy with its own context. */
+static const gf_kernels gf_cuda_kernel_table = {
+    /* .version = */ GF_KERNELS_VERSION,
+    /* .size = */ sizeof(gf_kernels),
+    /* .ctx = */ NULL, /* set per backend instance by the fill below */
+    /* .last_error = */ cu_last_error,
+    /* .sync = */ NULL,
+    /* .gemm = */ cu_gemm,
+    /* .gemm_batched = */ cu_gemm_batched,
+    /* .bias_act = */ cu_bias_act,
+    /* .softmax = */ cu_softmax,
+    /* .layernorm = */ cu_layernorm,
+    /* .batchnorm = */ cu_batchnorm,
+    /* .add = */ cu_add,
+    /* .conv2d = */ gf_cu_conv2d,
+    /* .maxpool2d = */ gf_cu_maxpool2d,
+    /* .avgpool2d = */ gf_cu_avgpool2d,
+    /* .global_avgpool = */ cu_global_avgpool,
+    /* .embedding = */ cu_embedding,
+    /* .attention = */ cu_attention,
+    /* .cast = */ cu_cast,
+    /* .permute_0213 = */ cu_permute_0213,
+    /* .copy2d = */ cu_copy2d,
+    /* members below are valid for version 2 */
+    /* .unary = */ gf_cu_unary,
+    /* .binary = */ gf_cu_binary,
+    /* .where = */ gf_cu_where,
+    /* .strided_copy = */ gf_cu_strided_copy,
+    /* .gather = */ gf_cu_gather,
+    /* .reduce = */ gf_cu_reduce,
+    /* .softmax_axis = */ gf_cu_softmax_axis,
+    /* .conv2d_ex = */ gf_cu_conv2d_ex,
+    /* .pool2d_ex = */ gf_cu_pool2d_ex,
+    /* .cast_ex = */ gf_cu_cast_ex,
+    /* .fill = */ gf_cu_fill,
+};
+
 extern "C" void gf_cuda_kernels_fill(gf_kernels *k, gf_cuda_kctx *ctx)
 {
-    memset(k, 0, sizeof *k);
-    k->version = GF_KERNELS_VERSION;
-    k->size = sizeof *k;
+    *k = gf_cuda_kernel_table;
     k->ctx = ctx;
-    k->last_error = cu_last_error;
-    k->sync = NULL; /* the backend's */
-    k->gemm = cu_gemm;
-    k->gemm_batched = cu_gemm_batched;
-    k->bias_act = cu_bias_act;
-    k->softmax = cu_softmax;
-    k->layernorm = cu_layernorm;
-    k->batchnorm = cu_batchnorm;
-    k->add = cu_add;
-    k->conv2d = gf_cu_conv2d;
-    k->maxpool2d = gf_cu_maxpool2d;
-    k->avgpool2d = gf_cu_avgpool2d;
-    k->global_avgpool = cu_global_avgpool;
-    k->embedding = cu_embedding;
-    k->attention = cu_attention;
-    k->cast = cu_cast;
-    k->permute_0213 = cu_permute_0213;
-    k->copy2d = cu_copy2d;
-    /* version 2 */
-    k->unary = gf_cu_unary;
-    k->binary = gf_cu_binary;
-    k->where = gf_cu_where;
-    k->strided_copy = gf_cu_strided_copy;
-    k->gather = gf_cu_gather;
-    k->reduce = gf_cu_reduce;
-    k->softmax_axis = gf_cu_softmax_axis;
-    k->conv2d_ex = gf_cu_conv2d_ex;
-    k->pool2d_ex = gf_cu_pool2d_ex;
-    k->cast_ex = gf_cu_cast_ex;
-    k->fill = gf_cu_fill;
 }
