@@ -253,7 +253,20 @@ static bool compatible(const gf_manifest *mf, const gw_req *a, const gw_req *b)
 
 /* Take the next batch from v's queue (qlock held): the head request and the
  * compatible ones after it, up to max_batch_size rows. */
-static gw_batch *take_batch(gw_version *v)
+bool gw_batch_due(const gw_version *v, uint64_t now_us, uint64_t *deadline_us)
+{
+    const gw_req *head = v->q_head;
+    if (head == NULL)
+        return false;
+    uint64_t delay = (uint64_t)v->mf->max_queue_delay_us;
+    bool full = !v->batchable || v->q_rows >= v->mf->max_batch_size;
+    if (full || now_us - head->t_submit_us >= delay)
+        return true;
+    *deadline_us = head->t_submit_us + delay;
+    return false;
+}
+
+gw_batch *gw_take_batch(gw_version *v)
 {
     gw_batch *b = calloc(1, sizeof *b);
     if (b == NULL)
@@ -419,15 +432,13 @@ static void *batcher_main(void *arg)
         for (size_t i = 0; i < gw->n_ready;) {
             gw_version *v = gw->ready[i];
             while (v->q_head != NULL) {
-                uint64_t waited = now - v->q_head->t_submit_us;
-                bool full = !v->batchable || v->q_rows >= v->mf->max_batch_size;
-                if (!full && waited < (uint64_t)v->mf->max_queue_delay_us) {
-                    uint64_t dl = v->q_head->t_submit_us + (uint64_t)v->mf->max_queue_delay_us;
+                uint64_t dl;
+                if (!gw_batch_due(v, now, &dl)) {
                     if (dl < next_deadline)
                         next_deadline = dl;
                     break;
                 }
-                gw_batch *b = take_batch(v);
+                gw_batch *b = gw_take_batch(v);
                 if (b == NULL)
                     break;
                 *todo_tail = b;

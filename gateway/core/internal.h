@@ -286,6 +286,16 @@ void gw_worker_unload_all(gf_gw *gw, gw_version *v);                 /* lock hel
 int gw_workers_up(gf_gw *gw);                                        /* lock held */
 
 /* batcher.c */
+/* The batcher's selection, pure functions of a version's queue (qlock held):
+ * the queue is due when its head has waited max_queue_delay_us, it holds
+ * max_batch_size rows, or the version cannot batch; else *deadline_us is
+ * when it will be. */
+bool gw_batch_due(const gw_version *v, uint64_t now_us, uint64_t *deadline_us);
+/* Unlink the next batch from v's queue: the head and, when v batches, the
+ * requests after it whose inputs agree past the batch dimension, up to
+ * max_batch_size rows, in submit order (the others keep theirs). The batch
+ * pins v. NULL when out of memory. */
+gw_batch *gw_take_batch(gw_version *v);
 /* Put a checked request in its version's queue (the version is pinned by
  * q). GF_ERR_BUSY when the queue is full. */
 gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err);
