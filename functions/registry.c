@@ -9,6 +9,20 @@
 #include "core/log.h"
 #include "functions/kinds/kinds.h"
 #include "functions/runtime.h"
+#ifdef GF_HAVE_ONNX_IMPORT
+#include "functions/onnx/import.h"
+#else
+/* Built without protobuf-c (the GPU machine): models cannot be imported
+ * here, though the onnx kind runs those imported elsewhere. */
+static gf_status gf_onnx_convert(const gf_fn_convert_req *req, char **manifest_json,
+                                 gf_err *err)
+{
+    (void)req;
+    *manifest_json = NULL;
+    return gf_err_set(err, GF_ERR_UNSUPPORTED, "this gpufaas-worker was built without the ONNX "
+                      "importer (protobuf-c and libonnx-dev were missing when it was built)");
+}
+#endif
 
 /* ---- kinds ------------------------------------------------------------------- */
 
@@ -29,7 +43,7 @@ static const struct {
     {"mlp", gf_fn_kind_mlp, NULL},
     {"resnet", gf_fn_kind_resnet, NULL},
     {"bert", gf_fn_kind_bert, NULL},
-    {"onnx", gf_fn_kind_onnx, NULL},
+    {"onnx", gf_fn_kind_onnx, gf_onnx_convert},
 };
 #define GF_N_BUILTIN (sizeof gf_builtin_table / sizeof gf_builtin_table[0])
 

@@ -8,11 +8,14 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/filetype.h"
 #include "core/json.h"
+#include "core/path.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
 #include "functions/manifest.h"
 #include "functions/onnx/plan.h"
+#include "functions/runtime.h"
 
 /* Probe size for symbolic dims other than the batch dimension. */
 #define PROBE_DIM 32
@@ -304,19 +307,27 @@ gf_status gf_onnx_import(const gf_onnx_import_req *req, char **manifest_json, gf
     }
     if (st != GF_OK)
         goto done;
-    /* the manifest: derived from the graph, then the user's fields */
+    /* the manifest: derived from the graph, then the user's fields; the
+     * name from the manifest or given apart (both: they must agree) */
     const char *name = req->name;
-    char namebuf[80];
+    char namebuf[GF_ONNX_MAX_NAME + 1];
     if (req->manifest != NULL) {
         gf_json_doc *pd;
-        if (gf_json_parse(req->manifest, req->manifest_len, 0, &pd, NULL) == GF_OK) {
-            const gf_json *nm = gf_json_get(gf_json_doc_root(pd), "name");
-            if (nm != NULL && nm->type == GF_JSON_STRING && nm->u.str.len < sizeof namebuf) {
-                snprintf(namebuf, sizeof namebuf, "%s", nm->u.str.s);
-                name = namebuf;
-            }
-            gf_json_doc_free(pd);
+        if ((st = gf_json_parse(req->manifest, req->manifest_len, 0, &pd, err)) != GF_OK) {
+            gf_err_prefix(err, "manifest");
+            goto done;
         }
+        const gf_json *nm = gf_json_get(gf_json_doc_root(pd), "name");
+        if (nm != NULL && nm->type == GF_JSON_STRING && nm->u.str.len < sizeof namebuf) {
+            if (name != NULL && strcmp(name, nm->u.str.s) != 0)
+                st = gf_err_set(err, GF_ERR_INVALID, "the manifest names the function '%.64s' "
+                                "and the deploy '%.64s'", nm->u.str.s, name);
+            snprintf(namebuf, sizeof namebuf, "%s", nm->u.str.s);
+            name = namebuf;
+        }
+        gf_json_doc_free(pd);
+        if (st != GF_OK)
+            goto done;
     }
     if (name == NULL || name[0] == '\0') {
         st = gf_err_set(err, GF_ERR_INVALID, "the function needs a name (a \"name\" part or a "
@@ -366,5 +377,39 @@ done:
     gf_manifest_free(mf);
     gf_onnx_model_free(m);
     gf_onnx_parsed_free(parsed);
+    return st;
+}
+
+gf_status gf_onnx_convert(const gf_fn_convert_req *req, char **manifest_json, gf_err *err)
+{
+    *manifest_json = NULL;
+    if (req->n_uploads < 1 || req->n_uploads > 2)
+        return gf_err_set(err, GF_ERR_INVALID, "kind 'onnx' takes a model and at most one "
+                          "external data file, not %zu files", req->n_uploads);
+    /* weights sent to the onnx kind: say where the model goes instead */
+    unsigned char head[64];
+    size_t n = 0;
+    FILE *f = fopen(req->uploads[0], "rb");
+    if (f != NULL) {
+        n = fread(head, 1, sizeof head, f);
+        fclose(f);
+    }
+    if (gf_filetype_sniff(head, n) == GF_FILE_SAFETENSORS)
+        return gf_err_set(err, GF_ERR_INVALID, "kind 'onnx' runs an ONNX model, and this is a "
+                          "safetensors file: send the .onnx file as the part 'model' (curl -F "
+                          "model=@model.onnx -F name=NAME)");
+    char *out = gf_path_join(req->out_dir, GF_CONVERTED_WEIGHTS);
+    if (out == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    gf_onnx_import_req ir = {
+        .model_path = req->uploads[0],
+        .data_path = req->n_uploads > 1 ? req->uploads[1] : NULL,
+        .manifest = req->manifest,
+        .manifest_len = req->manifest_len,
+        .name = req->name,
+        .out_path = out,
+    };
+    gf_status st = gf_onnx_import(&ir, manifest_json, err);
+    free(out);
     return st;
 }

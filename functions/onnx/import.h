@@ -47,6 +47,14 @@ typedef struct gf_onnx_import_req {
  * GF_ERR_UNSUPPORTED for bad input, and nothing is written. */
 gf_status gf_onnx_import(const gf_onnx_import_req *req, char **manifest_json, gf_err *err);
 
+/* The onnx kind's deploy-time converter (gf_fn_convert_fn,
+ * functions/runtime.h): uploads[0] is the model, uploads[1] (optional) its
+ * external data; writes <out_dir>/GF_CONVERTED_WEIGHTS with gf_onnx_import
+ * and returns its manifest. */
+struct gf_fn_convert_req;
+gf_status gf_onnx_convert(const struct gf_fn_convert_req *req, char **manifest_json,
+                          gf_err *err);
+
 /* Parse a model into a graph plus initializer bytes, without checks beyond
  * the format's (for tools and tests). init_data[v] for each initializer
  * value v points into *blob_owner's memory; free both with

@@ -541,6 +541,76 @@ static gf_status identity_run(const gf_onnx_run_ctx *c)
     return GF_OK;
 }
 
+/* ---- IsNaN, IsInf ----------------------------------------------------------------- */
+
+/* IsNaN: x != x. IsInf: x == +inf (detect_positive) or x == -inf
+ * (detect_negative). F32 on the device; the constants are a step constant:
+ * [true] for IsNaN, [+inf, -inf] for IsInf. */
+static gf_status isnan_infer(gf_onnx_infer_ctx *c)
+{
+    const gf_onnx_tinfo *x = c->in[0];
+    bool nan = strcmp(c->n->op_type, "IsNaN") == 0;
+    bool pos = gf_onnx_attr_int(c->n, "detect_positive", 1) != 0;
+    bool neg = gf_onnx_attr_int(c->n, "detect_negative", 1) != 0;
+    if (!gf_dtype_is_float(x->dtype))
+        return gf_onnx_fail(c, GF_ERR_INVALID, "input is %s, not a float type", dt(x->dtype));
+    int64_t n = gf_onnx_numel(x);
+    if (c->may_fold && n <= GF_ONNX_FOLD_MAX) {
+        gf_onnx_const *y;
+        gf_status st = gf_onnx_fold_new(c, 0, GF_DT_BOOL, x->rank, x->shape, &y);
+        for (int64_t i = 0; st == GF_OK && i < n; i++) {
+            double v = gf_onnx_const_f64(x->host, i);
+            ((unsigned char *)y->data)[i] = nan ? isnan(v) : (isinf(v) && (v > 0 ? pos : neg));
+        }
+        return st;
+    }
+    if (x->dtype != GF_DT_F32)
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "input is %s; gpufaas computes this op on "
+                            "F32", dt(x->dtype));
+    int64_t one = 1, two = 2;
+    gf_status st = nan ? gf_onnx_const_new(GF_DT_BOOL, 1, &one, &c->step_const, c->err)
+                       : gf_onnx_const_new(GF_DT_F32, 1, &two, &c->step_const, c->err);
+    if (st != GF_OK)
+        return st;
+    if (nan) {
+        ((unsigned char *)c->step_const->data)[0] = 1;
+    } else {
+        gf_onnx_const_set_f64(c->step_const, 0, INFINITY);
+        gf_onnx_const_set_f64(c->step_const, 1, -INFINITY);
+        c->scratch = (size_t)n;
+    }
+    c->aux[0] = nan ? 0 : (pos ? 1 : 0) | (neg ? 2 : 0);
+    gf_onnx_set_out(c, 0, GF_DT_BOOL, x->rank, x->shape);
+    return GF_OK;
+}
+
+static gf_status isnan_run(const gf_onnx_run_ctx *c)
+{
+    int64_t n = gf_onnx_numel(c->in[0].t), r1[1] = {n}, s1[1] = {1}, s0[1] = {0};
+    void *y = c->out[0].data;
+    const void *x = c->in[0].data;
+    const char *k = c->step_const;
+    int rc = 0;
+    if (c->aux[0] == 0) {
+        rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_EQUAL, 1, r1, y, x, s1, x, s1, GF_DT_F32);
+        if (rc == 0)
+            rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_XOR, 1, r1, y, y, s1, k, s0,
+                              GF_DT_BOOL);
+    } else if (c->aux[0] == 3) {
+        rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_EQUAL, 1, r1, y, x, s1, k, s0, GF_DT_F32);
+        if (rc == 0)
+            rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_EQUAL, 1, r1, c->scratch, x, s1, k + 4,
+                              s0, GF_DT_F32);
+        if (rc == 0)
+            rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_OR, 1, r1, y, y, s1, c->scratch, s1,
+                              GF_DT_BOOL);
+    } else {
+        rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_EQUAL, 1, r1, y, x, s1,
+                          k + (c->aux[0] == 1 ? 0 : 4), s0, GF_DT_F32);
+    }
+    return rc ? gf_onnx_kfail(c, rc) : GF_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 #define UNARY(T, A, CODE, ...) \
@@ -606,6 +676,9 @@ const gf_onnx_op gf_onnx_ops_elementwise[] = {
     BINARY("Or", GF_BINARY_OR, "BOOL", 7),
     BINARY("Xor", GF_BINARY_XOR, "BOOL", 7),
     {"", "Not", {1}, 1, 1, 1, 1, "", 0, 0, not_infer, not_run, "BOOL", 0},
+    {"", "IsNaN", {9, 13, 20}, 1, 1, 1, 1, "", 0, 0, isnan_infer, isnan_run, "F32", 0},
+    {"", "IsInf", {10, 20}, 1, 1, 1, 1, "detect_negative:i,detect_positive:i", 0, 0,
+     isnan_infer, isnan_run, "F32", 0},
     {"", "Sum", {8, 13}, 1, -1, 1, 1, "", 0, 0, variadic_infer, variadic_run, "F32, I32, I64",
      GF_BINARY_ADD},
     {"", "Mean", {8, 13}, 1, -1, 1, 1, "", 0, 0, variadic_infer, variadic_run, "F32", -1},

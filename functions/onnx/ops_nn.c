@@ -133,6 +133,7 @@ static gf_status conv_infer(gf_onnx_infer_ctx *c)
     *p = (gf_conv2d_ex_params){.n = x->shape[0], .c = cin, WINDOW_FIELDS(w, two), .oc = oc,
                                .groups = groups};
     gf_onnx_set_out(c, 0, GF_DT_F32, x->rank, shape);
+    c->fuse = GF_ONNX_FUSE_ACT | GF_ONNX_FUSE_RESIDUAL;
     return GF_OK;
 }
 
@@ -141,7 +142,8 @@ static gf_status conv_run(const gf_onnx_run_ctx *c)
     const gf_conv2d_ex_params *p = (const gf_conv2d_ex_params *)c->aux;
     const void *bias = c->n->n_in > 2 ? c->in[2].data : NULL;
     int rc = c->k->conv2d_ex(c->k->ctx, c->s, c->out[0].data, c->in[0].data, p, c->in[1].data,
-                             bias, c->in[1].t->dtype, NULL, GF_ACT_IDENTITY);
+                             bias, c->in[1].t->dtype, c->extra != NULL ? c->extra->data : NULL,
+                             c->act);
     return rc ? gf_onnx_kfail(c, rc) : GF_OK;
 }
 
@@ -374,6 +376,7 @@ static gf_status gemm_infer(gf_onnx_infer_ctx *c)
     c->aux[2] = nn;
     c->aux[3] = k;
     gf_onnx_set_out(c, 0, GF_DT_F32, 2, shape);
+    c->fuse = GF_ONNX_FUSE_ACT | (c->aux[0] == 0 ? GF_ONNX_FUSE_BIAS : 0);
     return GF_OK;
 }
 
@@ -397,9 +400,12 @@ static gf_status gemm_run(const gf_onnx_run_ctx *c)
         rc = c->k->gemm(c->k->ctx, c->s, ta, tb, m, nn, k, alpha, c->in[0].data, a->dtype,
                         a->shape[1], c->in[1].data, b->dtype, b->shape[1], kbeta,
                         c->out[0].data, nn);
-    if (rc == 0 && c->aux[0] == 1)
-        rc = c->k->bias_act(c->k->ctx, c->s, c->out[0].data, m, nn, c->in[2].data,
-                            c->in[2].t->dtype, GF_ACT_IDENTITY);
+    /* the bias row (C, or a fused Add's) and a fused activation */
+    const gf_onnx_rt *bias = c->aux[0] == 1 ? &c->in[2] : c->extra;
+    if (rc == 0 && (bias != NULL || c->act != GF_ACT_IDENTITY))
+        rc = c->k->bias_act(c->k->ctx, c->s, c->out[0].data, m, nn,
+                            bias != NULL ? bias->data : NULL,
+                            bias != NULL ? bias->t->dtype : GF_DT_F32, c->act);
     return rc ? gf_onnx_kfail(c, rc) : GF_OK;
 }
 
@@ -464,6 +470,8 @@ static gf_status matmul_infer(gf_onnx_infer_ctx *c)
         c->aux[21 + i] = sb[i] * k * nn;
     }
     gf_onnx_set_out(c, 0, GF_DT_F32, r, shape);
+    if (c->aux[4] && a->rank >= 2 && b->rank >= 2)
+        c->fuse = GF_ONNX_FUSE_ACT | GF_ONNX_FUSE_BIAS; /* one gemm: a bias row applies */
     return GF_OK;
 }
 
@@ -479,6 +487,10 @@ static gf_status matmul_run(const gf_onnx_run_ctx *c)
          * broadcasts against nothing, so it is dense) */
         rc = c->k->gemm(c->k->ctx, c->s, 0, 0, m * nb, nn, k, 1.0f, c->in[0].data, a->dtype, k,
                         c->in[1].data, b->dtype, nn, 0.0f, c->out[0].data, nn);
+        if (rc == 0 && (c->extra != NULL || c->act != GF_ACT_IDENTITY))
+            rc = c->k->bias_act(c->k->ctx, c->s, c->out[0].data, m * nb, nn,
+                                c->extra != NULL ? c->extra->data : NULL,
+                                c->extra != NULL ? c->extra->t->dtype : GF_DT_F32, c->act);
         return rc ? gf_onnx_kfail(c, rc) : GF_OK;
     }
     /* batches: the strides of A and B along the flattened batch, when they

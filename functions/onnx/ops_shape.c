@@ -1,5 +1,5 @@
 /* gpufaas — ONNX ops that move data or compute shapes: Shape, Reshape,
- * Transpose, Slice, Concat, Split, Gather, Expand, ... (functions/onnx).
+ * Transpose, Slice, Concat, Split, Expand, ... (functions/onnx).
  *
  * Most of them are one strided view of their input; infer computes the view
  * (output shape, input strides and offset), folds it on the host when the
@@ -545,73 +545,6 @@ static gf_status split_run(const gf_onnx_run_ctx *c)
     return GF_OK;
 }
 
-/* ---- Gather -------------------------------------------------------------------- */
-
-static gf_status gather_infer(gf_onnx_infer_ctx *c)
-{
-    const gf_onnx_tinfo *x = c->in[0], *ids = c->in[1];
-    int64_t axis;
-    if (!gf_onnx_axis(gf_onnx_attr_int(c->n, "axis", 0), x->rank, false, &axis))
-        return gf_onnx_fail(c, GF_ERR_INVALID, "axis out of range");
-    if (ids->dtype != GF_DT_I64 && ids->dtype != GF_DT_I32)
-        return gf_onnx_fail(c, GF_ERR_INVALID, "indices are %s, not I64 or I32",
-                            gf_dtype_st_name(ids->dtype));
-    int32_t rank = x->rank - 1 + ids->rank;
-    if (rank > GF_MAX_RANK)
-        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "output rank %d", rank);
-    int64_t shape[GF_MAX_RANK];
-    int32_t r = 0;
-    for (int32_t k = 0; k < axis; k++)
-        shape[r++] = x->shape[k];
-    for (int32_t k = 0; k < ids->rank; k++)
-        shape[r++] = ids->shape[k];
-    for (int32_t k = (int32_t)axis + 1; k < x->rank; k++)
-        shape[r++] = x->shape[k];
-    int64_t outer = 1, inner = 1, dim = x->shape[axis];
-    for (int32_t k = 0; k < axis; k++)
-        outer *= x->shape[k];
-    for (int32_t k = (int32_t)axis + 1; k < x->rank; k++)
-        inner *= x->shape[k];
-    c->aux[0] = outer;
-    c->aux[1] = dim;
-    c->aux[2] = inner;
-    gf_onnx_set_out(c, 0, x->dtype, rank, shape);
-    if (ids->host != NULL) {
-        for (int64_t i = 0; i < gf_onnx_numel(ids); i++) {
-            int64_t v = gf_onnx_const_i64(ids->host, i);
-            if (v < -dim || v >= dim)
-                return gf_onnx_fail(c, GF_ERR_INVALID, "index %" PRId64 " is outside [-%" PRId64
-                                    ", %" PRId64 ")", v, dim, dim);
-        }
-    }
-    if (c->may_fold && gf_onnx_numel(&c->out[0]) <= GF_ONNX_FOLD_MAX) {
-        gf_onnx_const *y;
-        gf_status st = gf_onnx_fold_new(c, 0, x->dtype, rank, shape, &y);
-        if (st != GF_OK)
-            return st;
-        size_t es = gf_dtype_size(x->dtype);
-        int64_t nid = gf_onnx_numel(ids);
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t j = 0; j < nid; j++) {
-                int64_t v = gf_onnx_const_i64(ids->host, j);
-                v = v < 0 ? v + dim : v;
-                memcpy((char *)y->data + ((o * nid + j) * inner) * (int64_t)es,
-                       (const char *)x->host->data + ((o * dim + v) * inner) * (int64_t)es,
-                       (size_t)inner * es);
-            }
-    }
-    return GF_OK;
-}
-
-static gf_status gather_run(const gf_onnx_run_ctx *c)
-{
-    const gf_onnx_tinfo *ids = c->in[1].t;
-    int rc = c->k->gather(c->k->ctx, c->s, c->out[0].data, c->in[0].data, c->aux[0], c->aux[1],
-                          c->aux[2], c->in[1].data, ids->dtype, gf_onnx_numel(ids),
-                          (int64_t)gf_dtype_size(c->in[0].t->dtype));
-    return rc ? gf_onnx_kfail(c, rc) : GF_OK;
-}
-
 /* ---- ConstantOfShape, Range ------------------------------------------------------ */
 
 static gf_status cos_infer(gf_onnx_infer_ctx *c)
@@ -727,7 +660,5 @@ const gf_onnx_op gf_onnx_ops_shape[] = {
     {"", "Split", {2, 11, 13, 18}, 1, 2, 1, GF_ONNX_MAX_NODE_IO > 127 ? 127 : 1,
      "axis:i,split:I,num_outputs:i", 0x2, 0, split_infer, split_run,
      "split sizes known when the plan is made", 0},
-    {"", "Gather", {1, 11, 13}, 2, 2, 1, 1, "axis:i", 0, 0, gather_infer, gather_run,
-     "I32 or I64 indices, checked", 0},
     {.type = NULL},
 };

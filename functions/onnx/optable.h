@@ -57,9 +57,22 @@ typedef struct gf_onnx_infer_ctx {
                                      * then fill all of them */
     bool may_fold;                  /* every present input is known on the host */
     size_t scratch;                 /* out: device scratch bytes run needs */
+    gf_onnx_const *step_const;      /* out: host data run reads on the device (flat gather
+                                     * indices, a constant); the plan owns it afterwards and
+                                     * uploads it before each run of the step */
     int64_t aux[GF_ONNX_AUX];       /* out: anything run wants precomputed */
+    uint32_t fuse;                  /* out: what the step may absorb (GF_ONNX_FUSE_*) */
     gf_err *err;
 } gf_onnx_infer_ctx;
+
+/* What a step may absorb from the steps after it (the plan fuses them when
+ * the intermediate value has no other use): its run then finds the fused
+ * input in gf_onnx_run_ctx.extra and the activation in .act. */
+enum {
+    GF_ONNX_FUSE_ACT = 1u << 0,      /* an activation applied to output 0 (Relu, SiLU) */
+    GF_ONNX_FUSE_RESIDUAL = 1u << 1, /* + a tensor of output 0's shape, before the activation */
+    GF_ONNX_FUSE_BIAS = 1u << 2,     /* + a row over output 0's last dim, before the activation */
+};
 
 /* A value at run time. */
 typedef struct gf_onnx_rt {
@@ -76,6 +89,9 @@ typedef struct gf_onnx_run_ctx {
     const gf_onnx_rt *in;  /* n->n_in entries */
     const gf_onnx_rt *out; /* n->n_out entries */
     void *scratch;         /* ctx.scratch bytes, 256-byte aligned */
+    const void *step_const; /* infer's step_const, on the device; NULL when none */
+    const gf_onnx_rt *extra; /* a fused residual or bias (GF_ONNX_FUSE_*), or NULL */
+    gf_act act;              /* a fused activation, GF_ACT_IDENTITY when none */
     const int64_t *aux;    /* what infer left */
 } gf_onnx_run_ctx;
 
@@ -186,6 +202,8 @@ gf_dtype gf_onnx_dtype(int64_t onnx_type);
 /* The op lists of each file, NULL-terminated ({.type = NULL}). */
 extern const gf_onnx_op gf_onnx_ops_elementwise[];
 extern const gf_onnx_op gf_onnx_ops_shape[];
+extern const gf_onnx_op gf_onnx_ops_gather[];
+extern const gf_onnx_op gf_onnx_ops_scan[];
 extern const gf_onnx_op gf_onnx_ops_nn[];
 extern const gf_onnx_op gf_onnx_ops_ml[];
 

@@ -8,46 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
-
-struct gf_onnx_model {
-    gf_onnx_graph *g;
-    gf_onnx_const **host; /* per value: host copy of an initializer, or NULL */
-    int64_t *param;       /* per value: parameter index of an initializer, or -1 */
-};
-
-typedef enum { LOC_NONE, LOC_INPUT, LOC_PARAM, LOC_ARENA, LOC_OUTPUT, LOC_ALIAS } loc_kind;
-
-typedef struct {
-    loc_kind kind;
-    int64_t idx; /* input / param / output index, arena offset, or the aliased value */
-} plan_loc;
-
-typedef struct {
-    int32_t node;
-    size_t scratch_off, scratch;
-    int64_t aux[GF_ONNX_AUX];
-    int32_t *uploads; /* values uploaded just before this step */
-    int32_t n_uploads;
-} plan_step;
-
-typedef struct {
-    int32_t out, value;
-} plan_copy;
-
-struct gf_onnx_plan {
-    const gf_onnx_model *m;
-    gf_onnx_tinfo *t;       /* per value */
-    gf_onnx_const **folded; /* per value: host result of a folded node (owned) */
-    plan_loc *loc;          /* per value */
-    plan_step *steps;
-    int32_t n_steps;
-    plan_copy *copies;      /* outputs that are copied at the end */
-    int32_t n_copies;
-    size_t arena;
-    void **ptr;             /* per value, one run's device addresses */
-    gf_onnx_rt *rt_in, *rt_out;
-    int32_t max_io;
-};
+#include "functions/onnx/plan_internal.h"
 
 /* ---- model --------------------------------------------------------------------- */
 
@@ -146,8 +107,10 @@ void gf_onnx_plan_free(gf_onnx_plan *p)
     for (int32_t v = 0; p->folded != NULL && v < g->n_values; v++)
         gf_onnx_const_free(p->folded[v]);
     free(p->folded);
-    for (int32_t i = 0; p->steps != NULL && i < p->n_steps; i++)
+    for (int32_t i = 0; p->steps != NULL && i < p->n_steps; i++) {
         free(p->steps[i].uploads);
+        gf_onnx_const_free(p->steps[i].sconst);
+    }
     free(p->steps);
     free(p->copies);
     free(p->t);
@@ -304,9 +267,14 @@ static gf_status infer_nodes(gf_onnx_plan *p, gf_err *err)
         if (st != GF_OK) {
             for (int32_t k = 0; k < n->n_out; k++)
                 gf_onnx_const_free(fold[k]);
+            gf_onnx_const_free(c.step_const);
             break;
         }
         bool folded = n->n_out > 0 && fold[0] != NULL;
+        if (folded || (op->flags & GF_ONNX_OP_HOST_ONLY)) {
+            gf_onnx_const_free(c.step_const); /* no step runs */
+            c.step_const = NULL;
+        }
         for (int32_t k = 0; k < n->n_out; k++) {
             int32_t v = n->out[k];
             if (v < 0) {
@@ -340,7 +308,12 @@ static gf_status infer_nodes(gf_onnx_plan *p, gf_err *err)
         }
         plan_step *s = &p->steps[p->n_steps++];
         s->node = i;
+        s->out0 = n->n_out > 0 ? n->out[0] : -1;
+        s->extra = -1;
+        s->act = GF_ACT_IDENTITY;
+        s->fuse = c.fuse;
         s->scratch = c.scratch;
+        s->sconst = c.step_const;
         memcpy(s->aux, c.aux, sizeof s->aux);
         if ((op->flags & GF_ONNX_OP_ALIAS) && n->out[0] >= 0)
             p->loc[n->out[0]] = (plan_loc){LOC_ALIAS, n->in[0]};
@@ -382,9 +355,9 @@ static gf_status place(gf_onnx_plan *p, gf_err *err)
     for (int32_t si = 0; si < p->n_steps && st == GF_OK; si++) {
         plan_step *s = &p->steps[si];
         const gf_onnx_node *n = &g->nodes[s->node];
-        for (int32_t k = 0; k < n->n_in; k++) {
-            int32_t v = n->in[k];
-            if (v < 0 || (k < 32 && (n->op->host_inputs & (1u << k))))
+        for (int32_t k = 0; k <= n->n_in; k++) {
+            int32_t v = k < n->n_in ? n->in[k] : s->extra; /* the fused input last */
+            if (v < 0 || (k < n->n_in && k < 32 && (n->op->host_inputs & (1u << k))))
                 continue;
             if (p->loc[v].kind == LOC_NONE && m->param[v] >= 0) {
                 p->loc[v] = (plan_loc){LOC_PARAM, m->param[v]};
@@ -430,7 +403,7 @@ static gf_status place(gf_onnx_plan *p, gf_err *err)
             p->loc[v].idx = (int64_t)off;
         }
         for (int32_t k = 0; k < n->n_out && st == GF_OK; k++) {
-            int32_t v = n->out[k];
+            int32_t v = k == 0 ? s->out0 : n->out[k];
             if (v < 0 || p->loc[v].kind != LOC_NONE)
                 continue;
             if (!arena_take(&a, tinfo_bytes(&p->t[v]), last[v] < si ? si : last[v], &off))
@@ -441,6 +414,11 @@ static gf_status place(gf_onnx_plan *p, gf_err *err)
             if (!arena_take(&a, s->scratch, si, &off))
                 st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
             s->scratch_off = off;
+        }
+        if (s->sconst != NULL && st == GF_OK) {
+            if (!arena_take(&a, s->sconst->nbytes, si, &off))
+                st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            s->sconst_off = off;
         }
     }
     p->arena = a.peak;
@@ -489,7 +467,7 @@ gf_status gf_onnx_plan_compile(const gf_onnx_model *m, const int64_t (*shapes)[G
         p->t[v].host = m->host[v];
     }
     if ((st = check_inputs(p, shapes, err)) != GF_OK || (st = infer_nodes(p, err)) != GF_OK ||
-        (st = place(p, err)) != GF_OK)
+        (st = gf_onnx_plan_fuse(p, err)) != GF_OK || (st = place(p, err)) != GF_OK)
         goto fail;
     *out = p;
     return GF_OK;
@@ -533,6 +511,9 @@ gf_status gf_onnx_plan_run(gf_onnx_plan *p, const gf_onnx_env *env, void *const 
             const gf_onnx_const *h = p->t[v].host;
             st = env->upload(env->ctx, p->ptr[v], h->data, h->nbytes, err);
         }
+        if (s->sconst != NULL && s->sconst->nbytes > 0 && st == GF_OK)
+            st = env->upload(env->ctx, (char *)arena + s->sconst_off, s->sconst->data,
+                             s->sconst->nbytes, err);
         for (int32_t k = 0; k < n->n_in && st == GF_OK; k++) {
             int32_t v = n->in[k];
             p->rt_in[k] = (gf_onnx_rt){NULL, NULL};
@@ -542,8 +523,13 @@ gf_status gf_onnx_plan_run(gf_onnx_plan *p, const gf_onnx_env *env, void *const 
             if (!(k < 32 && (n->op->host_inputs & (1u << k))))
                 st = resolve(p, env, v, &p->rt_in[k].data, err);
         }
+        gf_onnx_rt extra = {NULL, NULL};
+        if (s->extra >= 0 && st == GF_OK) {
+            extra.t = &p->t[s->extra];
+            st = resolve(p, env, s->extra, &extra.data, err);
+        }
         for (int32_t k = 0; k < n->n_out && st == GF_OK; k++) {
-            int32_t v = n->out[k];
+            int32_t v = k == 0 ? s->out0 : n->out[k];
             p->rt_out[k] = (gf_onnx_rt){NULL, NULL};
             if (v < 0)
                 continue;
@@ -555,6 +541,8 @@ gf_status gf_onnx_plan_run(gf_onnx_plan *p, const gf_onnx_env *env, void *const 
         gf_onnx_run_ctx c = {.g = g, .n = n, .err = err, .k = env->k, .s = env->s,
                              .in = p->rt_in, .out = p->rt_out,
                              .scratch = s->scratch ? (char *)arena + s->scratch_off : NULL,
+                             .step_const = s->sconst ? (char *)arena + s->sconst_off : NULL,
+                             .extra = s->extra >= 0 ? &extra : NULL, .act = (gf_act)s->act,
                              .aux = s->aux};
         st = n->op->run(&c);
     }

@@ -1,5 +1,7 @@
 /* gpufaas deploy NAME --kind K --weights FILE [--manifest FILE | --input SPEC...
  * --output SPEC...] — upload a function (POST /v1/functions, admin).
+ * gpufaas deploy NAME --onnx MODEL.onnx [--onnx-data FILE] — an ONNX model (the
+ * part 'model'): the server derives the manifest; flags override its fields.
  *
  * The manifest comes from --manifest, or is built from the flags; flags given
  * next to --manifest override its fields. The weights are streamed from the
@@ -30,13 +32,18 @@ static void deploy_usage(FILE *out)
     fprintf(out,
             "usage: gpufaas deploy NAME --kind KIND --weights FILE.safetensors\n"
             "                      [--manifest FILE.json | --input SPEC... --output SPEC...]\n"
-            "                      [options]\n\n"
-            "Upload a function: its weights (a safetensors file, streamed) and its manifest.\n"
+            "                      [options]\n"
+            "       gpufaas deploy NAME --onnx MODEL.onnx [--onnx-data FILE] [options]\n\n"
+            "Upload a function: its weights (a safetensors file, streamed) and its manifest,\n"
+            "or an ONNX model, whose inputs and outputs the server reads from the graph.\n"
             "The server validates both, stores them as a new version of NAME and makes it\n"
             "current. An admin call. Prints the new version and how to invoke it.\n\n"
             "options:\n"
             "  --kind KIND           the function kind: mlp, resnet, bert, or a plugin's\n"
             "  --weights FILE        the safetensors file\n"
+            "  --onnx FILE           an ONNX model (torch.onnx.export, Hugging Face, skl2onnx)\n"
+            "                        instead of --weights; kind onnx, the manifest optional\n"
+            "  --onnx-data FILE      the model's external data (model.onnx.data, > 2 GB models)\n"
             "  --manifest FILE       a manifest (JSON); the options below override its fields\n"
             "  --input SPEC          an input as NAME:DATATYPE:DIMS, e.g. x:FP32:-1,64\n"
             "                        (-1 = any size; a leading -1 is the batch); repeat per input\n"
@@ -116,6 +123,7 @@ static json_t *parse_spec(const gf_cli_client *c, const char *opt, const char *s
 
 typedef struct deploy_opts {
     const char *name, *kind, *weights, *manifest, *config;
+    const char *onnx, *onnx_data; /* --onnx, --onnx-data: a model upload */
     const char *inputs[MAX_SPECS], *outputs[MAX_SPECS];
     int n_inputs, n_outputs;
     const char *ignore[MAX_IGNORE]; /* --ignore-weights, replacing the manifest's list */
@@ -147,7 +155,7 @@ static char *build_manifest(const gf_cli_client *c, const deploy_opts *o)
             fprintf(stderr, "note: %s names the function '%s'; deploying it as '%s'\n", o->manifest,
                     mname, o->name);
     } else {
-        if (o->kind == NULL || o->n_inputs == 0 || o->n_outputs == 0) {
+        if (o->onnx == NULL && (o->kind == NULL || o->n_inputs == 0 || o->n_outputs == 0)) {
             gf_cli_errorf(c, "without --manifest, give --kind, --input and --output (e.g. --kind "
                              "mlp --input x:FP32:-1,64 --output y:FP32:-1,10)");
             return NULL;
@@ -281,20 +289,40 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
 
 /* ---- the command ------------------------------------------------------------------------- */
 
-static int deploy_run(gf_cli_client *c, const deploy_opts *o)
+/* The size of a file to upload, or -1 after reporting why it cannot be. */
+static long long upload_size(const gf_cli_client *c, const char *what, const char *path)
 {
-    int fd = open(o->weights, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (fd < 0) {
-        gf_cli_errorf(c, "cannot open the weights %s: %s", o->weights, strerror(errno));
-        return 1;
+        gf_cli_errorf(c, "cannot open the %s %s: %s", what, path, strerror(errno));
+        return -1;
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        gf_cli_errorf(c, "the weights %s are not a regular file", o->weights);
-        close(fd);
-        return 1;
-    }
+    bool ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
     close(fd);
+    if (!ok) {
+        gf_cli_errorf(c, "the %s %s is not a regular file", what, path);
+        return -1;
+    }
+    return (long long)sb.st_size;
+}
+
+/* A file part of the upload, streamed from path by libcurl. */
+static bool add_file_part(curl_mime *mime, const char *name, const char *path)
+{
+    curl_mimepart *p = curl_mime_addpart(mime);
+    return p != NULL && curl_mime_name(p, name) == CURLE_OK &&
+           curl_mime_filedata(p, path) == CURLE_OK &&
+           curl_mime_type(p, "application/octet-stream") == CURLE_OK;
+}
+
+static int deploy_run(gf_cli_client *c, const deploy_opts *o)
+{
+    const char *file = o->onnx != NULL ? o->onnx : o->weights;
+    long long size = upload_size(c, o->onnx != NULL ? "model" : "weights", file);
+    long long dsize = o->onnx_data != NULL ? upload_size(c, "model data", o->onnx_data) : 0;
+    if (size < 0 || dsize < 0)
+        return 1;
     char *manifest = build_manifest(c, o);
     if (manifest == NULL)
         return 1;
@@ -307,14 +335,12 @@ static int deploy_run(gf_cli_client *c, const deploy_opts *o)
         goto out;
     mime = curl_mime_init(e);
     curl_mimepart *pm = mime != NULL ? curl_mime_addpart(mime) : NULL;
-    curl_mimepart *pw = mime != NULL ? curl_mime_addpart(mime) : NULL;
-    if (pm == NULL || pw == NULL || curl_mime_name(pm, "manifest") != CURLE_OK ||
+    if (pm == NULL || curl_mime_name(pm, "manifest") != CURLE_OK ||
         curl_mime_data(pm, manifest, CURL_ZERO_TERMINATED) != CURLE_OK ||
         curl_mime_type(pm, "application/json") != CURLE_OK ||
-        curl_mime_name(pw, "weights") != CURLE_OK ||
-        curl_mime_filedata(pw, o->weights) != CURLE_OK ||
-        curl_mime_type(pw, "application/octet-stream") != CURLE_OK) {
-        gf_cli_errorf(c, "cannot build the upload of %s", o->weights);
+        !add_file_part(mime, o->onnx != NULL ? "model" : "weights", file) ||
+        (o->onnx_data != NULL && !add_file_part(mime, "model_data", o->onnx_data))) {
+        gf_cli_errorf(c, "cannot build the upload of %s", file);
         goto out;
     }
     curl_easy_setopt(e, CURLOPT_MIMEPOST, mime);
@@ -325,9 +351,9 @@ static int deploy_run(gf_cli_client *c, const deploy_opts *o)
     };
     p.last = p.t0;
     if (!o->quiet && !p.tty) {
-        char size[32];
-        fprintf(stderr, "uploading %s (%s) to %s\n", o->weights,
-                gf_cli_fmt_size((uint64_t)sb.st_size, size, sizeof size), c->server);
+        char size_s[32];
+        fprintf(stderr, "uploading %s (%s) to %s\n", file,
+                gf_cli_fmt_size((uint64_t)(size + dsize), size_s, sizeof size_s), c->server);
     }
     curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(e, CURLOPT_XFERINFODATA, &p);
@@ -350,11 +376,11 @@ static int deploy_run(gf_cli_client *c, const deploy_opts *o)
     if (c->json) {
         rc = gf_cli_print_json(c, j);
     } else {
-        char size[32];
-        gf_cli_fmt_size((uint64_t)gf_cli_json_int(j, "bytes", 0), size, sizeof size);
+        char stored[32];
+        gf_cli_fmt_size((uint64_t)gf_cli_json_int(j, "bytes", 0), stored, sizeof stored);
         printf("deployed %s version %lld (%s, %s, sha256 %.12s)\n",
                gf_cli_json_str(j, "name", o->name), gf_cli_json_int(j, "version", 0),
-               gf_cli_json_str(j, "kind", "?"), size, gf_cli_json_str(j, "sha256", "?"));
+               gf_cli_json_str(j, "kind", "?"), stored, gf_cli_json_str(j, "sha256", "?"));
         const json_t *ins = json_object_get(j, "inputs");
         for (size_t i = 0; i < json_array_size(ins); i++) {
             const json_t *t = json_array_get(ins, i);
@@ -400,7 +426,8 @@ int gf_cmd_deploy(int argc, char **argv)
         }
         static const char *const with_value[] = {
             "kind",      "weights", "manifest", "input",        "output",
-            "max-batch", "slo-ms",  "config",   "max-delay-us", "ignore-weights"};
+            "max-batch", "slo-ms",  "config",   "max-delay-us", "ignore-weights",
+            "onnx",      "onnx-data"};
         int which = -1;
         for (int k = 0; k < (int)(sizeof with_value / sizeof with_value[0]) && which < 0; k++) {
             r = gf_cli_take(&c, argc, argv, &i, with_value[k], &v);
@@ -461,6 +488,12 @@ int gf_cmd_deploy(int argc, char **argv)
             }
             o.ignore[o.n_ignore++] = v;
             continue;
+        case 10:
+            o.onnx = v;
+            continue;
+        case 11:
+            o.onnx_data = v;
+            continue;
         default:
             break;
         }
@@ -475,10 +508,19 @@ int gf_cmd_deploy(int argc, char **argv)
         }
         o.name = argv[i];
     }
-    if (o.name == NULL || o.weights == NULL) {
-        gf_cli_errorf(&c, "%s",
-                      o.name == NULL ? "give the function's NAME" : "give --weights FILE");
+    if (o.name == NULL || (o.weights == NULL) == (o.onnx == NULL)) {
+        gf_cli_errorf(&c, "%s", o.name == NULL ? "give the function's NAME"
+                                : o.onnx == NULL ? "give --weights FILE (or --onnx MODEL.onnx)"
+                                                 : "give --weights or --onnx, not both");
         deploy_usage(stderr);
+        goto out;
+    }
+    if (o.onnx_data != NULL && o.onnx == NULL) {
+        gf_cli_errorf(&c, "--onnx-data goes with --onnx");
+        goto out;
+    }
+    if (o.onnx != NULL && o.kind != NULL && strcmp(o.kind, "onnx") != 0) {
+        gf_cli_errorf(&c, "--onnx deploys kind onnx, not '%s'", o.kind);
         goto out;
     }
     rc = 1;

@@ -353,12 +353,17 @@ static void job_deploy(gf_http_req *r)
 {
     size_t mlen;
     const char *m = gf_upload_manifest(r->upload, &mlen);
+    const char *data = gf_upload_data_path(r->upload);
     gf_gw_deploy_req d = {
         .manifest = m,
         .manifest_len = mlen,
         .weights_tmp = gf_upload_path(r->upload),
         .sha256_hex = gf_upload_sha256(r->upload),
         .bytes = gf_upload_bytes(r->upload),
+        .name = gf_upload_name(r->upload),
+        .kind = gf_upload_is_model(r->upload) ? GF_UPLOAD_MODEL_KIND : NULL,
+        .extra_tmp = data != NULL ? &data : NULL,
+        .n_extra = data != NULL ? 1 : 0,
     };
     r->job_status = gf_gw_deploy(r->srv->gw, &d, &r->deployed, &r->job_err);
     gf_upload_release(r->upload); /* the core moved it (success) or removed it (failure) */

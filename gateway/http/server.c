@@ -383,7 +383,8 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
         if (ct == NULL || strncasecmp(ct, "multipart/form-data", 19) != 0) {
             gf_http_error(r, 415,
                           "deploy expects multipart/form-data with the parts 'manifest' and "
-                          "'weights' (curl -F manifest=@m.json -F weights=@model.safetensors)");
+                          "'weights' (curl -F manifest=@m.json -F weights=@model.safetensors), "
+                          "or an ONNX model (curl -F model=@model.onnx -F name=NAME)");
             return;
         }
         gf_err err;

@@ -108,6 +108,9 @@ START_TEST(test_feed_streams_to_disk)
     gf_sha256_buf(w, n, d);
     gf_sha256_hex(d, hex);
     ck_assert_str_eq(gf_upload_sha256(u), hex);
+    ck_assert_ptr_null(gf_upload_name(u));
+    ck_assert(!gf_upload_is_model(u));
+    ck_assert_ptr_null(gf_upload_data_path(u));
     /* freed without release: the staged file goes */
     gf_upload_free(u);
     ck_assert_int_eq(count_files(), 0);
@@ -121,6 +124,44 @@ START_TEST(test_feed_streams_to_disk)
     gf_upload_free(u);
     ck_assert_int_eq(count_files(), 1);
     free(w);
+}
+END_TEST
+
+/* A model: no manifest needed, a name, its external data staged apart. */
+START_TEST(test_model_parts)
+{
+    gf_upload *u;
+    gf_err err;
+    int before = count_files();
+    ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
+    ck_assert(gf_upload_feed(u, "name", "res", 0, 3) == GF_OK);
+    ck_assert(gf_upload_feed(u, "name", "net", 3, 3) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model", "onnx-bytes", 0, 10) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model_data", "0123", 0, 4) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model_data", "4567", 4, 4) == GF_OK);
+    ck_assert_msg(gf_upload_finish(u, &err) == GF_OK, "%s", err.msg);
+    size_t ml;
+    ck_assert_ptr_null(gf_upload_manifest(u, &ml));
+    ck_assert_str_eq(gf_upload_name(u), "resnet");
+    ck_assert(gf_upload_is_model(u));
+    ck_assert_uint_eq(gf_upload_bytes(u), 10);
+    char buf[16] = "";
+    FILE *f = fopen(gf_upload_data_path(u), "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(buf, 1, sizeof buf, f), 8);
+    fclose(f);
+    ck_assert_str_eq(buf, "01234567");
+    ck_assert_int_eq(count_files(), before + 2);
+    gf_upload_free(u); /* not released: both staged files go */
+    ck_assert_int_eq(count_files(), before);
+    /* an empty model part is still a (staged, empty) file for the validator to refuse */
+    ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model", "", 0, 0) == GF_OK);
+    ck_assert_msg(gf_upload_finish(u, &err) == GF_OK, "%s", err.msg);
+    ck_assert_uint_eq(gf_upload_bytes(u), 0);
+    ck_assert_ptr_nonnull(gf_upload_path(u));
+    gf_upload_free(u);
+    ck_assert_int_eq(count_files(), before);
 }
 END_TEST
 
@@ -150,10 +191,30 @@ START_TEST(test_feed_errors)
     expect_fail(u, 400, "missing form field 'manifest'");
 
     ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
-    ck_assert(gf_upload_feed(u, "model", "abc", 0, 3) != GF_OK);
+    ck_assert(gf_upload_feed(u, "modle", "abc", 0, 3) != GF_OK);
     /* refused from now on, even good parts */
     ck_assert(gf_upload_feed(u, "manifest", m, 0, 2) != GF_OK);
-    expect_fail(u, 400, "unexpected form field 'model' (expected 'manifest' and 'weights')");
+    expect_fail(u, 400, "unexpected form field 'modle' (expected 'manifest' and 'weights', or "
+                "'model'");
+
+    /* a model and weights in one deploy; a model's parts with weights */
+    ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model", "abc", 0, 3) == GF_OK);
+    ck_assert(gf_upload_feed(u, "weights", "abc", 0, 3) != GF_OK);
+    expect_fail(u, 400, "give either the part 'weights'");
+    ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
+    ck_assert(gf_upload_feed(u, "manifest", m, 0, 2) == GF_OK);
+    ck_assert(gf_upload_feed(u, "weights", "abc", 0, 3) == GF_OK);
+    ck_assert(gf_upload_feed(u, "name", "x", 0, 1) == GF_OK);
+    expect_fail(u, 400, "form field 'name' goes with 'model'");
+    ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
+    ck_assert(gf_upload_feed(u, "manifest", m, 0, 2) == GF_OK);
+    ck_assert(gf_upload_feed(u, "weights", "abc", 0, 3) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model_data", "abc", 0, 3) == GF_OK);
+    expect_fail(u, 400, "form field 'model_data' (a model's external data) goes with");
+    ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model_data", "abc", 0, 3) == GF_OK);
+    expect_fail(u, 400, "missing form field 'weights'");
 
     ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
     ck_assert(gf_upload_feed(u, "manifest", m, 0, 2) == GF_OK);
@@ -170,7 +231,12 @@ START_TEST(test_feed_errors)
     char *big = calloc(1, 2000);
     ck_assert(gf_upload_feed(u, "weights", big, 0, 600) == GF_OK);
     ck_assert(gf_upload_feed(u, "weights", big, 600, 600) != GF_OK);
-    expect_fail(u, 413, "form field 'weights' is larger than the upload limit of 1000 bytes");
+    expect_fail(u, 413, "form field 'weights' takes the upload past its limit of 1000 bytes");
+    /* the limit holds for a model and its data together */
+    ck_assert(gf_upload_new(tmpdir, 1000, &u, &err) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model", big, 0, 600) == GF_OK);
+    ck_assert(gf_upload_feed(u, "model_data", big, 0, 600) != GF_OK);
+    expect_fail(u, 413, "form field 'model_data' takes the upload past its limit");
     free(big);
 
     ck_assert(gf_upload_new(tmpdir, 0, &u, &err) == GF_OK);
@@ -365,6 +431,7 @@ static Suite *upload_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_feed_streams_to_disk);
     tcase_add_test(tc, test_feed_errors);
+    tcase_add_test(tc, test_model_parts);
     tcase_add_test(tc, test_multipart_through_mhd);
     suite_add_tcase(s, tc);
     return s;

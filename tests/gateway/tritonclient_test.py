@@ -29,6 +29,9 @@ except ImportError as e:  # not installed: skipped, not failed
     print(f"skipped: {e} (install tests/requirements.txt into .venv)")
     sys.exit(77)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gfserve import start_server  # noqa: E402
+
 TOKEN = "tc-token"
 CHECKS = []
 
@@ -69,22 +72,6 @@ def multipart(fields):
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-def start_server(tmp):
-    log = open(os.path.join(tmp, "serve.log"), "wb")
-    proc = subprocess.Popen(
-        [os.environ["GF_GPUFAAS"], "serve", "--listen", "127.0.0.1:0",
-         "--state-dir", os.path.join(tmp, "var"), "--devices", "cpu:2",
-         "--device-memory", "256M", "--host-memory", "256M",
-         "--worker", os.environ["GF_WORKER"], "--admin-token", TOKEN],
-        stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
-    line = proc.stdout.readline().decode().strip()
-    prefix = "gpufaas: serving on http://"
-    if not line.startswith(prefix):
-        proc.kill()
-        raise AssertionError(f"unexpected first line {line!r}; see {tmp}/serve.log")
-    return proc, line[len(prefix):]
-
-
 def main():
     src = os.environ["GF_SOURCE_ROOT"]
     with tempfile.TemporaryDirectory(prefix="gf-tritonclient-") as tmp:
@@ -94,7 +81,8 @@ def main():
                         "--mlp-acts", "tanh,identity", "--softmax", "--out", model], check=True)
         x = read_safetensors(os.path.join(model, "inputs.safetensors"))["x"]
         want = read_safetensors(os.path.join(model, "expected.safetensors"))["y"]
-        proc, addr = start_server(tmp)
+        proc, addr = start_server(tmp, TOKEN, devices="cpu:2", device_memory="256M",
+                                  host_memory="256M")
         try:
             run_checks(addr, model, x, want)
         except BaseException:

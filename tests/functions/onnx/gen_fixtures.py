@@ -2,6 +2,7 @@
 """Make the ONNX fixtures the tests run (committed; rerun by hand).
 
     /work/venvs/torch/bin/python tests/functions/onnx/gen_fixtures.py [--only ml|models]
+                                                               [--model NAME]...
 
 Needs torch, torchvision, transformers, scikit-learn, skl2onnx, onnx and
 onnxruntime (heavy: that is why its outputs are committed and CI does not
@@ -180,12 +181,13 @@ def gen_sklearn(out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["ml", "models"])
+    ap.add_argument("--model", action="append", help="with --only models: just these")
     a = ap.parse_args()
     if a.only in (None, "ml"):
         gen_ml(os.path.join(HERE, "ml"))
     if a.only in (None, "models"):
         import gen_models
-        gen_models.gen(os.path.join(HERE, "models"))
+        gen_models.gen(os.path.join(HERE, "models"), a.model)
 
 
 if __name__ == "__main__":

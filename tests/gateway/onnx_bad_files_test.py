@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Bad ONNX files deployed to a real `gpufaas serve`: each one a 400 whose
+message names the problem, nothing published, nothing left behind, and the
+server keeps serving.
+
+The files are made here with the onnx package from a small good model:
+truncated protobuf, fields of the wrong wire type, an attribute and a
+tensor of the wrong type, a cycle, an input consumed but never produced,
+unsupported ops (unknown, onnxruntime's contrib domain, skl2onnx's ZipMap),
+absurd dims, external data missing or shorter than the tensors claim, and
+misuse of the parts. Run by meson with GF_GPUFAAS, GF_WORKER and
+GF_SOURCE_ROOT set; exits 77 (skipped) without onnx or numpy.
+"""
+import os
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:
+    print(f"skipped: {e} (install tests/requirements.txt into .venv)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gfserve import serve  # noqa: E402
+from onnx_models_test import CHECKS, TOKEN, check, get, post  # noqa: E402
+
+F = TensorProto.FLOAT
+
+
+def model(nodes, inputs, outputs, inits=(), opsets=(("", 17),)):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets],
+                             ir_version=8)
+
+
+def good():
+    """y = relu(x W + b): the model the bad ones are made from."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, "W")
+    b = numpy_helper.from_array(np.ones(3, np.float32), "b")
+    return model([helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+                  helper.make_node("Add", ["h", "b"], ["z"], name="add"),
+                  helper.make_node("Relu", ["z"], ["y"], name="relu")],
+                 [helper.make_tensor_value_info("x", F, ["batch", 4])],
+                 [helper.make_tensor_value_info("y", F, ["batch", 3])], [w, b])
+
+
+def retag(data, old_tag, new_tag):
+    """Replace the first top-level field with key old_tag by new_tag (bytes)."""
+    i = data.index(bytes([old_tag]))
+    return data[:i] + bytes([new_tag]) + data[i + 1:]
+
+
+def cases(src, tmp):
+    """(name, fields, status, words the message must contain)."""
+    ok = good().SerializeToString()
+    out = []
+    out.append(("truncated", {"model": ok[: len(ok) // 2]}, 400, ["not a valid ONNX protobuf"]))
+    out.append(("empty", {"model": b""}, 400, ["empty"]))
+    # ModelProto.graph is field 7, length-delimited (key 0x3a): sent as a varint (0x38)
+    out.append(("wire-type", {"model": retag(ok, 0x3A, 0x38)}, 400,
+                ["not a valid ONNX protobuf"]))
+    m = good()
+    m.graph.node[2].attribute.append(helper.make_attribute("alpha", 0.5))
+    out.append(("unknown-attr", {"model": m.SerializeToString()}, 400,
+                ["relu", "alpha", "not understood"]))
+    conv = model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", group=1.5)],
+                 [helper.make_tensor_value_info("x", F, ["n", 1, 8, 8])],
+                 [helper.make_tensor_value_info("y", F, ["n", 1, 6, 6])],
+                 [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")])
+    out.append(("attr-type", {"model": conv.SerializeToString()}, 400,
+                ["conv", "group", "must be an int"]))
+    m = good()
+    m.graph.initializer[0].raw_data = m.graph.initializer[0].raw_data[:20]
+    out.append(("short-tensor", {"model": m.SerializeToString()}, 400, ["'W'", "bytes"]))
+    cyc = model([helper.make_node("Add", ["x", "b2"], ["a"], name="first"),
+                 helper.make_node("Relu", ["a"], ["b2"], name="second")],
+                [helper.make_tensor_value_info("x", F, ["n", 4])],
+                [helper.make_tensor_value_info("a", F, ["n", 4])])
+    out.append(("cycle", {"model": cyc.SerializeToString()}, 400, ["cycle"]))
+    dangling = model([helper.make_node("Relu", ["ghost"], ["y"], name="r")],
+                     [helper.make_tensor_value_info("x", F, ["n", 4])],
+                     [helper.make_tensor_value_info("y", F, ["n", 4])])
+    out.append(("dangling", {"model": dangling.SerializeToString()}, 400,
+                ["'ghost'", "never produced"]))
+    m = good()
+    m.graph.node[2].op_type = "Frobnicate"
+    out.append(("unsupported-op", {"model": m.SerializeToString()}, 400,
+                ["Frobnicate", "relu", "ai.onnx", "opset 17"]))
+    m = good()
+    m.graph.node[0].op_type = "FusedMatMul"
+    m.graph.node[0].domain = "com.microsoft"
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    out.append(("contrib-op", {"model": m.SerializeToString()}, 400,
+                ["FusedMatMul", "com.microsoft", "contrib"]))
+    with open(os.path.join(src, "tests/functions/onnx/ml/logreg_zipmap.onnx"), "rb") as f:
+        out.append(("zipmap", {"model": f.read()}, 400, ["ZipMap", "'zipmap': False"]))
+    m = good()
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1 << 50
+    out.append(("absurd-dim", {"model": m.SerializeToString()}, 400, ["absurd"]))
+    m = good()
+    big = m.graph.initializer[0]
+    del big.dims[:]
+    big.dims.extend([1 << 30, 1 << 30])
+    out.append(("absurd-tensor", {"model": m.SerializeToString()}, 400, ["'W'"]))
+    # external data: the weights in a second file
+    m = good()
+    ext = os.path.join(tmp, "ext")
+    os.makedirs(ext)
+    onnx.save(m, os.path.join(ext, "m.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="m.onnx.data", size_threshold=0)
+    with open(os.path.join(ext, "m.onnx"), "rb") as f:
+        ext_model = f.read()
+    with open(os.path.join(ext, "m.onnx.data"), "rb") as f:
+        ext_data = f.read()
+    out.append(("ext-missing", {"model": ext_model}, 400, ["m.onnx.data", "model_data"]))
+    out.append(("ext-short", {"model": ext_model, "model_data": ext_data[:-8]}, 400,
+                ["shorter"]))
+    # the parts themselves
+    out.append(("both-files", {"model": ok, "weights": b"x"}, 400, ["model", "weights"]))
+    out.append(("data-alone", {"model_data": ext_data}, 400, ["missing", "'model'"]))
+    out.append(("no-name", {"model": ok}, 400, ["name"]))
+    out.append(("bad-name", {"model": ok, "name": b"Not A Name"}, 400, ["name"]))
+    out.append(("kind-mismatch", {"model": ok, "manifest": b'{"name": "k", "kind": "mlp"}'}, 400,
+                ["mlp", "onnx"]))
+    return out, ext_model, ext_data
+
+
+def run_checks(addr, tmp):
+    src = os.environ["GF_SOURCE_ROOT"]
+    bad, ext_model, ext_data = cases(src, tmp)
+    for name, fields, status, words in bad:
+        fields = dict(fields)
+        if "name" not in fields and name not in ("no-name", "kind-mismatch") and \
+                "model" in fields:
+            fields["name"] = f"bad-{name}".encode()
+        st, ans = post(addr, fields)
+        msg = ans.get("error", "")
+        check(st == status, f"{name}: HTTP {status} (got {st}: {msg})")
+        for w in words:
+            check(w.lower() in msg.lower(), f"{name}: the message names {w!r} ({msg})")
+        print(f"{name}: {st} {msg}")
+    # nothing published, nothing staged, and the server still deploys and serves
+    fns = get(addr, "/v1/functions")
+    names = [f["name"] for f in fns.get("functions", fns if isinstance(fns, list) else [])]
+    check(not any(n.startswith("bad-") for n in names), "no bad model was published")
+    var = os.path.join(tmp, "var")
+    for root, _, files in os.walk(var):
+        for f in files:
+            check(not f.endswith(".part") and "validate-" not in root,
+                  f"nothing left behind ({os.path.join(root, f)})")
+    st, ans = post(addr, {"model": ext_model, "model_data": ext_data, "name": b"ext-ok"})
+    check(st == 201, f"a model with its external data deploys ({st} {ans})")
+    st, ans = post(addr, {"model": good().SerializeToString(), "name": b"still-serving"})
+    check(st == 201, f"the server still deploys ({st} {ans})")
+    import json
+    import urllib.request
+    for fn in ("ext-ok", "still-serving"):
+        body = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                                       "data": [1, 2, 3, 4]}]}).encode()
+        with urllib.request.urlopen(urllib.request.Request(
+                f"http://{addr}/v2/models/{fn}/infer", data=body, method="POST")) as r:
+            y = json.loads(r.read())["outputs"][0]["data"]
+        want = np.maximum(np.array([1, 2, 3, 4], np.float32) @
+                          (np.arange(12, dtype=np.float32).reshape(4, 3) / 10) + 1, 0)
+        check(np.allclose(y, want, rtol=1e-6), f"{fn}: serves the right answer")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="gf-onnx-bad-") as tmp:
+        serve(tmp, TOKEN, lambda addr: run_checks(addr, tmp))
+    print(f"{len(CHECKS) + 1} passed, 0 failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
