@@ -43,13 +43,76 @@ static void unary_params(const gf_onnx_node *n, int code, float *alpha, float *b
     }
 }
 
+/* Neg, Abs, Sign and Relu also take integers: on the host when the input is
+ * known there, else (I32, I64; not Sign) through binary: 0 - x, max(x, 0),
+ * max(x, 0 - x) with the constant 0 as the step constant. aux[1] marks it. */
+static bool int_unary(int code)
+{
+    return code == GF_UNARY_NEG || code == GF_UNARY_ABS || code == GF_UNARY_SIGN ||
+           code == GF_UNARY_RELU;
+}
+
+static gf_status unary_int_infer(gf_onnx_infer_ctx *c, int code)
+{
+    const gf_onnx_tinfo *x = c->in[0];
+    int64_t n = gf_onnx_numel(x);
+    if (c->may_fold && n <= GF_ONNX_FOLD_MAX) {
+        gf_onnx_const *y;
+        gf_status st = gf_onnx_fold_new(c, 0, x->dtype, x->rank, x->shape, &y);
+        for (int64_t i = 0; st == GF_OK && i < n; i++) {
+            int64_t v = gf_onnx_const_i64(x->host, i);
+            int64_t r = code == GF_UNARY_NEG ? (int64_t)(0 - (uint64_t)v)
+                        : code == GF_UNARY_ABS ? (v < 0 ? (int64_t)(0 - (uint64_t)v) : v)
+                        : code == GF_UNARY_SIGN ? (v > 0) - (v < 0)
+                                                : (v > 0 ? v : 0);
+            gf_onnx_const_set_i64(y, i, r);
+        }
+        return st;
+    }
+    if ((x->dtype != GF_DT_I32 && x->dtype != GF_DT_I64) || code == GF_UNARY_SIGN)
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "input is %s; gpufaas computes this op on "
+                            "F32 (and Neg, Abs, Relu on I32 and I64)", dt(x->dtype));
+    int64_t one = 1;
+    gf_status st = gf_onnx_const_new(x->dtype, 1, &one, &c->step_const, c->err);
+    if (st != GF_OK)
+        return st;
+    c->aux[0] = code;
+    c->aux[1] = 1;
+    if (code == GF_UNARY_ABS)
+        c->scratch = (size_t)n * gf_dtype_size(x->dtype);
+    gf_onnx_set_out(c, 0, x->dtype, x->rank, x->shape);
+    return GF_OK;
+}
+
+static int unary_int_run(const gf_onnx_run_ctx *c)
+{
+    int64_t n = gf_onnx_numel(c->in[0].t), r1[1] = {n}, s1[1] = {1}, s0[1] = {0};
+    gf_dtype d = c->in[0].t->dtype;
+    const void *x = c->in[0].data, *zero = c->step_const;
+    void *y = c->out[0].data;
+    switch ((int)c->aux[0]) {
+    case GF_UNARY_NEG:
+        return c->k->binary(c->k->ctx, c->s, GF_BINARY_SUB, 1, r1, y, zero, s0, x, s1, d);
+    case GF_UNARY_RELU:
+        return c->k->binary(c->k->ctx, c->s, GF_BINARY_MAX, 1, r1, y, x, s1, zero, s0, d);
+    default: { /* ABS */
+        int rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_SUB, 1, r1, c->scratch, zero, s0, x,
+                              s1, d);
+        return rc ? rc : c->k->binary(c->k->ctx, c->s, GF_BINARY_MAX, 1, r1, y, x, s1,
+                                      c->scratch, s1, d);
+    }
+    }
+}
+
 static gf_status unary_infer(gf_onnx_infer_ctx *c)
 {
     const gf_onnx_tinfo *x = c->in[0];
+    int code = c->n->op->code;
+    if (int_unary(code) && !gf_dtype_is_float(x->dtype) && x->dtype != GF_DT_BOOL)
+        return unary_int_infer(c, code);
     if (x->dtype != GF_DT_F32)
         return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "input is %s; gpufaas computes this op in "
                             "F32 only", dt(x->dtype));
-    int code = c->n->op->code;
     if (strcmp(c->n->op_type, "Gelu") == 0) {
         const char *ap = gf_onnx_attr_str(c->n, "approximate", "none");
         if (strcmp(ap, "tanh") == 0)
@@ -65,6 +128,10 @@ static gf_status unary_infer(gf_onnx_infer_ctx *c)
 
 static gf_status unary_run(const gf_onnx_run_ctx *c)
 {
+    if (c->aux[1]) {
+        int rc = unary_int_run(c);
+        return rc ? gf_onnx_kfail(c, rc) : GF_OK;
+    }
     float alpha, beta;
     unary_params(c->n, (int)c->aux[0], &alpha, &beta);
     int rc = c->k->unary(c->k->ctx, c->s, (gf_unary_op)c->aux[0], c->out[0].data,
@@ -210,6 +277,32 @@ static gf_status bin_fold(gf_onnx_infer_ctx *c, int op, const gf_onnx_tinfo *a,
     return GF_OK;
 }
 
+/* The type an op is computed in when its inputs' type has no kernel: F16
+ * and BF16 in F32 (rounded back once), U8, I8, U16, I16, U32 in I64 (exact;
+ * the result cast back wraps as the narrow type's arithmetic does), U64 in
+ * I64 for what two's complement computes alike (+, -, *, ==). GF_DT_INVALID
+ * when none (F64: gpufaas does not compute in double). */
+static gf_dtype wide_type(gf_dtype d, int op)
+{
+    switch (d) {
+    case GF_DT_F16:
+    case GF_DT_BF16: return GF_DT_F32;
+    case GF_DT_U8:
+    case GF_DT_I8:
+    case GF_DT_U16:
+    case GF_DT_I16:
+    case GF_DT_U32: return op == GF_BINARY_PRELU || is_logic(op) ? GF_DT_INVALID : GF_DT_I64;
+    case GF_DT_U64:
+        return op == GF_BINARY_ADD || op == GF_BINARY_SUB || op == GF_BINARY_MUL ||
+                       op == GF_BINARY_EQUAL
+                   ? GF_DT_I64
+                   : GF_DT_INVALID;
+    default: return GF_DT_INVALID;
+    }
+}
+
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
 static gf_status binary_infer(gf_onnx_infer_ctx *c)
 {
     const gf_onnx_tinfo *a = c->in[0], *b = c->in[1];
@@ -265,9 +358,21 @@ static gf_status binary_infer(gf_onnx_infer_ctx *c)
                    op == GF_BINARY_EQUAL;
     if (c->may_fold && n <= GF_ONNX_FOLD_MAX && host_ok)
         return bin_fold(c, op, a, b, ydt, rank, shape);
+    gf_dtype w = logic || ((1u << a->dtype) & MASK_NUM) ? GF_DT_INVALID : wide_type(a->dtype, op);
+    if (w != GF_DT_INVALID) {
+        /* computed in w: copies of both inputs and (but for comparisons) the result */
+        size_t ws = gf_dtype_size(w);
+        c->aux[1] = 3;
+        c->aux[3] = w;
+        c->scratch = align256((size_t)gf_onnx_numel(a) * ws) +
+                     align256((size_t)gf_onnx_numel(b) * ws) + align256((size_t)n * ws);
+        gf_onnx_set_out(c, 0, ydt, rank, shape);
+        return GF_OK;
+    }
     if (logic ? a->dtype != GF_DT_BOOL : !((1u << a->dtype) & MASK_NUM))
         return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "inputs are %s; gpufaas computes this op on "
-                            "%s", dt(a->dtype), logic ? "BOOL" : "F32, I32 and I64");
+                            "%s", dt(a->dtype), logic ? "BOOL" : "F32, I32 and I64 (and U8 to "
+                            "U32, I8, I16, F16 and BF16 through them)");
     if (op == GF_BINARY_PRELU && a->dtype != GF_DT_F32)
         return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "PRelu runs on F32 only");
     gf_onnx_set_out(c, 0, ydt, rank, shape);
@@ -306,10 +411,36 @@ static int pow_mixed(const gf_onnx_run_ctx *c)
     return rc;
 }
 
+/* y = a op b computed in type w: the inputs widened into scratch, the
+ * result narrowed back (comparisons write y, BOOL, directly). */
+static int bin_widened(const gf_onnx_run_ctx *c, int op, gf_dtype w)
+{
+    const gf_onnx_tinfo *a = c->in[0].t, *b = c->in[1].t, *y = c->out[0].t;
+    size_t ws = gf_dtype_size(w);
+    int64_t na = gf_onnx_numel(a), nb = gf_onnx_numel(b), ny = gf_onnx_numel(y);
+    char *wa = c->scratch, *wb = wa + align256((size_t)na * ws);
+    char *wy = wb + align256((size_t)nb * ws);
+    gf_onnx_tinfo ta = *a, tb = *b, ty = *y;
+    ta.dtype = tb.dtype = w;
+    bool narrow = y->dtype != GF_DT_BOOL;
+    if (narrow)
+        ty.dtype = w;
+    int rc = c->k->cast_ex(c->k->ctx, c->s, wa, w, c->in[0].data, a->dtype, na);
+    if (rc == 0)
+        rc = c->k->cast_ex(c->k->ctx, c->s, wb, w, c->in[1].data, b->dtype, nb);
+    if (rc == 0)
+        rc = bin_kernel(c, op, &ty, narrow ? (void *)wy : c->out[0].data, &ta, wa, &tb, wb);
+    if (rc == 0 && narrow)
+        rc = c->k->cast_ex(c->k->ctx, c->s, c->out[0].data, y->dtype, wy, w, ny);
+    return rc;
+}
+
 static gf_status binary_run(const gf_onnx_run_ctx *c)
 {
     int rc;
-    if (c->aux[1] == 2) {
+    if (c->aux[1] == 3) {
+        rc = bin_widened(c, (int)c->aux[0], (gf_dtype)c->aux[3]);
+    } else if (c->aux[1] == 2) {
         rc = pow_mixed(c);
     } else if (c->aux[1] == 1) {
         float e;
@@ -337,12 +468,38 @@ static gf_status variadic_infer(gf_onnx_infer_ctx *c)
             return gf_onnx_fail(c, GF_ERR_INVALID, "input shapes do not broadcast");
     }
     gf_dtype d = c->in[0]->dtype;
-    if (!((1u << d) & MASK_NUM) || (c->n->op->code == -1 && d != GF_DT_F32))
+    int op = c->n->op->code == -1 ? GF_BINARY_ADD : c->n->op->code;
+    gf_dtype w = (1u << d) & MASK_NUM ? d : wide_type(d, op);
+    if (w == GF_DT_INVALID || (c->n->op->code == -1 && w != GF_DT_F32))
         return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "inputs are %s; gpufaas computes this op on "
-                            "%s", dt(d), c->n->op->code == -1 ? "F32" : "F32, I32 and I64");
+                            "%s", dt(d), c->n->op->code == -1 ? "F32 (F16, BF16 through it)"
+                                                              : "F32, I32 and I64 (and U8 to "
+                                                                "U32, I8, I16, F16 and BF16 "
+                                                                "through them)");
     gf_onnx_set_out(c, 0, d, rank, shape);
-    c->scratch = 16;
+    c->aux[0] = w;
+    int64_t ny = gf_onnx_numel(&c->out[0]), nmax = 1;
+    for (int32_t k = 0; k < n->n_in; k++)
+        nmax = gf_onnx_numel(c->in[k]) > nmax ? gf_onnx_numel(c->in[k]) : nmax;
+    /* the Mean's constant; when widened, the accumulator and two widened inputs */
+    c->scratch = 256;
+    if (w != d)
+        c->scratch += align256((size_t)ny * gf_dtype_size(w)) +
+                      2 * align256((size_t)nmax * gf_dtype_size(w));
     return GF_OK;
+}
+
+/* Input k of a variadic op as type w: the input itself, or widened into buf. */
+static int variadic_in(const gf_onnx_run_ctx *c, int32_t k, gf_dtype w, char *buf,
+                       const void **out)
+{
+    const gf_onnx_tinfo *t = c->in[k].t;
+    if (t->dtype == w) {
+        *out = c->in[k].data;
+        return 0;
+    }
+    *out = buf;
+    return c->k->cast_ex(c->k->ctx, c->s, buf, w, c->in[k].data, t->dtype, gf_onnx_numel(t));
 }
 
 static gf_status variadic_run(const gf_onnx_run_ctx *c)
@@ -358,19 +515,39 @@ static gf_status variadic_run(const gf_onnx_run_ctx *c)
         rc = c->k->strided_copy(c->k->ctx, c->s, y->rank, y->shape, c->out[0].data, NULL,
                                 c->in[0].data, sx, 0, (int64_t)es);
     } else {
-        rc = bin_kernel(c, op, y, c->out[0].data, c->in[0].t, c->in[0].data, c->in[1].t,
-                        c->in[1].data);
-        for (int32_t k = 2; k < nin && rc == 0; k++)
-            rc = bin_kernel(c, op, y, c->out[0].data, y, c->out[0].data, c->in[k].t,
-                            c->in[k].data);
-    }
-    if (rc == 0 && c->n->op->code == -1 && nin > 1) { /* Mean */
-        float inv = 1.0f / (float)nin;
-        gf_onnx_tinfo one = {.dtype = GF_DT_F32, .rank = 0};
-        rc = c->k->fill(c->k->ctx, c->s, c->scratch, 1, &inv, 4);
+        /* folded left to right into acc: y itself, or a widened accumulator */
+        gf_dtype w = (gf_dtype)c->aux[0];
+        size_t ws = gf_dtype_size(w);
+        int64_t ny = gf_onnx_numel(y), nmax = 1;
+        for (int32_t k = 0; k < nin; k++)
+            nmax = gf_onnx_numel(c->in[k].t) > nmax ? gf_onnx_numel(c->in[k].t) : nmax;
+        char *acc = w == y->dtype ? c->out[0].data : (char *)c->scratch + 256;
+        char *b0 = (char *)c->scratch + 256 + align256((size_t)ny * ws);
+        char *b1 = b0 + align256((size_t)nmax * ws);
+        gf_onnx_tinfo ty = *y, ta = *c->in[0].t, tb = *c->in[1].t;
+        ty.dtype = ta.dtype = tb.dtype = w;
+        const void *pa, *pb;
+        rc = variadic_in(c, 0, w, b0, &pa);
         if (rc == 0)
-            rc = bin_kernel(c, GF_BINARY_MUL, y, c->out[0].data, y, c->out[0].data, &one,
-                            c->scratch);
+            rc = variadic_in(c, 1, w, b1, &pb);
+        if (rc == 0)
+            rc = bin_kernel(c, op, &ty, acc, &ta, pa, &tb, pb);
+        for (int32_t k = 2; k < nin && rc == 0; k++) {
+            tb = *c->in[k].t;
+            tb.dtype = w;
+            rc = variadic_in(c, k, w, b1, &pb);
+            if (rc == 0)
+                rc = bin_kernel(c, op, &ty, acc, &ty, acc, &tb, pb);
+        }
+        if (rc == 0 && c->n->op->code == -1) { /* Mean */
+            float inv = 1.0f / (float)nin;
+            gf_onnx_tinfo one = {.dtype = GF_DT_F32, .rank = 0};
+            rc = c->k->fill(c->k->ctx, c->s, c->scratch, 1, &inv, 4);
+            if (rc == 0)
+                rc = bin_kernel(c, GF_BINARY_MUL, &ty, acc, &ty, acc, &one, c->scratch);
+        }
+        if (rc == 0 && acc != (char *)c->out[0].data)
+            rc = c->k->cast_ex(c->k->ctx, c->s, c->out[0].data, y->dtype, acc, w, ny);
     }
     return rc ? gf_onnx_kfail(c, rc) : GF_OK;
 }
@@ -619,7 +796,8 @@ static gf_status isnan_run(const gf_onnx_run_ctx *c)
     {"", T, {__VA_ARGS__}, 2, 2, 1, 1, "", 0, 0, binary_infer, binary_run, NOTE, CODE}
 
 const gf_onnx_op gf_onnx_ops_elementwise[] = {
-    UNARY("Relu", "", GF_UNARY_RELU, 6, 13, 14),
+    {"", "Relu", {6, 13, 14}, 1, 1, 1, 1, "", 0, 0, unary_infer, unary_run, "F32, I32, I64",
+     GF_UNARY_RELU},
     UNARY("Sigmoid", "", GF_UNARY_SIGMOID, 6, 13),
     UNARY("Tanh", "", GF_UNARY_TANH, 6, 13),
     UNARY("Erf", "", GF_UNARY_ERF, 9, 13),
@@ -627,12 +805,15 @@ const gf_onnx_op gf_onnx_ops_elementwise[] = {
     UNARY("Log", "", GF_UNARY_LOG, 6, 13),
     UNARY("Sqrt", "", GF_UNARY_SQRT, 6, 13),
     UNARY("Reciprocal", "", GF_UNARY_RECIPROCAL, 6, 13),
-    UNARY("Neg", "", GF_UNARY_NEG, 6, 13),
-    UNARY("Abs", "", GF_UNARY_ABS, 6, 13),
+    {"", "Neg", {6, 13}, 1, 1, 1, 1, "", 0, 0, unary_infer, unary_run, "F32, I32, I64",
+     GF_UNARY_NEG},
+    {"", "Abs", {6, 13}, 1, 1, 1, 1, "", 0, 0, unary_infer, unary_run, "F32, I32, I64",
+     GF_UNARY_ABS},
     UNARY("Floor", "", GF_UNARY_FLOOR, 6, 13),
     UNARY("Ceil", "", GF_UNARY_CEIL, 6, 13),
     UNARY("Round", "", GF_UNARY_ROUND, 11, 22),
-    UNARY("Sign", "", GF_UNARY_SIGN, 9, 13),
+    {"", "Sign", {9, 13}, 1, 1, 1, 1, "", 0, 0, unary_infer, unary_run,
+     "F32; integers when known when the plan is made", GF_UNARY_SIGN},
     UNARY("Sin", "", GF_UNARY_SIN, 7, 22),
     UNARY("Cos", "", GF_UNARY_COS, 7, 22),
     UNARY("Tan", "", GF_UNARY_TAN, 7, 22),

@@ -262,10 +262,6 @@ static gf_status ln_infer(gf_onnx_infer_ctx *c)
     gf_status st = need_f32(c, x, "X");
     if (st != GF_OK || (st = need_w(c, g, "Scale")) != GF_OK)
         return st;
-    for (int32_t k = 1; k < c->n->n_out; k++)
-        if (c->n->out[k] >= 0)
-            return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "the Mean and InvStdDev outputs "
-                                "(training only)");
     int64_t axis;
     if (!gf_onnx_axis(gf_onnx_attr_int(c->n, "axis", -1), x->rank, false, &axis))
         return gf_onnx_fail(c, GF_ERR_INVALID, "axis out of range");
@@ -284,7 +280,56 @@ static gf_status ln_infer(gf_onnx_infer_ctx *c)
     c->aux[0] = rows;
     c->aux[1] = cols;
     gf_onnx_set_out(c, 0, GF_DT_F32, x->rank, x->shape);
+    /* Mean and InvStdDev: the statistics, shaped as X with the normalised
+     * axes 1; computed apart from the kernel (whose rows give the same) */
+    bool stats = false;
+    for (int32_t k = 1; k < c->n->n_out; k++)
+        stats = stats || c->n->out[k] >= 0;
+    if (stats) {
+        int64_t sshape[GF_MAX_RANK];
+        for (int32_t k = 0; k < x->rank; k++)
+            sshape[k] = k < axis ? x->shape[k] : 1;
+        for (int32_t k = 1; k < c->n->n_out; k++)
+            gf_onnx_set_out(c, k, GF_DT_F32, x->rank, sshape);
+        c->aux[2] = 1;
+        c->scratch = (size_t)gf_onnx_numel(x) * 4 + 2 * (((size_t)rows * 4 + 255) / 256 * 256);
+        int64_t one = 1;
+        if ((st = gf_onnx_const_new(GF_DT_F32, 1, &one, &c->step_const, c->err)) != GF_OK)
+            return st;
+        gf_onnx_const_set_f64(c->step_const, 0, gf_onnx_attr_float(c->n, "epsilon", 1e-5f));
+    }
     return GF_OK;
+}
+
+/* LayerNormalization's Mean and InvStdDev outputs: mean over each row, then
+ * 1 / sqrt(mean((x - mean)^2) + epsilon). */
+static int ln_stats(const gf_onnx_run_ctx *c)
+{
+    int64_t rows = c->aux[0], cols = c->aux[1];
+    size_t rb = ((size_t)rows * 4 + 255) / 256 * 256;
+    float *mean = c->out[1].data != NULL ? c->out[1].data : (float *)c->scratch;
+    float *d = (float *)((char *)c->scratch + 2 * rb);
+    float *var = c->n->n_out > 2 && c->out[2].data != NULL ? c->out[2].data
+                                                           : (float *)((char *)c->scratch + rb);
+    int64_t shape[2] = {rows, cols}, dense[2] = {cols, 1}, per_row[2] = {1, 0};
+    int64_t r1[1] = {rows}, s1[1] = {1}, s0[1] = {0};
+    int rc = c->k->reduce(c->k->ctx, c->s, GF_REDUCE_MEAN, mean, c->in[0].data, rows, cols, 1);
+    if (rc == 0)
+        rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_SUB, 2, shape, d, c->in[0].data, dense,
+                          mean, per_row, GF_DT_F32);
+    if (rc == 0)
+        rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_MUL, 2, shape, d, d, dense, d, dense,
+                          GF_DT_F32);
+    if (rc == 0)
+        rc = c->k->reduce(c->k->ctx, c->s, GF_REDUCE_MEAN, var, d, rows, cols, 1);
+    if (rc == 0)
+        rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_ADD, 1, r1, var, var, s1, c->step_const, s0,
+                          GF_DT_F32);
+    if (rc == 0)
+        rc = c->k->unary(c->k->ctx, c->s, GF_UNARY_SQRT, var, var, rows, 0, 0);
+    if (rc == 0)
+        rc = c->k->unary(c->k->ctx, c->s, GF_UNARY_RECIPROCAL, var, var, rows, 0, 0);
+    return rc;
 }
 
 static gf_status ln_run(const gf_onnx_run_ctx *c)
@@ -293,6 +338,8 @@ static gf_status ln_run(const gf_onnx_run_ctx *c)
     const void *beta = c->n->n_in > 2 ? c->in[2].data : NULL;
     int rc = c->k->layernorm(c->k->ctx, c->s, c->out[0].data, c->in[0].data, c->aux[0],
                              c->aux[1], c->in[1].data, beta, c->in[1].t->dtype, eps);
+    if (rc == 0 && c->aux[2])
+        rc = ln_stats(c);
     return rc ? gf_onnx_kfail(c, rc) : GF_OK;
 }
 

@@ -21,26 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "cache/cache.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 #define CHECK(x)                                                                               \
     do {                                                                                       \
@@ -151,29 +134,29 @@ int main(int argc, char **argv)
     gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
     double raw[5], swap[5];
     for (int r = 0; r < 6; r++) {
-        double t0 = now();
+        double t0 = gf_bench_now();
         for (size_t off = 0; off < model_bytes; off += 4u << 20) {
             size_t len = model_bytes - off < (4u << 20) ? model_bytes - off : 4u << 20;
             gf_memcpy_async(be, cs, (char *)dbuf + off, (char *)hbuf + off, len, GF_COPY_H2D, NULL);
         }
         gf_stream_sync(be, cs, NULL);
         if (r > 0)
-            raw[r - 1] = (double)model_bytes / (now() - t0) / 1e9;
+            raw[r - 1] = (double)model_bytes / (gf_bench_now() - t0) / 1e9;
     }
     gf_dev_free(be, dbuf);
     gf_host_free_pinned(be, hbuf);
     for (int r = 0; r < 6; r++) {
         CHECK(gf_cache_evict(c, m, GF_TIER_DEVICE, &e_));
         gf_lease *l;
-        double t0 = now();
+        double t0 = gf_bench_now();
         CHECK(gf_cache_acquire(c, m, &l, &e_));
         CHECK(gf_lease_wait_all(l, &e_));
-        double t = now() - t0;
+        double t = gf_bench_now() - t0;
         gf_lease_release(l);
         if (r > 0)
             swap[r - 1] = (double)model_bytes / t / 1e9;
     }
-    double raw_gbps = median(raw, 5), swap_gbps = median(swap, 5);
+    double raw_gbps = gf_bench_median(raw, 5), swap_gbps = gf_bench_median(swap, 5);
     printf("raw_copy_gbps=%.2f swap_in_gbps=%.2f\n", raw_gbps, swap_gbps);
     printf("swap_efficiency=%.3f\n", swap_gbps / raw_gbps);
 
@@ -183,12 +166,12 @@ int main(int argc, char **argv)
     CHECK(gf_lease_wait_all(l, &e_));
     gf_lease_release(l);
     const int iters = 1000000;
-    double t0 = now();
+    double t0 = gf_bench_now();
     for (int i = 0; i < iters; i++) {
         gf_cache_acquire(c, m, &l, NULL);
         gf_lease_release(l);
     }
-    printf("hit_overhead_us=%.3f\n", (now() - t0) / iters * 1e6);
+    printf("hit_overhead_us=%.3f\n", (gf_bench_now() - t0) / iters * 1e6);
     gf_cache_free(c);
 
     /* ---- pipelining ---- */
@@ -217,9 +200,9 @@ int main(int argc, char **argv)
         k->cast(k->ctx, s, x, GF_DT_F32, x, GF_DT_F32, 0);
         double per_layer = 0;
         for (int rep = 0; rep < 8; rep++) {
-            double t = now();
+            double t = gf_bench_now();
             mlp_forward(be, l, layers, h, batch, x, y);
-            double pl = (now() - t) / layers;
+            double pl = (gf_bench_now() - t) / layers;
             if (rep == 0 || pl < per_layer)
                 per_layer = pl;
             if (!cpu && pl < 0.5 * (double)layer_bytes / (raw_gbps * 1e9) && batch < 4096) {
@@ -251,17 +234,17 @@ int main(int argc, char **argv)
     for (int r = 0; r < 3; r++) {
         for (int mode = 0; mode < 2; mode++) {
             CHECK(gf_cache_evict(c, m, GF_TIER_DEVICE, &e_));
-            double t = now();
+            double t = gf_bench_now();
             CHECK(gf_cache_acquire(c, m, &l, &e_));
             if (mode == 1)
                 CHECK(gf_lease_wait_all(l, &e_)); /* load, then run */
             mlp_forward(be, l, layers, h, batch, x, y);
-            double dt = now() - t;
+            double dt = gf_bench_now() - t;
             gf_lease_release(l);
             (mode == 0 ? pipe : seq)[r] = dt;
         }
     }
-    double p = median(pipe, 3), s = median(seq, 3);
+    double p = gf_bench_median(pipe, 3), s = gf_bench_median(seq, 3);
     printf("pipelined_ms=%.1f load_then_run_ms=%.1f\n", p * 1e3, s * 1e3);
     printf("pipeline_ratio=%.3f\n", p / s);
     gf_cache_free(c);

@@ -1,7 +1,7 @@
 /* gpufaas — ONNX's own backend test data against the onnx kind.
  *
  *   onnx_conformance DATA_DIR [-v] [-k FILTER] [--device cpu|cuda:0]
- *                    [--rtol R] [--atol A] [--strict]
+ *                    [--rtol R] [--atol A] [--strict] [--export DIR]
  *
  * DATA_DIR is ONNX's backend test data (Debian's libonnx-testdata:
  * /usr/share/libonnx-testdata/data) with the sets node, pytorch-converted,
@@ -17,7 +17,10 @@
  * op, dtype or attribute value gpufaas does not claim): the reason is
  * printed with -v; with --strict (for sets of models we claim, every op
  * supported) a refusal is a failure. It fails when anything else goes wrong
- * or an output differs. Prints <set>_tests_passed=, _failed=, _skipped= per set and exits
+ * or an output differs. --export DIR writes each passing test, imported, into
+ * DIR/<set>_<test>/ (weights.safetensors, manifest.json, inputs.safetensors
+ * and our outputs as expected.safetensors): what tests/gpu's cuda check runs
+ * on a machine without protobuf-c (onnx_crosscheck). Prints <set>_tests_passed=, _failed=, _skipped= per set and exits
  * 1 when any test failed.
  */
 #include <dirent.h>
@@ -29,6 +32,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "core/safetensors.h"
 #include "core/tensor.h"
 #include "functions/onnx/optable.h"
 #include "functions/onnx/import.h"
@@ -46,6 +50,7 @@ typedef struct {
     int seq;
     int strict;        /* a refusal fails the test */
     double rtol, atol; /* |got - want| <= atol + rtol |want| */
+    const char *export_dir; /* --export, or NULL */
 } rig;
 
 static int cmp_names(const void *a, const void *b)
@@ -143,8 +148,48 @@ static const struct {
      "data is [1]"},
 };
 
+/* Tensors named as the manifest's inputs (or outputs) into a safetensors
+ * file. */
+static gf_status write_named(const char *path, const gf_manifest_io *io, const gf_tensor *t,
+                             size_t n, gf_err *err)
+{
+    gf_st_wtensor *wt = calloc(n + 1, sizeof *wt);
+    if (wt == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        wt[i] = (gf_st_wtensor){io[i].name, t[i].dtype, t[i].rank, t[i].shape, t[i].data};
+    gf_status st = gf_st_write(path, wt, n, NULL, 0, err);
+    free(wt);
+    return st;
+}
+
+/* --export: the imported test, its inputs and our outputs. */
+static void export_case(const rig *r, const char *key, const char *test, const char *weights,
+                        const char *mj, const gf_manifest *mf, const gf_tensor *in,
+                        const gf_fn_outputs *fo)
+{
+    char d[4096], p[4200];
+    snprintf(d, sizeof d, "%s/%s_%s", r->export_dir, key, test);
+    mkdir(d, 0755);
+    gf_err err;
+    snprintf(p, sizeof p, "%s/weights.safetensors", d);
+    bool ok = rename(weights, p) == 0;
+    snprintf(p, sizeof p, "%s/manifest.json", d);
+    FILE *f = fopen(p, "w");
+    ok = ok && f != NULL && fputs(mj, f) >= 0;
+    if (f != NULL)
+        ok = fclose(f) == 0 && ok;
+    snprintf(p, sizeof p, "%s/inputs.safetensors", d);
+    ok = ok && write_named(p, mf->inputs, in, mf->n_inputs, &err) == GF_OK;
+    snprintf(p, sizeof p, "%s/expected.safetensors", d);
+    ok = ok && write_named(p, mf->outputs, fo->t, fo->n, &err) == GF_OK;
+    if (!ok)
+        fprintf(stderr, "onnx_conformance: cannot export %s\n", d);
+}
+
 /* 0 passed, 1 failed, 2 skipped */
-static int run_one(rig *r, const char *dir, const char *test, char *why, size_t cap)
+static int run_one(rig *r, const char *dir, const char *key, const char *test, char *why,
+                   size_t cap)
 {
     for (size_t i = 0; i < sizeof known_bad_data / sizeof known_bad_data[0]; i++)
         if (strcmp(test, known_bad_data[i].test) == 0) {
@@ -235,6 +280,8 @@ static int run_one(rig *r, const char *dir, const char *test, char *why, size_t 
             }
             gf_onnx_const_free(want);
         }
+        if (result == 0 && ds == 0 && r->export_dir != NULL)
+            export_case(r, key, test, out, mj, mf, in, &fo);
         gf_fn_outputs_free(&fo);
         for (size_t i = 0; i < mf->n_inputs; i++)
             gf_onnx_const_free(ic[i]);
@@ -270,6 +317,8 @@ int main(int argc, char **argv)
             r.atol = atof(argv[++i]);
         else if (strcmp(argv[i], "--strict") == 0)
             r.strict = 1;
+        else if (strcmp(argv[i], "--export") == 0 && i + 1 < argc)
+            r.export_dir = argv[++i];
         else
             data = argv[i];
     }
@@ -282,6 +331,8 @@ int main(int argc, char **argv)
         printf("SKIP: no ONNX test data at %s (install libonnx-testdata)\n", data);
         return 77;
     }
+    if (r.export_dir != NULL)
+        mkdir(r.export_dir, 0755);
     char tmpl[] = "/tmp/gf-onnx-conf-XXXXXX";
     r.tmp = mkdtemp(tmpl);
     gf_err err;
@@ -321,7 +372,7 @@ int main(int argc, char **argv)
             if (filter != NULL && strstr(tests[t], filter) == NULL)
                 continue;
             char why[600] = "";
-            int rc = run_one(&r, dir, tests[t], why, sizeof why);
+            int rc = run_one(&r, dir, key, tests[t], why, sizeof why);
             if (rc == 0)
                 passed++;
             else if (rc == 1)

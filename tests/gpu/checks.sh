@@ -28,6 +28,7 @@ gf_check runpath       30  any runtime/libgf_backend_cuda.so
 gf_check backend_cuda  60  gpu tests/backend/test_backend runtime/libgf_backend_cuda.so
 gf_check kernels_cuda  90  gpu tests/backend/test_kernels runtime/libgf_backend_cuda.so
 gf_check kinds_cuda    90  gpu tests/functions/test_functions_kinds runtime/libgf_backend_cuda.so
+gf_check onnx_cuda     60  gpu tests/functions/onnx_crosscheck runtime/libgf_backend_cuda.so
 gf_check bench_copy    45  gpu tests/bench/bench_copy runtime/libgf_backend_cuda.so
 gf_check bench_cache   45  gpu tests/bench/bench_cache runtime/libgf_backend_cuda.so
 gf_check bench_gemm    45  gpu tests/bench/bench_gemm runtime/libgf_backend_cuda.so
@@ -47,6 +48,14 @@ check_kernels_cuda() { gf_test tests/backend/test_kernels cuda:0; }
 
 # The built-in kinds on cuda:0 against the numpy reference.
 check_kinds_cuda() { GF_TEST_DEVICE=cuda:0 gf_test tests/functions/test_functions_kinds; }
+
+# The onnx kind on cuda:0 against the cpu, on the cases prepare.sh imported
+# (ONNX's node tests, mobilenet_v3_small, BERT and RoBERTa encoders):
+# onnx.onnx_cuda_cases_passed, _failed, max_rel_err.
+check_onnx_cuda() {
+  [ -d "$GF_B/onnx-cases" ] || { gf_note "no $GF_B/onnx-cases (prepare.sh makes them)"; return 77; }
+  gf_bench onnx tests/functions/onnx_crosscheck "$GF_B/onnx-cases" --device cuda:0
+}
 
 # copy.h2d_gbps (pinned, best chunk) against copy.link_peak_gbps (the link's
 # maximum), copy.copy_efficiency, copy.map_us_per_page.

@@ -7,7 +7,8 @@
 # The GPU machine has the CUDA toolkit, meson and ninja but no package
 # registry and none of our -dev packages: no gateway (libmicrohttpd, jansson,
 # sqlite3, libcurl), no OpenBLAS (the cpu backend's plain loops suffice for
-# the cuda checks), Check and subunit from the .deb files prepare.sh unpacks
+# the cuda checks), no ONNX importer (protobuf-c; the ONNX cases are imported
+# here by prepare.sh), Check and subunit from the .deb files prepare.sh unpacks
 # into third_party/deps. -Dwerror=false: the device's compiler may warn where
 # ours does not; warnings are errors in CI, which builds every file.
 
@@ -18,5 +19,6 @@ GF_GPU_DEPS=third_party/deps
 # under ROOT (meson's find_library takes absolute folders only).
 gf_gpu_meson_options() {
   printf '%s\n' -Dcuda=enabled -Dgateway=disabled -Dcpu_blas=disabled -Dtests=enabled \
+    -Donnx_import=disabled \
     -Dwerror=false -Dbuildtype=release -Db_ndebug=false "-Ddeps_root=$1/$GF_GPU_DEPS"
 }

@@ -7,7 +7,9 @@
 #     meson and ninja but no package registry and none of our -dev packages;
 #  2. build-gpu configured with exactly the device's options
 #     (tests/gpu/config.sh) and the checks' targets built (tests/gpu/checks.sh),
-#     so that on the device ninja builds only what changed since.
+#     so that on the device ninja builds only what changed since;
+#  3. the ONNX cases of the onnx_cuda check, imported into build-gpu/onnx-cases
+#     (needs the release build in build/ and .venv: deploy/test.sh makes both).
 #
 # Then the device call carries both: carry ["third_party/deps", "build-gpu"]
 # (what git ignores travels only when named; together well under the
@@ -58,6 +60,26 @@ targets=$(
 mapfile -t targets < <(printf '%s\n' "$targets" | sort -u)
 say "building ${#targets[@]} targets in $GF_GPU_BUILDDIR"
 ninja -C "$GF_GPU_BUILDDIR" -j "${GF_JOBS:-2}" "${targets[@]}"
+# 3. ONNX cases for the onnx_cuda check, imported here (the GPU build has no
+#    ONNX importer: no protobuf-c there): ONNX's node tests that pass on the cpu
+#    and three small networks, by the release build's onnx_conformance --export
+cases="$GF_GPU_BUILDDIR/onnx-cases"
+if [ -x build/tests/functions/onnx_conformance ] && [ -x .venv/bin/python3 ] &&
+   [ -d /usr/share/libonnx-testdata/data/node ]; then
+  rm -rf "$cases" "$GF_GPU_BUILDDIR/onnx-models"
+  build/tests/functions/onnx_conformance /usr/share/libonnx-testdata/data/node \
+    --export "$cases" > /dev/null
+  for m in mobilenet_v3_small bert_encoder roberta_encoder; do
+    .venv/bin/python3 tests/bench/onnx_ref.py case "tests/functions/onnx/models/$m.onnx" \
+      "$GF_GPU_BUILDDIR/onnx-models/test_$m" 5 2
+  done
+  build/tests/functions/onnx_conformance "$GF_GPU_BUILDDIR/onnx-models" --strict --rtol 1e-4 \
+    --atol 1e-5 --export "$cases" > /dev/null
+  rm -rf "$GF_GPU_BUILDDIR/onnx-models"
+  say "ONNX cases: $(find "$cases" -mindepth 1 -maxdepth 1 | wc -l) in $cases ($(du -sh "$cases" | cut -f1))"
+else
+  say "no ONNX cases (needs build/ with the importer, .venv and libonnx-testdata): onnx_cuda will skip"
+fi
 {
   echo "prepared: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
