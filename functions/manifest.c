@@ -207,10 +207,10 @@ static gf_status parse_io_list(const gf_json *v, const char *field, gf_manifest_
                             dt->type == GF_JSON_STRING ? "\"" : "");
             break;
         }
-        if (shape->type != GF_JSON_ARRAY || shape->u.arr.n == 0 ||
-            shape->u.arr.n > GF_MAX_RANK) {
+        if (shape->type != GF_JSON_ARRAY || shape->u.arr.n > GF_MAX_RANK) {
             st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s (\"%s\"): shape must be an "
-                            "array of 1 to %d dimensions", where, io[i].name, GF_MAX_RANK);
+                            "array of 0 (a scalar) to %d dimensions", where, io[i].name,
+                            GF_MAX_RANK);
             break;
         }
         io[i].rank = (int32_t)shape->u.arr.n;

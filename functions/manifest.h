@@ -8,8 +8,9 @@
  *    "config": {"activations": ["relu", "identity"], "softmax": true}}
  * name matches ^[a-z0-9][a-z0-9_.-]{0,62}$; kind names a built-in kind or a
  * plugin; version (optional) is a positive integer; inputs and outputs are
- * non-empty lists with KServe datatypes and shapes whose dims are positive
- * or -1 (any size; the first dim is the batch dimension when -1);
+ * non-empty lists with KServe datatypes and shapes of 0 (a scalar, never
+ * batched) to 8 dims, each positive or -1 (any size; the first dim is the
+ * batch dimension when -1);
  * max_batch_size >= 1 (default 1); max_queue_delay_us >= 0 (default 0);
  * slo_ms > 0 (optional); config is an object handed to the kind;
  * ignore_weights (optional) lists weights tensors the function deliberately

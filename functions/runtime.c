@@ -68,6 +68,7 @@ struct gf_fn_ctx {
     gf_stream *stream;
     int device_index;
     gf_tensor *in;   /* device copies of the inputs */
+    const gf_tensor *host_in; /* the inputs as the request brought them (host memory) */
     gf_tensor *out;  /* device outputs, data NULL until output() */
     void **allocs;   /* device blocks to free after the call */
     size_t n_allocs, cap_allocs;
@@ -487,15 +488,26 @@ static int api_workspace(gf_fn_ctx *ctx, size_t bytes, void **out)
     return ctx_alloc(ctx, bytes, out, "workspace");
 }
 
-static int api_input(gf_fn_ctx *ctx, size_t i, gf_tensor *out)
+/* Input i on the device, or as the request brought it (host). */
+static int input_of(gf_fn_ctx *ctx, size_t i, bool host, gf_tensor *out)
 {
-    if (need_mode(ctx, CTX_INFER, "input"))
+    if (need_mode(ctx, CTX_INFER, host ? "input_host" : "input"))
         return GF_ERR_STATE;
     if (i >= ctx->mf->n_inputs)
         return ctx_fail(ctx, GF_ERR_INVALID, "input %zu out of range (%zu inputs)", i,
                         ctx->mf->n_inputs);
-    *out = ctx->in[i];
+    *out = host ? ctx->host_in[i] : ctx->in[i];
     return 0;
+}
+
+static int api_input(gf_fn_ctx *ctx, size_t i, gf_tensor *out)
+{
+    return input_of(ctx, i, false, out);
+}
+
+static int api_input_host(gf_fn_ctx *ctx, size_t i, gf_tensor *out)
+{
+    return input_of(ctx, i, true, out);
 }
 
 static int api_output(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
@@ -574,6 +586,7 @@ static const gf_fn_api gf_runtime_api = {
     /* .companion_path = */ api_companion_path,
     /* .weight_use = */ api_weight_use,
     /* .upload = */ api_upload,
+    /* .input_host = */ api_input_host,
 };
 
 /* ---- load ---------------------------------------------------------------------- */
@@ -803,6 +816,7 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
             return st;
     }
     gf_fn_ctx ctx = {.mode = CTX_INFER, .mf = mf, .err = err, .plan = p, .be = be,
+                     .host_in = inputs,
                      .device_index = gf_backend_device_index(be),
                      .cache = cache, .lease = lease,
                      .stream = gf_backend_stream(be, GF_STREAM_COMPUTE)};

@@ -23,9 +23,10 @@
 #define PLAN_CACHE 8 /* compiled input shapes kept per version */
 
 typedef struct {
-    int64_t (*shapes)[GF_MAX_RANK]; /* per graph input; NULL when the slot is empty */
+    void *key;       /* the input shapes, then the host-read inputs' bytes; NULL when empty */
+    size_t key_len;
     gf_onnx_plan *plan;
-    uint64_t used;                  /* for LRU */
+    uint64_t used;   /* for LRU */
 } cached_plan;
 
 typedef struct {
@@ -35,6 +36,12 @@ typedef struct {
     cached_plan cache[PLAN_CACHE];
     uint64_t tick;
     void **in_ptr, **out_ptr;
+    int64_t (*shapes)[GF_MAX_RANK]; /* per graph input, this call's */
+    gf_onnx_const *values;          /* per graph input: a view of a host-read one */
+    const gf_onnx_const **value_ptr;
+    bool any_host;                  /* some graph input is read on the host */
+    char *key;                      /* this call's cache key */
+    size_t key_cap;
 } onnx_state;
 
 static void onnx_unload(void *p)
@@ -44,8 +51,12 @@ static void onnx_unload(void *p)
         return;
     for (int i = 0; i < PLAN_CACHE; i++) {
         gf_onnx_plan_free(s->cache[i].plan);
-        free(s->cache[i].shapes);
+        free(s->cache[i].key);
     }
+    free(s->shapes);
+    free(s->values);
+    free(s->value_ptr);
+    free(s->key);
     gf_onnx_model_free(s->m);
     free(s->graph_input);
     free(s->in_ptr);
@@ -86,7 +97,13 @@ static int onnx_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
     s->graph_input = calloc((size_t)g->n_inputs + 1, sizeof *s->graph_input);
     s->in_ptr = calloc((size_t)g->n_inputs + 1, sizeof *s->in_ptr);
     s->out_ptr = calloc((size_t)g->n_outputs + 1, sizeof *s->out_ptr);
-    if (order == NULL || s->graph_input == NULL || s->in_ptr == NULL || s->out_ptr == NULL) {
+    s->shapes = calloc((size_t)g->n_inputs + 1, sizeof *s->shapes);
+    s->values = calloc((size_t)g->n_inputs + 1, sizeof *s->values);
+    s->value_ptr = calloc((size_t)g->n_inputs + 1, sizeof *s->value_ptr);
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        s->any_host = s->any_host || gf_onnx_model_host_input(s->m, i);
+    if (order == NULL || s->graph_input == NULL || s->in_ptr == NULL || s->out_ptr == NULL ||
+        s->shapes == NULL || s->values == NULL || s->value_ptr == NULL) {
         free(order);
         onnx_unload(s);
         return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
@@ -182,9 +199,11 @@ static int onnx_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
                               "than version 2, which the onnx kind needs");
     if (!GF_FN_HAS(api, upload))
         return api->set_error(ctx, GF_ERR_UNSUPPORTED, "the runtime lacks upload (ABI 1.3)");
-    int64_t shapes[GF_ONNX_MAX_NODE_IO][GF_MAX_RANK];
-    if (g->n_inputs > GF_ONNX_MAX_NODE_IO)
-        return api->set_error(ctx, GF_ERR_UNSUPPORTED, "too many inputs");
+    if (s->any_host && !GF_FN_HAS(api, input_host))
+        return api->set_error(ctx, GF_ERR_UNSUPPORTED, "the runtime lacks input_host (ABI 1.4), "
+                              "which this graph's host-read inputs need");
+    int64_t (*shapes)[GF_MAX_RANK] = s->shapes;
+    size_t key_len = (size_t)g->n_inputs * sizeof *shapes;
     for (int32_t i = 0; i < s->n_in; i++) {
         gf_tensor t;
         int rc = api->input(ctx, (size_t)i, &t);
@@ -193,13 +212,45 @@ static int onnx_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
         int32_t gi = s->graph_input[i];
         memcpy(shapes[gi], t.shape, sizeof t.shape);
         s->in_ptr[gi] = t.data;
+        s->value_ptr[gi] = NULL;
+        if (!gf_onnx_model_host_input(s->m, gi))
+            continue;
+        /* read on the host: its values are part of the plan (and of the key) */
+        if ((rc = api->input_host(ctx, (size_t)i, &t)) != 0)
+            return rc;
+        uint64_t numel = 1;
+        for (int32_t d = 0; d < t.rank; d++)
+            numel *= (uint64_t)t.shape[d];
+        if (numel > GF_ONNX_HOST_INPUT_MAX)
+            return api->set_error(ctx, GF_ERR_INVALID, "input '%.200s' gives the graph a shape "
+                                  "or bounds, read when the plan is made: at most %d elements, "
+                                  "not %llu", g->values[g->inputs[gi]].name,
+                                  GF_ONNX_HOST_INPUT_MAX, (unsigned long long)numel);
+        s->values[gi] = (gf_onnx_const){.dtype = t.dtype, .rank = t.rank, .nbytes = t.nbytes,
+                                        .data = t.data};
+        memcpy(s->values[gi].shape, t.shape, sizeof t.shape);
+        s->value_ptr[gi] = &s->values[gi];
+        key_len += t.nbytes;
     }
-    /* the plan for these shapes: cached, else compiled */
+    if (key_len > s->key_cap) {
+        char *nk = realloc(s->key, key_len);
+        if (nk == NULL)
+            return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
+        s->key = nk;
+        s->key_cap = key_len;
+    }
+    size_t at = (size_t)g->n_inputs * sizeof *shapes;
+    memcpy(s->key, shapes, at);
+    for (int32_t gi = 0; gi < g->n_inputs; gi++)
+        if (s->value_ptr[gi] != NULL && s->values[gi].nbytes > 0) {
+            memcpy(s->key + at, s->values[gi].data, s->values[gi].nbytes);
+            at += s->values[gi].nbytes;
+        }
+    /* the plan for these shapes (and host values): cached, else compiled */
     cached_plan *cp = NULL, *victim = &s->cache[0];
-    size_t bytes = (size_t)g->n_inputs * sizeof *shapes;
     for (int i = 0; i < PLAN_CACHE && cp == NULL; i++) {
         cached_plan *c = &s->cache[i];
-        if (c->plan != NULL && memcmp(c->shapes, shapes, bytes) == 0)
+        if (c->plan != NULL && c->key_len == key_len && memcmp(c->key, s->key, key_len) == 0)
             cp = c;
         else if (c->plan == NULL || (victim->plan != NULL && c->used < victim->used))
             victim = c;
@@ -207,18 +258,20 @@ static int onnx_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
     if (cp == NULL) {
         gf_err e;
         gf_onnx_plan *p;
-        if (gf_onnx_plan_compile(s->m, (const int64_t(*)[GF_MAX_RANK])shapes, &p, &e) != GF_OK)
+        if (gf_onnx_plan_compile_with(s->m, (const int64_t(*)[GF_MAX_RANK])shapes,
+                                      s->any_host ? s->value_ptr : NULL, &p, &e) != GF_OK)
             return api->set_error(ctx, e.code, "%s", e.msg);
-        void *sh = malloc(bytes ? bytes : 1);
-        if (sh == NULL) {
+        void *key = malloc(key_len ? key_len : 1);
+        if (key == NULL) {
             gf_onnx_plan_free(p);
             return api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
         }
-        memcpy(sh, shapes, bytes);
+        memcpy(key, s->key, key_len);
         gf_onnx_plan_free(victim->plan);
-        free(victim->shapes);
+        free(victim->key);
         victim->plan = p;
-        victim->shapes = sh;
+        victim->key = key;
+        victim->key_len = key_len;
         cp = victim;
     }
     cp->used = ++s->tick;

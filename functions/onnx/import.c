@@ -54,9 +54,38 @@ static void put_io(gf_buf *b, const char *name, gf_dtype dt, int32_t rank, const
     gf_buf_append_str(b, "{\"name\":");
     gf_buf_append_json_str(b, name, strlen(name));
     gf_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[", gf_dtype_kserve_name(dt));
-    for (int32_t k = 0; k < rank; k++)
-        gf_buf_printf(b, "%s%" PRId64, k ? "," : "", shape[k]);
+    for (int32_t k = 0; k < rank; k++) /* a manifest has no 0 dims: any size then */
+        gf_buf_printf(b, "%s%" PRId64, k ? "," : "", shape[k] == 0 ? -1 : shape[k]);
     gf_buf_append_str(b, "]}");
+}
+
+/* A graph whose plan needs the values of an input (a Reshape target given
+ * as input host_in) cannot be compiled before a request brings them: the
+ * manifest's outputs are the graph's declared ones, and it is not batched. */
+static gf_status derive_declared(const gf_onnx_graph *g, const char *name, int32_t host_in,
+                                 gf_buf *b, gf_err *err)
+{
+    gf_buf_append_str(b, "{\"name\":");
+    gf_buf_append_json_str(b, name, strlen(name));
+    gf_buf_append_str(b, ",\"kind\":\"onnx\",\"inputs\":[");
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        const gf_onnx_value *v = &g->values[g->inputs[i]];
+        put_io(b, v->name, v->dtype, v->rank, v->shape);
+        gf_buf_append_str(b, i + 1 < g->n_inputs ? "," : "");
+    }
+    gf_buf_append_str(b, "],\"outputs\":[");
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        const gf_onnx_value *v = &g->values[g->outputs[i]];
+        if (v->rank < 0 || gf_dtype_kserve_name(v->dtype) == NULL)
+            return gf_err_set(err, GF_ERR_UNSUPPORTED, "output '%.200s': the graph declares no "
+                              "type and rank for it, and they cannot be inferred "
+                              "before a request brings input '%.200s' (its values shape the "
+                              "graph)", v->name, g->values[g->inputs[host_in]].name);
+        put_io(b, v->name, v->dtype, v->rank, v->shape);
+        gf_buf_append_str(b, i + 1 < g->n_outputs ? "," : "");
+    }
+    gf_buf_append_str(b, "],\"max_batch_size\":1,\"max_queue_delay_us\":0}");
+    return b->data != NULL ? GF_OK : gf_err_set(err, GF_ERR_NOMEM, "out of memory");
 }
 
 /* The manifest derived from the graph, as JSON text. */
@@ -65,25 +94,29 @@ static gf_status derive_manifest(const gf_onnx_model *m, const char *name, gf_bu
 {
     const gf_onnx_graph *g = gf_onnx_model_graph(m);
     bool batchable = g->n_inputs > 0;
-    bool other_sym = false;
+    bool other_sym = false, any_batch = false;
     if (g->n_inputs == 0)
         return gf_err_set(err, GF_ERR_UNSUPPORTED, "the graph has no inputs: a function takes "
                           "at least one");
     for (int32_t i = 0; i < g->n_inputs; i++) {
         const gf_onnx_value *v = &g->values[g->inputs[i]];
-        if (v->rank == 0)
-            return gf_err_set(err, GF_ERR_UNSUPPORTED, "input '%.200s' is a scalar (rank 0); "
-                              "function inputs have rank 1 to %d", v->name, GF_MAX_RANK);
         if (gf_dtype_kserve_name(v->dtype) == NULL)
             return gf_err_set(err, GF_ERR_UNSUPPORTED, "input '%.200s' is %s, which KServe "
                               "cannot carry", v->name, gf_dtype_st_name(v->dtype));
         batchable = batchable && v->rank >= 1 && v->shape[0] < 0;
+        any_batch = any_batch || (v->rank >= 1 && v->shape[0] < 0);
         for (int32_t k = 1; k < v->rank; k++)
             other_sym = other_sym || v->shape[k] < 0;
     }
+    int32_t host_in = -1;
+    for (int32_t i = 0; i < g->n_inputs && host_in < 0; i++)
+        if (gf_onnx_model_host_input(m, i))
+            host_in = i;
+    if (host_in >= 0)
+        return derive_declared(g, name, host_in, b, err);
     gf_onnx_plan *p1 = NULL, *p2 = NULL, *p3 = NULL;
     gf_status st = compile_probe(m, NULL, 1, PROBE_DIM, &p1, err);
-    if (st == GF_OK && batchable)
+    if (st == GF_OK && any_batch)
         st = compile_probe(m, NULL, 2, PROBE_DIM, &p2, err);
     if (st == GF_OK && other_sym)
         st = compile_probe(m, NULL, 1, PROBE_DIM + 1, &p3, err);
@@ -107,11 +140,6 @@ static gf_status derive_manifest(const gf_onnx_model *m, const char *name, gf_bu
         const gf_onnx_value *v = &g->values[g->outputs[i]];
         const gf_onnx_tinfo *t1 = gf_onnx_plan_output(p1, i);
         int64_t shape[GF_MAX_RANK];
-        if (t1->rank == 0) {
-            st = gf_err_set(err, GF_ERR_UNSUPPORTED, "output '%.200s' is a scalar (rank 0); "
-                            "function outputs have rank 1 to %d", v->name, GF_MAX_RANK);
-            goto done;
-        }
         if (gf_dtype_kserve_name(t1->dtype) == NULL) {
             st = gf_err_set(err, GF_ERR_UNSUPPORTED, "output '%.200s' is %s, which KServe "
                             "cannot carry", v->name, gf_dtype_st_name(t1->dtype));
@@ -133,8 +161,10 @@ static gf_status derive_manifest(const gf_onnx_model *m, const char *name, gf_bu
             gf_buf_append_str(b, ",");
         put_io(b, v->name, t1->dtype, t1->rank, shape);
     }
+    /* a leading -1 is a batch dimension, bounded by max_batch_size; requests
+     * are batched together only when every input and output has one */
     gf_buf_printf(b, "],\"max_batch_size\":%d,\"max_queue_delay_us\":0}",
-                  batchable && out_batch ? GF_ONNX_DEFAULT_MAX_BATCH : 1);
+                  (batchable && out_batch) || any_batch ? GF_ONNX_DEFAULT_MAX_BATCH : 1);
     if (b->data == NULL)
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
 done:
@@ -218,7 +248,7 @@ static gf_status check_manifest(const gf_onnx_graph *g, const gf_manifest *mf, g
                               gf_dtype_kserve_name(io->dtype), io->rank,
                               gf_dtype_kserve_name(v->dtype), v->rank);
         for (int32_t k = 0; k < v->rank; k++)
-            if (v->shape[k] >= 0 && io->shape[k] != v->shape[k])
+            if (v->shape[k] > 0 && io->shape[k] != v->shape[k])
                 return gf_err_set(err, GF_ERR_INVALID, "manifest: input '%.200s' dim %d is %"
                                   PRId64 "; the graph fixes it at %" PRId64, v->name, k,
                                   io->shape[k], v->shape[k]);
@@ -239,6 +269,10 @@ static gf_status check_manifest(const gf_onnx_graph *g, const gf_manifest *mf, g
  * and dtypes of the outputs must agree with the manifest. */
 static gf_status check_compile(const gf_onnx_model *m, const gf_manifest *mf, gf_err *err)
 {
+    const gf_onnx_graph *g = gf_onnx_model_graph(m);
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        if (gf_onnx_model_host_input(m, i))
+            return GF_OK; /* compiled per request, with the input's values */
     int64_t batches[2] = {1, mf->max_batch_size};
     for (int b = 0; b < 2; b++) {
         if (b == 1 && batches[1] == 1)

@@ -12,6 +12,39 @@
 
 /* ---- model --------------------------------------------------------------------- */
 
+/* Which graph inputs the plan needs on the host: a value is needed when an
+ * op reads it at a host input, or it is an input of a node (other than
+ * Shape and Size, which read only shapes) whose output is needed; nodes are
+ * in topological order, so one backward pass suffices. */
+static gf_status mark_host_inputs(gf_onnx_model *m, gf_err *err)
+{
+    const gf_onnx_graph *g = m->g;
+    bool *need = calloc((size_t)g->n_values + 1, sizeof *need);
+    m->host_in = calloc((size_t)g->n_inputs + 1, sizeof *m->host_in);
+    if (need == NULL || m->host_in == NULL) {
+        free(need);
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const gf_onnx_node *n = &g->nodes[i];
+        bool out_needed = false;
+        for (int32_t k = 0; k < n->n_out; k++)
+            out_needed = out_needed || (n->out[k] >= 0 && need[n->out[k]]);
+        bool shape_only = n->domain[0] == '\0' && (strcmp(n->op_type, "Shape") == 0 ||
+                                                   strcmp(n->op_type, "Size") == 0);
+        for (int32_t k = 0; k < n->n_in; k++) {
+            if (n->in[k] < 0)
+                continue;
+            if ((out_needed && !shape_only) || (k < 32 && (n->op->host_inputs & (1u << k))))
+                need[n->in[k]] = true;
+        }
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        m->host_in[i] = need[g->inputs[i]];
+    free(need);
+    return GF_OK;
+}
+
 gf_status gf_onnx_model_new(gf_onnx_graph *g, gf_onnx_model **out, gf_err *err)
 {
     *out = NULL;
@@ -34,9 +67,15 @@ gf_status gf_onnx_model_new(gf_onnx_graph *g, gf_onnx_model **out, gf_err *err)
     }
     for (int32_t v = 0; v < g->n_values; v++)
         m->param[v] = -1;
+    if ((st = mark_host_inputs(m, err)) != GF_OK) {
+        gf_onnx_model_free(m);
+        return st;
+    }
     *out = m;
     return GF_OK;
 }
+
+bool gf_onnx_model_host_input(const gf_onnx_model *m, int32_t i) { return m->host_in[i]; }
 
 void gf_onnx_model_free(gf_onnx_model *m)
 {
@@ -46,6 +85,7 @@ void gf_onnx_model_free(gf_onnx_model *m)
         gf_onnx_const_free(m->host[v]);
     free(m->host);
     free(m->param);
+    free(m->host_in);
     gf_onnx_graph_free(m->g);
     free(m);
 }
@@ -192,7 +232,7 @@ static int32_t root_of(const gf_onnx_plan *p, int32_t v)
 }
 
 static gf_status check_inputs(gf_onnx_plan *p, const int64_t (*shapes)[GF_MAX_RANK],
-                              gf_err *err)
+                              const gf_onnx_const *const *values, gf_err *err)
 {
     const gf_onnx_graph *g = p->m->g;
     for (int32_t i = 0; i < g->n_inputs; i++) {
@@ -215,6 +255,23 @@ static gf_status check_inputs(gf_onnx_plan *p, const int64_t (*shapes)[GF_MAX_RA
         if (gf_shape_numel(t->rank, t->shape, &numel, err) != GF_OK)
             return GF_ERR_INVALID;
         p->loc[g->inputs[i]] = (plan_loc){LOC_INPUT, i};
+        const gf_onnx_const *hv = values != NULL ? values[i] : NULL;
+        if (hv != NULL) {
+            /* known on the host: a constant of this plan (the device has it too) */
+            gf_onnx_const *c;
+            gf_status st = gf_onnx_const_new(gv->dtype, gv->rank, t->shape, &c, err);
+            if (st != GF_OK)
+                return st;
+            if (hv->dtype != gv->dtype || hv->nbytes != c->nbytes) {
+                gf_onnx_const_free(c);
+                return gf_err_set(err, GF_ERR_INVALID, "input '%.200s': host value of %zu "
+                                  "bytes, its shape needs %zu", gv->name, hv->nbytes, c->nbytes);
+            }
+            if (c->nbytes)
+                memcpy(c->data, hv->data, c->nbytes);
+            p->folded[g->inputs[i]] = c;
+            t->host = c;
+        }
     }
     return GF_OK;
 }
@@ -430,6 +487,13 @@ static gf_status place(gf_onnx_plan *p, gf_err *err)
 gf_status gf_onnx_plan_compile(const gf_onnx_model *m, const int64_t (*shapes)[GF_MAX_RANK],
                                gf_onnx_plan **out, gf_err *err)
 {
+    return gf_onnx_plan_compile_with(m, shapes, NULL, out, err);
+}
+
+gf_status gf_onnx_plan_compile_with(const gf_onnx_model *m, const int64_t (*shapes)[GF_MAX_RANK],
+                                    const gf_onnx_const *const *values, gf_onnx_plan **out,
+                                    gf_err *err)
+{
     *out = NULL;
     const gf_onnx_graph *g = m->g;
     gf_onnx_plan *p = calloc(1, sizeof *p);
@@ -466,7 +530,7 @@ gf_status gf_onnx_plan_compile(const gf_onnx_model *m, const int64_t (*shapes)[G
         memcpy(p->t[v].shape, gv->shape, sizeof gv->shape);
         p->t[v].host = m->host[v];
     }
-    if ((st = check_inputs(p, shapes, err)) != GF_OK || (st = infer_nodes(p, err)) != GF_OK ||
+    if ((st = check_inputs(p, shapes, values, err)) != GF_OK || (st = infer_nodes(p, err)) != GF_OK ||
         (st = gf_onnx_plan_fuse(p, err)) != GF_OK || (st = place(p, err)) != GF_OK)
         goto fail;
     *out = p;

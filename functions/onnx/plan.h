@@ -59,6 +59,21 @@ int32_t gf_onnx_init_order(const gf_onnx_graph *g, int32_t *order);
  * i, every dim >= 0). Messages name the node. */
 gf_status gf_onnx_plan_compile(const gf_onnx_model *m, const int64_t (*shapes)[GF_MAX_RANK],
                                gf_onnx_plan **out, gf_err *err);
+
+/* The same, with the values of the graph inputs the plan reads on the host
+ * (gf_onnx_model_host_input; values[i] NULL for the others, copied): a
+ * Reshape target or Slice bounds a graph takes as an input. */
+gf_status gf_onnx_plan_compile_with(const gf_onnx_model *m, const int64_t (*shapes)[GF_MAX_RANK],
+                                    const gf_onnx_const *const *values, gf_onnx_plan **out,
+                                    gf_err *err);
+
+/* Whether graph input i is read on the host when the plan is made: it
+ * reaches, through nodes that fold, an input an op reads on the host (a
+ * shape, axes, bounds). Its values are then part of the plan, so a plan is
+ * made per set of values (they must be small: GF_ONNX_HOST_INPUT_MAX). */
+bool gf_onnx_model_host_input(const gf_onnx_model *m, int32_t i);
+/* Elements a host-read graph input may have. */
+#define GF_ONNX_HOST_INPUT_MAX 4096
 void gf_onnx_plan_free(gf_onnx_plan *p);
 
 /* Bytes of the activation arena (the peak of the liveness plan). */

@@ -12,6 +12,7 @@ struct gf_onnx_model {
     gf_onnx_graph *g;
     gf_onnx_const **host; /* per value: host copy of an initializer, or NULL */
     int64_t *param;       /* per value: parameter index of an initializer, or -1 */
+    bool *host_in;        /* per graph input: read on the host when the plan is made */
 };
 
 typedef enum { LOC_NONE, LOC_INPUT, LOC_PARAM, LOC_ARENA, LOC_OUTPUT, LOC_ALIAS } loc_kind;

@@ -18,7 +18,7 @@
  * built for 1.1 that may run on a 1.0 runtime). 1.1 added the named status
  * codes (<gpufaas/status.h>), api->config and api->companion_path; 1.2
  * api->weight_use and the unused-weights rule (see weight_use); 1.3
- * api->upload.
+ * api->upload; 1.4 api->input_host.
  *
  * LIFECYCLE. For each function version on each worker:
  *   load(ctx, &state)    once, on the host, before any parameter is on the
@@ -86,7 +86,7 @@ extern "C" {
 #endif
 
 #define GF_FN_ABI_MAJOR 1
-#define GF_FN_ABI_MINOR 3
+#define GF_FN_ABI_MINOR 4
 #define GF_FN_ABI_VERSION ((uint32_t)((GF_FN_ABI_MAJOR << 16) | GF_FN_ABI_MINOR))
 
 #if defined(__GNUC__)
@@ -261,6 +261,14 @@ typedef struct gf_fn_api {
      * call returns (so it may be reused at once). */
     int (*upload)(gf_fn_ctx *ctx, void *dst, const void *src, size_t bytes);
     /* members above are valid for version 1.3 */
+
+    /* -- infer only (1.4) -- */
+
+    /* Input i as the request brought it, in host memory (what api->input
+     * has on the device): for a kind that reads an input's values on the
+     * host (a shape, bounds). Borrowed until the entry point returns. */
+    int (*input_host)(gf_fn_ctx *ctx, size_t i, gf_tensor *out);
+    /* members above are valid for version 1.4 */
 } gf_fn_api;
 
 /* What a kind implements. */

@@ -155,6 +155,38 @@ START_TEST(test_shape_chain_folds)
 }
 END_TEST
 
+/* A Reshape whose target is a graph input: that input is read on the host,
+ * and each set of its values makes its own plan. */
+START_TEST(test_host_read_input)
+{
+    gf_onnx_graph *g = graph();
+    value(g, "x", GF_ONNX_V_INPUT, GF_DT_F32, 2, (int64_t[]){2, 6});
+    value(g, "shape", GF_ONNX_V_INPUT, GF_DT_I64, 1, (int64_t[]){2});
+    node(g, "Relu", N("x"), N("r"), NULL, 0);
+    node(g, "Reshape", N("r", "shape"), N("y"), NULL, 0);
+    output(g, "y");
+    gf_onnx_model *m = model_of(g, 0, NULL, NULL, NULL);
+    ck_assert(!gf_onnx_model_host_input(m, 0));
+    ck_assert(gf_onnx_model_host_input(m, 1));
+    gf_onnx_plan *p;
+    gf_err e;
+    const int64_t shapes[2][GF_MAX_RANK] = {{2, 6}, {2}};
+    /* without the values: refused, naming the input */
+    ck_assert(gf_onnx_plan_compile(m, shapes, &p, &e) != GF_OK);
+    ck_assert_msg(strstr(e.msg, "'shape'") != NULL, "%s", e.msg);
+    int64_t target[2] = {3, -1};
+    gf_onnx_const v = {.dtype = GF_DT_I64, .rank = 1, .shape = {2}, .nbytes = 16,
+                       .data = target};
+    const gf_onnx_const *values[2] = {NULL, &v};
+    ck_assert_msg(gf_onnx_plan_compile_with(m, shapes, values, &p, &e) == GF_OK, "%s", e.msg);
+    target[0] = 0; /* copied: the plan does not keep the caller's values */
+    ck_assert_int_eq(gf_onnx_plan_output(p, 0)->shape[0], 3);
+    ck_assert_int_eq(gf_onnx_plan_output(p, 0)->shape[1], 4);
+    gf_onnx_plan_free(p);
+    gf_onnx_model_free(m);
+}
+END_TEST
+
 /* ---- liveness ------------------------------------------------------------------------ */
 
 /* x -> Relu -> Sigmoid -> Tanh -> ... (8 ops) -> y: each intermediate dies
@@ -377,6 +409,7 @@ int main(void)
     Suite *s = suite_create("functions_onnx_plan");
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, test_shape_chain_folds);
+    tcase_add_test(tc, test_host_read_input);
     tcase_add_test(tc, test_liveness_reuses_blocks);
     tcase_add_test(tc, test_conv_fusions);
     tcase_add_test(tc, test_no_fusion_when_used_twice);

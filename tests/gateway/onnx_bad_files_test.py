@@ -8,7 +8,8 @@ truncated protobuf, fields of the wrong wire type, an attribute and a
 tensor of the wrong type, a cycle, an input consumed but never produced,
 unsupported ops (unknown, onnxruntime's contrib domain, skl2onnx's ZipMap),
 absurd dims, external data missing or shorter than the tensors claim, and
-misuse of the parts. Run by meson with GF_GPUFAAS, GF_WORKER and
+misuse of the parts; then graphs that take a shape or a scalar as an input
+deploy and run. Run by meson with GF_GPUFAAS, GF_WORKER and
 GF_SOURCE_ROOT set; exits 77 (skipped) without onnx or numpy.
 """
 import os
@@ -128,6 +129,46 @@ def cases(src, tmp):
     return out, ext_model, ext_data
 
 
+def infer_json(addr, fn, inputs):
+    """KServe v2 JSON inference; the outputs by name as (shape, data)."""
+    import json
+    import urllib.request
+    body = json.dumps({"inputs": inputs}).encode()
+    with urllib.request.urlopen(urllib.request.Request(
+            f"http://{addr}/v2/models/{fn}/infer", data=body, method="POST")) as r:
+        return {o["name"]: (o["shape"], o["data"]) for o in json.loads(r.read())["outputs"]}
+
+
+def graph_inputs_checks(addr):
+    """Inputs a graph reads for their values (a Reshape's target shape) and
+    scalar inputs: deployed, and planned per request."""
+    I64 = TensorProto.INT64
+    m = model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="r")],
+              [helper.make_tensor_value_info("x", F, [2, 6]),
+               helper.make_tensor_value_info("shape", I64, [2])],
+              [helper.make_tensor_value_info("y", F, [None, None])])
+    st, ans = post(addr, {"model": m.SerializeToString(), "name": b"reshape-input"})
+    check(st == 201, f"a graph shaped by an input deploys ({st} {ans})")
+    x = list(range(12))
+    for target in ([3, 4], [6, -1], [12, 1]):
+        out = infer_json(addr, "reshape-input", [
+            {"name": "x", "shape": [2, 6], "datatype": "FP32", "data": x},
+            {"name": "shape", "shape": [2], "datatype": "INT64", "data": target}])
+        want = list(np.arange(12, dtype=np.float32).reshape(target).shape)
+        check(out["y"][0] == want and out["y"][1] == x, f"Reshape to {target}: shape {want}")
+    m = model([helper.make_node("Mul", ["x", "s"], ["y"], name="scale")],
+              [helper.make_tensor_value_info("x", F, [None, 3]),
+               helper.make_tensor_value_info("s", F, [])],
+              [helper.make_tensor_value_info("y", F, [None, 3])])
+    st, ans = post(addr, {"model": m.SerializeToString(), "name": b"scalar-input"})
+    check(st == 201 and ans["inputs"][1]["shape"] == [],
+          f"a graph with a scalar input deploys ({st} {ans})")
+    out = infer_json(addr, "scalar-input", [
+        {"name": "x", "shape": [2, 3], "datatype": "FP32", "data": [1, 2, 3, 4, 5, 6]},
+        {"name": "s", "shape": [], "datatype": "FP32", "data": [0.5]}])
+    check(out["y"][1] == [0.5, 1, 1.5, 2, 2.5, 3], "a scalar input: x * s")
+
+
 def run_checks(addr, tmp):
     src = os.environ["GF_SOURCE_ROOT"]
     bad, ext_model, ext_data = cases(src, tmp)
@@ -151,18 +192,14 @@ def run_checks(addr, tmp):
         for f in files:
             check(not f.endswith(".part") and "validate-" not in root,
                   f"nothing left behind ({os.path.join(root, f)})")
+    graph_inputs_checks(addr)
     st, ans = post(addr, {"model": ext_model, "model_data": ext_data, "name": b"ext-ok"})
     check(st == 201, f"a model with its external data deploys ({st} {ans})")
     st, ans = post(addr, {"model": good().SerializeToString(), "name": b"still-serving"})
     check(st == 201, f"the server still deploys ({st} {ans})")
-    import json
-    import urllib.request
     for fn in ("ext-ok", "still-serving"):
-        body = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
-                                       "data": [1, 2, 3, 4]}]}).encode()
-        with urllib.request.urlopen(urllib.request.Request(
-                f"http://{addr}/v2/models/{fn}/infer", data=body, method="POST")) as r:
-            y = json.loads(r.read())["outputs"][0]["data"]
+        y = infer_json(addr, fn, [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                                   "data": [1, 2, 3, 4]}])["y"][1]
         want = np.maximum(np.array([1, 2, 3, 4], np.float32) @
                           (np.arange(12, dtype=np.float32).reshape(4, 3) / 10) + 1, 0)
         check(np.allclose(y, want, rtol=1e-6), f"{fn}: serves the right answer")
