@@ -23,9 +23,45 @@
 #include "core/dtype.h"
 #include "gateway/cli/cli.h"
 #include "gateway/cli/client.h"
+#include "gateway/cli/flags.h"
 
 #define MAX_SPECS 64   /* the manifest's limit on inputs and outputs */
 #define MAX_IGNORE 256 /* the manifest's limit on ignore_weights */
+
+enum {
+    D_KIND, D_WEIGHTS, D_ONNX, D_ONNX_DATA, D_MANIFEST, D_INPUT, D_OUTPUT, D_MAX_BATCH, D_MAX_DELAY,
+    D_SLO, D_CONFIG, D_IGNORE, D_QUIET, D_COUNT_
+};
+
+static void deploy_usage(FILE *out);
+
+static const gf_cli_flag deploy_flags[D_COUNT_] = {
+    [D_KIND] = {"kind", 0, "KIND", 0, "the function kind: mlp, resnet, bert, or a plugin's"},
+    [D_WEIGHTS] = {"weights", 0, "FILE", 0, "the safetensors file"},
+    [D_ONNX] = {"onnx", 0, "FILE", 0,
+                "an ONNX model (torch.onnx.export, Hugging Face, skl2onnx)\ninstead of --weights; "
+                "kind onnx, the manifest optional"},
+    [D_ONNX_DATA] = {"onnx-data", 0, "FILE", 0,
+                     "the model's external data (model.onnx.data, > 2 GB models)"},
+    [D_MANIFEST] = {"manifest", 0, "FILE", 0,
+                    "a manifest (JSON); the options below override its fields"},
+    [D_INPUT] = {"input", 0, "SPEC", MAX_SPECS,
+                 "an input as NAME:DATATYPE:DIMS, e.g. x:FP32:-1,64\n(-1 = any size; a leading "
+                 "-1 is the batch); repeat per input"},
+    [D_OUTPUT] = {"output", 0, "SPEC", MAX_SPECS, "an output, the same way"},
+    [D_MAX_BATCH] = {"max-batch", 0, "N", 0,
+                     "max_batch_size: the largest batch the server forms"},
+    [D_MAX_DELAY] = {"max-delay-us", 0, "N", 0,
+                     "max_queue_delay_us: how long a batch may wait to fill"},
+    [D_SLO] = {"slo-ms", 0, "MS", 0, "slo_ms: the latency target the router works to"},
+    [D_CONFIG] = {"config", 0, "JSON", 0, "the kind's config object, e.g. '{\"softmax\": true}'"},
+    [D_IGNORE] = {"ignore-weights", 0, "NAME", MAX_IGNORE,
+                  "a weights tensor to deploy without (ignore_weights;\na prefix ends in *, e.g. "
+                  "'cls.*'); repeat per tensor"},
+    [D_QUIET] = {"quiet", 'q', NULL, 0, "no progress output"},
+};
+
+static const gf_cli_cmd deploy_cmd = {"deploy", deploy_flags, D_COUNT_, deploy_usage};
 
 static void deploy_usage(FILE *out)
 {
@@ -38,23 +74,9 @@ static void deploy_usage(FILE *out)
             "or an ONNX model, whose inputs and outputs the server reads from the graph.\n"
             "The server validates both, stores them as a new version of NAME and makes it\n"
             "current. An admin call. Prints the new version and how to invoke it.\n\n"
-            "options:\n"
-            "  --kind KIND           the function kind: mlp, resnet, bert, or a plugin's\n"
-            "  --weights FILE        the safetensors file\n"
-            "  --onnx FILE           an ONNX model (torch.onnx.export, Hugging Face, skl2onnx)\n"
-            "                        instead of --weights; kind onnx, the manifest optional\n"
-            "  --onnx-data FILE      the model's external data (model.onnx.data, > 2 GB models)\n"
-            "  --manifest FILE       a manifest (JSON); the options below override its fields\n"
-            "  --input SPEC          an input as NAME:DATATYPE:DIMS, e.g. x:FP32:-1,64\n"
-            "                        (-1 = any size; a leading -1 is the batch); repeat per input\n"
-            "  --output SPEC         an output, the same way\n"
-            "  --max-batch N         max_batch_size: the largest batch the server forms\n"
-            "  --max-delay-us N      max_queue_delay_us: how long a batch may wait to fill\n"
-            "  --slo-ms MS           slo_ms: the latency target the router works to\n"
-            "  --config JSON         the kind's config object, e.g. '{\"softmax\": true}'\n"
-            "  --ignore-weights NAME a weights tensor to deploy without (ignore_weights; a\n"
-            "                        prefix ends in *, e.g. 'cls.*'); repeat per tensor\n"
-            "  -q, --quiet           no progress output\n\n");
+            "options:\n");
+    gf_cli_flags_usage(out, &deploy_cmd);
+    fputc('\n', out);
     gf_cli_common_usage(out);
 }
 
@@ -412,102 +434,33 @@ int gf_cmd_deploy(int argc, char **argv)
     gf_cli_client c;
     gf_cli_client_init(&c, "deploy");
     deploy_opts o = {.max_batch = -1, .max_delay_us = -1, .slo_ms = -1};
-    int rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r = gf_cli_client_opt(&c, argc, argv, &i);
-        if (r < 0)
-            goto out;
-        if (r > 0)
-            continue;
-        if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) {
-            o.quiet = true;
-            continue;
-        }
-        static const char *const with_value[] = {
-            "kind",      "weights", "manifest", "input",        "output",
-            "max-batch", "slo-ms",  "config",   "max-delay-us", "ignore-weights",
-            "onnx",      "onnx-data"};
-        int which = -1;
-        for (int k = 0; k < (int)(sizeof with_value / sizeof with_value[0]) && which < 0; k++) {
-            r = gf_cli_take(&c, argc, argv, &i, with_value[k], &v);
-            if (r < 0)
-                goto out;
-            if (r > 0)
-                which = k;
-        }
-        switch (which) {
-        case 0:
-            o.kind = v;
-            continue;
-        case 1:
-            o.weights = v;
-            continue;
-        case 2:
-            o.manifest = v;
-            continue;
-        case 3:
-        case 4: {
-            int *n = which == 3 ? &o.n_inputs : &o.n_outputs;
-            if (*n == MAX_SPECS) {
-                gf_cli_errorf(&c, "at most %d --%s", MAX_SPECS, with_value[which]);
-                goto out;
-            }
-            (which == 3 ? o.inputs : o.outputs)[(*n)++] = v;
-            continue;
-        }
-        case 5:
-            if (!gf_cli_parse_int(v, 1, 65536, &o.max_batch)) {
-                gf_cli_errorf(&c, "--max-batch: '%s' is not an integer in 1..65536", v);
-                goto out;
-            }
-            continue;
-        case 6: {
-            char *end;
-            errno = 0;
-            o.slo_ms = strtod(v, &end);
-            if (end == v || *end != '\0' || errno != 0 || !(o.slo_ms > 0)) {
-                gf_cli_errorf(&c, "--slo-ms: '%s' is not a positive number of milliseconds", v);
-                goto out;
-            }
-            continue;
-        }
-        case 7:
-            o.config = v;
-            continue;
-        case 8:
-            if (!gf_cli_parse_int(v, 0, 10000000, &o.max_delay_us)) {
-                gf_cli_errorf(&c, "--max-delay-us: '%s' is not an integer in 0..10000000", v);
-                goto out;
-            }
-            continue;
-        case 9:
-            if (o.n_ignore == MAX_IGNORE) {
-                gf_cli_errorf(&c, "at most %d --ignore-weights", MAX_IGNORE);
-                goto out;
-            }
-            o.ignore[o.n_ignore++] = v;
-            continue;
-        case 10:
-            o.onnx = v;
-            continue;
-        case 11:
-            o.onnx_data = v;
-            continue;
-        default:
-            break;
-        }
-        if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            gf_cli_errorf(&c, "unknown option '%s'", argv[i]);
-            deploy_usage(stderr);
-            goto out;
-        }
-        if (o.name != NULL) {
-            gf_cli_errorf(&c, "unexpected argument '%s'", argv[i]);
-            goto out;
-        }
-        o.name = argv[i];
-    }
+    gf_cli_val val[D_COUNT_];
+    const char *pos[1];
+    int n_pos;
+    int rc = gf_cli_parse(&deploy_cmd, &c, val, argc, argv, pos, 1, &n_pos);
+    if (rc != 0)
+        goto out;
+    rc = 2;
+    o.name = n_pos > 0 ? pos[0] : NULL;
+    o.kind = val[D_KIND].v;
+    o.weights = val[D_WEIGHTS].v;
+    o.onnx = val[D_ONNX].v;
+    o.onnx_data = val[D_ONNX_DATA].v;
+    o.manifest = val[D_MANIFEST].v;
+    o.config = val[D_CONFIG].v;
+    o.quiet = val[D_QUIET].n > 0;
+    o.n_inputs = val[D_INPUT].n;
+    o.n_outputs = val[D_OUTPUT].n;
+    o.n_ignore = val[D_IGNORE].n;
+    memcpy(o.inputs, val[D_INPUT].all, (size_t)o.n_inputs * sizeof o.inputs[0]);
+    memcpy(o.outputs, val[D_OUTPUT].all, (size_t)o.n_outputs * sizeof o.outputs[0]);
+    memcpy(o.ignore, val[D_IGNORE].all, (size_t)o.n_ignore * sizeof o.ignore[0]);
+    if (!gf_cli_flag_int(&deploy_cmd, &c, D_MAX_BATCH, val, 1, 65536, NULL, &o.max_batch) ||
+        !gf_cli_flag_int(&deploy_cmd, &c, D_MAX_DELAY, val, 0, 10000000, NULL,
+                         &o.max_delay_us) ||
+        !gf_cli_flag_num(&deploy_cmd, &c, D_SLO, val, 0, true, 1e12,
+                         "a positive number of milliseconds", &o.slo_ms))
+        goto out;
     if (o.name == NULL || (o.weights == NULL) == (o.onnx == NULL)) {
         gf_cli_errorf(&c, "%s", o.name == NULL ? "give the function's NAME"
                                 : o.onnx == NULL ? "give --weights FILE (or --onnx MODEL.onnx)"

@@ -25,6 +25,7 @@
 #include "core/tensor.h"
 #include "gateway/cli/cli.h"
 #include "gateway/cli/client.h"
+#include "gateway/cli/flags.h"
 #include "gateway/cli/npy.h"
 
 #define MAX_NPY 64
@@ -32,27 +33,38 @@
 #define MAX_VALUES_SHOWN 64
 #define VALUES_PER_LINE 8
 
+enum { I_DATA, I_FILE, I_NPY, I_VERSION, I_TOP, I_COUNT_ };
+
+static void invoke_usage(FILE *out);
+
+static const gf_cli_flag invoke_flags[I_COUNT_] = {
+    [I_DATA] = {"data", 0, "JSON", 0,
+                "the input's data as a JSON array, nested or flat, e.g.\n'[[0.1, 0.2, 0.3]]'; "
+                "for several inputs an object\n{\"input_ids\": [[...]], \"attention_mask\": "
+                "[[...]]}; or a\nwhole KServe v2 request {\"inputs\": [...]}, sent as is"},
+    [I_FILE] = {"file", 0, "FILE", 0, "the same, read from a file"},
+    [I_NPY] = {"npy", 0, "[INPUT=]FILE", MAX_NPY,
+               "a NumPy .npy array (C order); repeat with INPUT= for\nseveral inputs. Converted "
+               "to the input's datatype\nwhen it differs"},
+    [I_VERSION] = {"version", 0, "V", 0, "a specific version (default: the current one)"},
+    [I_TOP] = {"top", 0, "K", 0,
+               "for classification outputs: the K largest values of\neach row, with their "
+               "indices"},
+};
+
+static const gf_cli_cmd invoke_cmd = {"invoke", invoke_flags, I_COUNT_, invoke_usage};
+
 static void invoke_usage(FILE *out)
 {
-    fprintf(
-        out,
-        "usage: gpufaas invoke NAME [--version V] (--data JSON | --file FILE | --npy FILE...)\n"
-        "                      [--top K] [options]\n\n"
-        "Run function NAME once and print its outputs.\n\n"
-        "input (one of):\n"
-        "  --data JSON       the input's data as a JSON array, nested or flat, e.g.\n"
-        "                    '[[0.1, 0.2, 0.3]]'; for several inputs an object\n"
-        "                    {\"input_ids\": [[...]], \"attention_mask\": [[...]]}; or a whole\n"
-        "                    KServe v2 request {\"inputs\": [...]}, sent as is\n"
-        "  --file FILE       the same, read from a file\n"
-        "  --npy [INPUT=]FILE  a NumPy .npy array (C order); repeat with INPUT= for several\n"
-        "                    inputs. Converted to the input's datatype when it differs.\n"
-        "The datatype comes from the function's manifest; the shape from the array (a\n"
-        "missing leading batch dimension is taken as 1).\n\n"
-        "options:\n"
-        "  --version V       a specific version (default: the current one)\n"
-        "  --top K           for classification outputs: the K largest values of each row,\n"
-        "                    with their indices\n\n");
+    fprintf(out,
+            "usage: gpufaas invoke NAME [--version V] (--data JSON | --file FILE | --npy FILE...)\n"
+            "                      [--top K] [options]\n\n"
+            "Run function NAME once and print its outputs. One of --data, --file and --npy\n"
+            "gives the input. The datatype comes from the function's manifest; the shape\n"
+            "from the array (a missing leading batch dimension is taken as 1).\n\n"
+            "options:\n");
+    gf_cli_flags_usage(out, &invoke_cmd);
+    fputc('\n', out);
     gf_cli_common_usage(out);
 }
 
@@ -893,48 +905,22 @@ int gf_cmd_invoke(int argc, char **argv)
     gf_cli_client_init(&c, "invoke");
     invoke_opts o;
     memset(&o, 0, sizeof o);
-    int rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r = gf_cli_client_opt(&c, argc, argv, &i);
-        if (r < 0)
-            goto out;
-        if (r > 0)
-            continue;
-        if ((r = gf_cli_take(&c, argc, argv, &i, "data", &v)) != 0) {
-            o.data = v;
-        } else if ((r = gf_cli_take(&c, argc, argv, &i, "file", &v)) != 0) {
-            o.file = v;
-        } else if ((r = gf_cli_take(&c, argc, argv, &i, "npy", &v)) != 0) {
-            if (r > 0 && o.n_npy == MAX_NPY) {
-                gf_cli_errorf(&c, "at most %d --npy", MAX_NPY);
-                goto out;
-            }
-            if (r > 0)
-                o.npy[o.n_npy++] = v;
-        } else if ((r = gf_cli_take(&c, argc, argv, &i, "version", &v)) != 0) {
-            if (r > 0 && !gf_cli_parse_int(v, 1, INT64_MAX, &o.version)) {
-                gf_cli_errorf(&c, "--version: '%s' is not a positive integer", v);
-                goto out;
-            }
-        } else if ((r = gf_cli_take(&c, argc, argv, &i, "top", &v)) != 0) {
-            if (r > 0 && !gf_cli_parse_int(v, 1, 1000000, &o.top)) {
-                gf_cli_errorf(&c, "--top: '%s' is not a positive integer", v);
-                goto out;
-            }
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            gf_cli_errorf(&c, "unknown option '%s'", argv[i]);
-            invoke_usage(stderr);
-            goto out;
-        } else if (o.name == NULL) {
-            o.name = argv[i];
-        } else {
-            gf_cli_errorf(&c, "unexpected argument '%s'", argv[i]);
-            goto out;
-        }
-        if (r < 0)
-            goto out;
-    }
+    gf_cli_val val[I_COUNT_];
+    const char *pos[1];
+    int n_pos;
+    int rc = gf_cli_parse(&invoke_cmd, &c, val, argc, argv, pos, 1, &n_pos);
+    if (rc != 0)
+        goto out;
+    rc = 2;
+    o.name = n_pos > 0 ? pos[0] : NULL;
+    o.data = val[I_DATA].v;
+    o.file = val[I_FILE].v;
+    o.n_npy = val[I_NPY].n;
+    memcpy(o.npy, val[I_NPY].all, (size_t)o.n_npy * sizeof o.npy[0]);
+    if (!gf_cli_flag_int(&invoke_cmd, &c, I_VERSION, val, 1, INT64_MAX, "a positive integer",
+                         &o.version) ||
+        !gf_cli_flag_int(&invoke_cmd, &c, I_TOP, val, 1, 1000000, "a positive integer", &o.top))
+        goto out;
     int sources = (o.data != NULL) + (o.file != NULL) + (o.n_npy > 0);
     if (o.name == NULL || sources != 1) {
         gf_cli_errorf(&c, "%s",

@@ -11,6 +11,18 @@
 #include "core/clock.h"
 #include "gateway/cli/cli.h"
 #include "gateway/cli/client.h"
+#include "gateway/cli/flags.h"
+
+enum { L_NO_WAIT, L_TIMEOUT, L_COUNT_ };
+
+static void load_usage(FILE *out);
+
+static const gf_cli_flag load_flags[L_COUNT_] = {
+    [L_NO_WAIT] = {"no-wait", 0, NULL, 0, "return once the server accepted the load"},
+    [L_TIMEOUT] = {"timeout", 0, "SECONDS", 0, "how long to wait for the load [30]"},
+};
+
+static const gf_cli_cmd load_cmd = {"load", load_flags, L_COUNT_, load_usage};
 
 static void load_usage(FILE *out)
 {
@@ -18,9 +30,9 @@ static void load_usage(FILE *out)
                  "Load the current version of function NAME into the device memory of worker\n"
                  "WORKER (a number as 'gpufaas ps' shows it; without it the server's router\n"
                  "chooses), and wait until it is there. An admin call.\n\n"
-                 "options:\n"
-                 "  --no-wait          return once the server accepted the load\n"
-                 "  --timeout SECONDS  how long to wait for the load [30]\n\n");
+                 "options:\n");
+    gf_cli_flags_usage(out, &load_cmd);
+    fputc('\n', out);
     gf_cli_common_usage(out);
 }
 
@@ -66,38 +78,19 @@ int gf_cmd_load(int argc, char **argv)
     }
     gf_cli_client c;
     gf_cli_client_init(&c, "load");
-    const char *name = NULL, *wname = NULL, *v;
-    bool wait = true;
+    gf_cli_val val[L_COUNT_];
+    const char *pos[2];
+    int n_pos;
     long long timeout_s = 30;
-    int rc = 2;
-    for (int i = 1; i < argc; i++) {
-        int r = gf_cli_client_opt(&c, argc, argv, &i);
-        if (r < 0)
-            goto out;
-        if (r > 0)
-            continue;
-        if (strcmp(argv[i], "--no-wait") == 0) {
-            wait = false;
-        } else if ((r = gf_cli_take(&c, argc, argv, &i, "timeout", &v)) != 0) {
-            if (r < 0)
-                goto out;
-            if (!gf_cli_parse_int(v, 1, 86400, &timeout_s)) {
-                gf_cli_errorf(&c, "--timeout: '%s' is not a number of seconds (1..86400)", v);
-                goto out;
-            }
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            gf_cli_errorf(&c, "unknown option '%s'", argv[i]);
-            load_usage(stderr);
-            goto out;
-        } else if (name == NULL) {
-            name = argv[i];
-        } else if (wname == NULL) {
-            wname = argv[i];
-        } else {
-            gf_cli_errorf(&c, "unexpected argument '%s'", argv[i]);
-            goto out;
-        }
-    }
+    int rc = gf_cli_parse(&load_cmd, &c, val, argc, argv, pos, 2, &n_pos);
+    if (rc != 0)
+        goto out;
+    rc = 2;
+    const char *name = n_pos > 0 ? pos[0] : NULL, *wname = n_pos > 1 ? pos[1] : NULL;
+    bool wait = val[L_NO_WAIT].n == 0;
+    if (!gf_cli_flag_int(&load_cmd, &c, L_TIMEOUT, val, 1, 86400,
+                         "a number of seconds (1..86400)", &timeout_s))
+        goto out;
     if (name == NULL) {
         load_usage(stderr);
         goto out;

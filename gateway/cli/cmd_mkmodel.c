@@ -21,53 +21,10 @@
 #include "functions/manifest.h"
 #include "gateway/core/oneshot.h"
 #include "gateway/cli/cli.h"
+#include "gateway/cli/flags.h"
 
 #define MK_MAX_LAYERS 64
 #define MK_MAX_DIM ((int64_t)1 << 31)
-
-static void mkmodel_usage(FILE *out)
-{
-    fprintf(out, "usage: gpufaas mkmodel KIND [options] OUT.safetensors\n"
-                 "\n"
-                 "Write weights with random values for a built-in function kind, named as\n"
-                 "PyTorch / Hugging Face name them, and the matching manifest (OUT.json, or\n"
-                 "--manifest PATH). The pair is validated as a deploy would validate it.\n"
-                 "\n"
-                 "kinds:\n"
-                 "  mlp                      nn.Sequential of Linear layers and activations\n"
-                 "  resnet18 resnet34 resnet50 resnet101 resnet152\n"
-                 "                           torchvision ResNet (resnet50 FP32: ~100 MB)\n"
-                 "  bert                     BertForSequenceClassification; bert-base sizes by\n"
-                 "                           default (FP32: ~440 MB)\n"
-                 "\n"
-                 "options for every kind:\n"
-                 "  --dtype FP32|FP16|BF16   weight dtype (default FP32; F32, F16 work too)\n"
-                 "  --seed N                 random seed (default 1); same seed, same bytes\n"
-                 "  --manifest PATH          where to write the manifest (default: OUT with\n"
-                 "                           .safetensors replaced by .json)\n"
-                 "  --name NAME              function name (default: OUT's file name)\n"
-                 "  --max-batch N            manifest max_batch_size (default 8)\n"
-                 "  --max-delay-us N         manifest max_queue_delay_us (default 1000)\n"
-                 "mlp:\n"
-                 "  --sizes A,B,...          layer widths, input first (default 784,256,10)\n"
-                 "  --activation ACT         between layers: relu, gelu, gelu_tanh, silu, tanh,\n"
-                 "                           sigmoid (default relu); the last layer is identity\n"
-                 "  --softmax                end with a softmax\n"
-                 "resnet:\n"
-                 "  --classes N              fc outputs (default 1000)\n"
-                 "  --image N                input height and width in the manifest (default 224;\n"
-                 "                           0 = any size)\n"
-                 "bert:\n"
-                 "  --layers N (12)  --hidden N (768)  --heads N (12)  --intermediate N (3072)\n"
-                 "  --vocab N (30522)  --max-positions N (512)  --labels N (2)\n"
-                 "  --seq N                  sequence length in the manifest (default 0 = any)\n"
-                 "\n"
-                 "examples:\n"
-                 "  gpufaas mkmodel resnet50 --classes 10 --dtype FP16 r50.safetensors\n"
-                 "  gpufaas mkmodel bert --layers 2 --hidden 128 --heads 2 --intermediate 512 "
-                 "b.safetensors\n"
-                 "  gpufaas mkmodel mlp --sizes 64,32,10 --softmax mlp.safetensors\n");
-}
 
 /* ---- options ---- */
 
@@ -120,28 +77,98 @@ static bool mk_sizes(const char *s, mk_opts *o)
     return o->nsizes >= 2;
 }
 
-/* An option that takes a value: (name, the kinds it applies to, the range
- * for integers, where it goes). */
-typedef struct mk_intopt {
-    const char *name;
-    int kinds;
+/* The options, one table: what --help shows and what mk_parse takes. tag:
+ * the kinds an option applies to. */
+enum {
+    M_DTYPE, M_SEED, M_MANIFEST, M_NAME, M_MAX_BATCH, M_MAX_DELAY, M_SIZES, M_ACTIVATION,
+    M_SOFTMAX, M_CLASSES, M_IMAGE, M_LAYERS, M_HIDDEN, M_HEADS, M_INTER, M_VOCAB, M_MAX_POS,
+    M_LABELS, M_SEQ, M_COUNT_
+};
+
+static void mkmodel_usage(FILE *out);
+
+static const gf_cli_flag mk_flags[M_COUNT_] = {
+    [M_DTYPE] = {"dtype", 0, "FP32|FP16|BF16", 0, "weight dtype (default FP32; F32, F16 work too)",
+                 MK_ALL},
+    [M_SEED] = {"seed", 0, "N", 0, "random seed (default 1); same seed, same bytes", MK_ALL},
+    [M_MANIFEST] = {"manifest", 0, "PATH", 0,
+                    "where to write the manifest (default: OUT with\n.safetensors replaced by "
+                    ".json)", MK_ALL},
+    [M_NAME] = {"name", 0, "NAME", 0, "function name (default: OUT's file name)", MK_ALL},
+    [M_MAX_BATCH] = {"max-batch", 0, "N", 0, "manifest max_batch_size (default 8)", MK_ALL},
+    [M_MAX_DELAY] = {"max-delay-us", 0, "N", 0, "manifest max_queue_delay_us (default 1000)",
+                     MK_ALL},
+    [M_SIZES] = {"sizes", 0, "A,B,...", 0, "layer widths, input first (default 784,256,10)",
+                 MK_MLP},
+    [M_ACTIVATION] = {"activation", 0, "ACT", 0,
+                      "between layers: relu, gelu, gelu_tanh, silu, tanh,\nsigmoid (default "
+                      "relu); the last layer is identity", MK_MLP},
+    [M_SOFTMAX] = {"softmax", 0, NULL, 0, "end with a softmax", MK_MLP},
+    [M_CLASSES] = {"classes", 0, "N", 0, "fc outputs (default 1000)", MK_RESNET},
+    [M_IMAGE] = {"image", 0, "N", 0,
+                 "input height and width in the manifest (default 224;\n0 = any size)",
+                 MK_RESNET},
+    [M_LAYERS] = {"layers", 0, "N", 0, "encoder layers (default 12)", MK_BERT},
+    [M_HIDDEN] = {"hidden", 0, "N", 0, "hidden size (default 768)", MK_BERT},
+    [M_HEADS] = {"heads", 0, "N", 0, "attention heads (default 12)", MK_BERT},
+    [M_INTER] = {"intermediate", 0, "N", 0, "feed-forward size (default 3072)", MK_BERT},
+    [M_VOCAB] = {"vocab", 0, "N", 0, "vocabulary size (default 30522)", MK_BERT},
+    [M_MAX_POS] = {"max-positions", 0, "N", 0, "position embeddings (default 512)", MK_BERT},
+    [M_LABELS] = {"labels", 0, "N", 0, "classifier outputs (default 2)", MK_BERT},
+    [M_SEQ] = {"seq", 0, "N", 0, "sequence length in the manifest (default 0 = any)", MK_BERT},
+};
+
+static const gf_cli_cmd mk_cmd = {"mkmodel", mk_flags, M_COUNT_, mkmodel_usage};
+
+static void mkmodel_usage(FILE *out)
+{
+    fprintf(out, "usage: gpufaas mkmodel KIND [options] OUT.safetensors\n"
+                 "\n"
+                 "Write weights with random values for a built-in function kind, named as\n"
+                 "PyTorch / Hugging Face name them, and the matching manifest (OUT.json, or\n"
+                 "--manifest PATH). The pair is validated as a deploy would validate it.\n"
+                 "\n"
+                 "kinds:\n"
+                 "  mlp                      nn.Sequential of Linear layers and activations\n"
+                 "  resnet18 resnet34 resnet50 resnet101 resnet152\n"
+                 "                           torchvision ResNet (resnet50 FP32: ~100 MB)\n"
+                 "  bert                     BertForSequenceClassification; bert-base sizes by\n"
+                 "                           default (FP32: ~440 MB)\n"
+                 "\n"
+                 "options for every kind:\n");
+    gf_cli_flags_usage_tag(out, &mk_cmd, MK_ALL);
+    fprintf(out, "mlp:\n");
+    gf_cli_flags_usage_tag(out, &mk_cmd, MK_MLP);
+    fprintf(out, "resnet:\n");
+    gf_cli_flags_usage_tag(out, &mk_cmd, MK_RESNET);
+    fprintf(out, "bert:\n");
+    gf_cli_flags_usage_tag(out, &mk_cmd, MK_BERT);
+    fprintf(out, "\n"
+                 "examples:\n"
+                 "  gpufaas mkmodel resnet50 --classes 10 --dtype FP16 r50.safetensors\n"
+                 "  gpufaas mkmodel bert --layers 2 --hidden 128 --heads 2 --intermediate 512 "
+                 "b.safetensors\n"
+                 "  gpufaas mkmodel mlp --sizes 64,32,10 --softmax mlp.safetensors\n");
+}
+
+/* The integer options: their range and where they go. */
+static const struct {
+    int flag;
     int64_t lo, hi;
     size_t off; /* offsetof(mk_opts, field) of an int64_t */
-} mk_intopt;
-
-static const mk_intopt mk_intopts[] = {
-    {"--max-batch", MK_ALL, 1, 1 << 20, offsetof(mk_opts, max_batch)},
-    {"--max-delay-us", MK_ALL, 0, 60000000, offsetof(mk_opts, max_delay_us)},
-    {"--classes", MK_RESNET, 1, MK_MAX_DIM, offsetof(mk_opts, classes)},
-    {"--image", MK_RESNET, 0, 65536, offsetof(mk_opts, image)},
-    {"--layers", MK_BERT, 0, 1000, offsetof(mk_opts, layers)},
-    {"--hidden", MK_BERT, 1, MK_MAX_DIM, offsetof(mk_opts, hidden)},
-    {"--heads", MK_BERT, 1, MK_MAX_DIM, offsetof(mk_opts, heads)},
-    {"--intermediate", MK_BERT, 1, MK_MAX_DIM, offsetof(mk_opts, inter)},
-    {"--vocab", MK_BERT, 1, MK_MAX_DIM, offsetof(mk_opts, vocab)},
-    {"--max-positions", MK_BERT, 1, MK_MAX_DIM, offsetof(mk_opts, max_pos)},
-    {"--labels", MK_BERT, 1, MK_MAX_DIM, offsetof(mk_opts, labels)},
-    {"--seq", MK_BERT, 0, MK_MAX_DIM, offsetof(mk_opts, seq)},
+} mk_ints[] = {
+    {M_MAX_BATCH, 1, 1 << 20, offsetof(mk_opts, max_batch)},
+    {M_MAX_DELAY, 0, 60000000, offsetof(mk_opts, max_delay_us)},
+    {M_CLASSES, 1, MK_MAX_DIM, offsetof(mk_opts, classes)},
+    {M_IMAGE, 0, 65536, offsetof(mk_opts, image)},
+    {M_LAYERS, 0, 1000, offsetof(mk_opts, layers)},
+    {M_HIDDEN, 1, MK_MAX_DIM, offsetof(mk_opts, hidden)},
+    {M_HEADS, 1, MK_MAX_DIM, offsetof(mk_opts, heads)},
+    {M_INTER, 1, MK_MAX_DIM, offsetof(mk_opts, inter)},
+    {M_VOCAB, 1, MK_MAX_DIM, offsetof(mk_opts, vocab)},
+    {M_MAX_POS, 1, MK_MAX_DIM, offsetof(mk_opts, max_pos)},
+    {M_LABELS, 1, MK_MAX_DIM, offsetof(mk_opts, labels)},
+    {M_SEQ, 0, MK_MAX_DIM, offsetof(mk_opts, seq)},
 };
 
 static const char *mk_kind_name(int kind)
@@ -193,95 +220,68 @@ static int mk_parse(int argc, char **argv, mk_opts *o)
                 kind);
         return 2;
     }
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || strcmp(a, "-") == 0) {
-            if (o->out != NULL) {
-                fprintf(stderr, "gpufaas mkmodel: unexpected argument '%s'\n", a);
-                return 2;
-            }
-            o->out = a;
-            continue;
-        }
-        if (strcmp(a, "--softmax") == 0) {
-            if (o->kind != MK_MLP)
-                goto wrong_kind;
-            o->softmax = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gpufaas mkmodel: option %s needs a value\n", a);
+    gf_cli_val val[M_COUNT_];
+    const char *pos[1];
+    int n_pos;
+    if (gf_cli_parse(&mk_cmd, NULL, val, argc - 1, argv + 1, pos, 1, &n_pos) != 0)
+        return 2;
+    o->out = n_pos > 0 ? pos[0] : NULL;
+    for (int f = 0; f < M_COUNT_; f++) {
+        if (val[f].n > 0 && !(mk_flags[f].tag & (unsigned)o->kind)) {
+            fprintf(stderr, "gpufaas mkmodel: option --%s does not apply to kind %s\n",
+                    mk_flags[f].name, mk_kind_name(o->kind));
             return 2;
         }
-        const char *v = argv[++i];
-        int64_t n;
-        if (strcmp(a, "--dtype") == 0) {
-            /* KServe's spelling (FP32) or safetensors' (F32) */
-            o->dtype = gf_dtype_from_kserve_name(v, strlen(v));
-            if (o->dtype == GF_DT_INVALID)
-                o->dtype = gf_dtype_from_st_name(v, strlen(v));
-            if (o->dtype != GF_DT_F32 && o->dtype != GF_DT_F16 && o->dtype != GF_DT_BF16) {
-                fprintf(stderr, "gpufaas mkmodel: --dtype must be FP32, FP16 or BF16, not '%s'\n",
-                        v);
-                return 2;
-            }
-        } else if (strcmp(a, "--seed") == 0) {
-            if (!mk_int(v, 0, INT64_MAX, &n))
-                goto bad_value;
-            o->seed = (uint64_t)n;
-        } else if (strcmp(a, "--manifest") == 0) {
-            o->manifest = v;
-        } else if (strcmp(a, "--name") == 0) {
-            if (!gf_function_name_valid(v)) {
-                fprintf(stderr,
-                        "gpufaas mkmodel: --name '%s' must match "
-                        "^[a-z0-9][a-z0-9_.-]{0,62}$\n",
-                        v);
-                return 2;
-            }
-            o->name = v;
-        } else if (strcmp(a, "--sizes") == 0) {
-            if (o->kind != MK_MLP)
-                goto wrong_kind;
-            if (!mk_sizes(v, o)) {
-                fprintf(stderr,
-                        "gpufaas mkmodel: --sizes needs 2 to %d positive widths "
-                        "separated by commas (input first), not '%s'\n",
-                        MK_MAX_LAYERS + 1, v);
-                return 2;
-            }
-        } else if (strcmp(a, "--activation") == 0) {
-            if (o->kind != MK_MLP)
-                goto wrong_kind;
-            o->act = v;
-        } else {
-            const mk_intopt *opt = NULL;
-            for (size_t j = 0; j < sizeof mk_intopts / sizeof mk_intopts[0]; j++)
-                if (strcmp(a, mk_intopts[j].name) == 0)
-                    opt = &mk_intopts[j];
-            if (opt == NULL) {
-                fprintf(stderr, "gpufaas mkmodel: unknown option '%s' (see --help)\n", a);
-                return 2;
-            }
-            if (!(opt->kinds & o->kind))
-                goto wrong_kind;
-            if (!mk_int(v, opt->lo, opt->hi, &n)) {
-                fprintf(stderr,
-                        "gpufaas mkmodel: %s must be an integer in [%" PRId64 ", %" PRId64
-                        "], not '%s'\n",
-                        a, opt->lo, opt->hi, v);
-                return 2;
-            }
-            *(int64_t *)((char *)o + opt->off) = n;
+    }
+    const char *v;
+    if ((v = val[M_DTYPE].v) != NULL) {
+        /* KServe's spelling (FP32) or safetensors' (F32) */
+        o->dtype = gf_dtype_from_kserve_name(v, strlen(v));
+        if (o->dtype == GF_DT_INVALID)
+            o->dtype = gf_dtype_from_st_name(v, strlen(v));
+        if (o->dtype != GF_DT_F32 && o->dtype != GF_DT_F16 && o->dtype != GF_DT_BF16) {
+            fprintf(stderr, "gpufaas mkmodel: --dtype must be FP32, FP16 or BF16, not '%s'\n", v);
+            return 2;
         }
-        continue;
-    bad_value:
-        fprintf(stderr, "gpufaas mkmodel: bad value '%s' for %s\n", v, a);
+    }
+    int64_t n;
+    if ((v = val[M_SEED].v) != NULL) {
+        if (!mk_int(v, 0, INT64_MAX, &n)) {
+            fprintf(stderr, "gpufaas mkmodel: bad value '%s' for --seed\n", v);
+            return 2;
+        }
+        o->seed = (uint64_t)n;
+    }
+    o->manifest = val[M_MANIFEST].v;
+    if ((v = val[M_NAME].v) != NULL) {
+        if (!gf_function_name_valid(v)) {
+            fprintf(stderr, "gpufaas mkmodel: --name '%s' must match ^[a-z0-9][a-z0-9_.-]{0,62}$\n",
+                    v);
+            return 2;
+        }
+        o->name = v;
+    }
+    if ((v = val[M_SIZES].v) != NULL && !mk_sizes(v, o)) {
+        fprintf(stderr,
+                "gpufaas mkmodel: --sizes needs 2 to %d positive widths separated by commas "
+                "(input first), not '%s'\n",
+                MK_MAX_LAYERS + 1, v);
         return 2;
-    wrong_kind:
-        fprintf(stderr, "gpufaas mkmodel: option %s does not apply to kind %s\n", a,
-                mk_kind_name(o->kind));
-        return 2;
+    }
+    if (val[M_ACTIVATION].v != NULL)
+        o->act = val[M_ACTIVATION].v;
+    o->softmax = val[M_SOFTMAX].n > 0;
+    for (size_t j = 0; j < sizeof mk_ints / sizeof mk_ints[0]; j++) {
+        if ((v = val[mk_ints[j].flag].v) == NULL)
+            continue;
+        if (!mk_int(v, mk_ints[j].lo, mk_ints[j].hi, &n)) {
+            fprintf(stderr,
+                    "gpufaas mkmodel: --%s must be an integer in [%" PRId64 ", %" PRId64
+                    "], not '%s'\n",
+                    mk_flags[mk_ints[j].flag].name, mk_ints[j].lo, mk_ints[j].hi, v);
+            return 2;
+        }
+        *(int64_t *)((char *)o + mk_ints[j].off) = n;
     }
     if (o->out == NULL) {
         fprintf(stderr, "gpufaas mkmodel: no output file given\n\n");

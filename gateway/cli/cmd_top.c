@@ -32,11 +32,25 @@
 #include "core/buf.h"
 #include "gateway/cli/cli.h"
 #include "gateway/cli/client.h"
+#include "gateway/cli/flags.h"
 #include "gateway/cli/prom.h"
 
 #define MAX_EVENTS 8   /* recent swaps kept */
 #define MAX_BUCKETS 32 /* histogram buckets read per function */
 #define FETCH_TIMEOUT_MS 2000L
+
+enum { T_INTERVAL, T_ONCE, T_COUNT_ };
+
+static void top_usage(FILE *out);
+
+static const gf_cli_flag top_flags[T_COUNT_] = {
+    [T_INTERVAL] = {"interval", 0, "SECONDS", 0, "time between refreshes [1]"},
+    [T_ONCE] = {"once", 0, NULL, 0,
+                "print one snapshot (two scrapes, one interval apart)\nas plain text (or, with "
+                "--json, as JSON), without a\nterminal"},
+};
+
+static const gf_cli_cmd top_cmd = {"top", top_flags, T_COUNT_, top_usage};
 
 static void top_usage(FILE *out)
 {
@@ -45,11 +59,9 @@ static void top_usage(FILE *out)
                  "host memory as bars holding the resident models, requests/s, errors/s, p99\n"
                  "latency and cold starts/s per function, swap traffic, and the recent swaps.\n"
                  "Keys: q quits. Needs a terminal.\n\n"
-                 "options:\n"
-                 "  --interval SECONDS  time between refreshes [1]\n"
-                 "  --once              print one snapshot (two scrapes, one interval apart)\n"
-                 "                      as plain text (or, with --json, as JSON), without a\n"
-                 "                      terminal\n\n");
+                 "options:\n");
+    gf_cli_flags_usage(out, &top_cmd);
+    fputc('\n', out);
     gf_cli_common_usage(out);
 }
 
@@ -701,32 +713,17 @@ int gf_cmd_top(int argc, char **argv)
     memset(&s, 0, sizeof s);
     s.c = &c;
     s.interval = 1.0;
-    bool once = false;
-    int rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r = gf_cli_client_opt(&c, argc, argv, &i);
-        if (r < 0)
-            goto out;
-        if (r > 0)
-            continue;
-        if (strcmp(argv[i], "--once") == 0) {
-            once = true;
-        } else if ((r = gf_cli_take(&c, argc, argv, &i, "interval", &v)) != 0) {
-            if (r < 0)
-                goto out;
-            char *end;
-            s.interval = strtod(v, &end);
-            if (end == v || *end != '\0' || !(s.interval >= 0.1 && s.interval <= 3600)) {
-                gf_cli_errorf(&c, "--interval: '%s' is not a number of seconds in 0.1..3600", v);
-                goto out;
-            }
-        } else {
-            gf_cli_errorf(&c, "unexpected argument '%s'", argv[i]);
-            top_usage(stderr);
-            goto out;
-        }
-    }
+    gf_cli_val val[T_COUNT_];
+    const char *pos[1];
+    int n_pos;
+    int rc = gf_cli_parse(&top_cmd, &c, val, argc, argv, pos, 0, &n_pos);
+    if (rc != 0)
+        goto out;
+    rc = 2;
+    bool once = val[T_ONCE].n > 0;
+    if (!gf_cli_flag_num(&top_cmd, &c, T_INTERVAL, val, 0.1, false, 3600,
+                         "a number of seconds in 0.1..3600", &s.interval))
+        goto out;
     if (c.json && !once) {
         gf_cli_errorf(&c, "--json needs --once (a live view is for people)");
         rc = 2;
