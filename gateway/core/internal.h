@@ -272,9 +272,18 @@ gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t
 void gw_registry_free(gf_gw *gw);
 gw_version *gw_version_by_key(gf_gw *gw, const char *key);           /* lock held */
 
-/* workers.c */
+/* workers.c: the processes */
 gf_status gw_workers_start(gf_gw *gw, gf_err *err);
 void gw_workers_stop(gf_gw *gw);
+
+/* answers.c: a connection's reader thread (arg: its gw_worker). */
+void *gw_reader_main(void *arg);
+
+/* conn.c: a connection's writer thread (arg: its gw_worker); an encoded
+ * message without a payload, queued; a batch's INFER, sent. */
+void *gw_writer_main(void *arg);
+gf_status gw_send_empty(gw_worker *w, gf_ipc_type type, uint64_t id);
+void gw_send_infer(gf_gw *gw, gw_worker *w, gw_batch *b);
 /* Route and send a batch whose frame is encoded (lock held). On failure
  * (no worker up) the batch is returned for the caller to fail after
  * unlocking; else NULL. exclude: a worker not to use (-1 none). */

@@ -1,0 +1,264 @@
+/* gpufaas — the gateway's worker connections: frames and each connection's
+ * send queue and writer thread, and sending work (INFER, LOAD, UNLOAD) to a
+ * worker. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "gateway/core/internal.h"
+
+/* ---- frames and the send queue ------------------------------------------------ */
+
+gw_frame *gw_frame_adopt(gf_buf *b)
+{
+    gw_frame *f = malloc(sizeof *f);
+    if (f == NULL)
+        return NULL;
+    atomic_init(&f->refs, 1);
+    f->data = gf_buf_steal(b, &f->len);
+    if (f->data == NULL) {
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void gw_frame_unref(gw_frame *f)
+{
+    if (f != NULL && atomic_fetch_sub(&f->refs, 1) == 1) {
+        free(f->data);
+        free(f);
+    }
+}
+
+/* Write what the socket takes without blocking; the bytes written. An
+ * error stops it early: the writer thread meets it again with the rest. */
+static size_t write_now(int fd, const char *p, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = send(fd, p + done, len - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            break;
+    }
+    return done;
+}
+
+void gw_worker_send(gw_worker *w, gw_frame *f)
+{
+    pthread_mutex_lock(&w->slock);
+    if (w->sq_dead) {
+        /* the connection is gone (its writer failed): drop the frame; what it
+         * carried is answered when the reader fails the connection */
+        pthread_mutex_unlock(&w->slock);
+        return;
+    }
+    size_t off = 0;
+    if (w->sq_head == NULL && !w->sq_writing && !w->sq_stop && w->fd >= 0) {
+        /* nothing queued or being written: write it from this thread, which
+         * saves waking the writer (a context switch per request, the larger
+         * part of a small request's cost); what the socket does not take at
+         * once is queued. sq_stop is set before the fd is closed, under
+         * slock, so the fd is the connection's own while we hold it. */
+        off = write_now(w->fd, f->data, f->len);
+        if (off == f->len) {
+            pthread_mutex_unlock(&w->slock);
+            return;
+        }
+    }
+    gw_send *s = malloc(sizeof *s);
+    if (s == NULL) {
+        GF_LOG_E("worker %d: out of memory queueing a frame", w->id);
+        if (off > 0) /* half a frame is on the wire: the stream is lost */
+            shutdown(w->fd, SHUT_RDWR);
+        pthread_mutex_unlock(&w->slock);
+        return;
+    }
+    atomic_fetch_add(&f->refs, 1);
+    s->frame = f;
+    s->off = off;
+    s->next = NULL;
+    if (w->sq_tail != NULL)
+        w->sq_tail->next = s;
+    else
+        w->sq_head = s;
+    w->sq_tail = s;
+    pthread_cond_signal(&w->scond);
+    pthread_mutex_unlock(&w->slock);
+}
+
+/* Encode with enc into a fresh frame and queue it. */
+gf_status gw_send_empty(gw_worker *w, gf_ipc_type type, uint64_t id)
+{
+    gf_buf b;
+    gf_buf_init(&b);
+    gf_status st = gf_ipc_encode_empty(&b, type, id, NULL);
+    gw_frame *f = st == GF_OK ? gw_frame_adopt(&b) : NULL;
+    gf_buf_deinit(&b);
+    if (f == NULL)
+        return GF_ERR_NOMEM;
+    gw_worker_send(w, f);
+    gw_frame_unref(f);
+    return GF_OK;
+}
+
+void *gw_writer_main(void *arg)
+{
+    gw_worker *w = arg;
+    pthread_mutex_lock(&w->slock);
+    for (;;) {
+        while (w->sq_head == NULL && !w->sq_stop)
+            pthread_cond_wait(&w->scond, &w->slock);
+        if (w->sq_head == NULL)
+            break;
+        gw_send *s = w->sq_head;
+        w->sq_head = s->next;
+        if (w->sq_head == NULL)
+            w->sq_tail = NULL;
+        w->sq_writing = true;
+        pthread_mutex_unlock(&w->slock);
+        gf_err err;
+        gf_status st =
+            gf_ipc_write_all(w->fd, s->frame->data + s->off, s->frame->len - s->off, -1, &err);
+        gw_frame_unref(s->frame);
+        free(s);
+        pthread_mutex_lock(&w->slock);
+        w->sq_writing = false;
+        if (st != GF_OK) {
+            GF_LOG_D("worker %d: write failed: %s", w->id, err.msg);
+            /* the reader sees the end of the stream and fails what is in
+             * flight; frames sent from now on are dropped, not kept for the
+             * next process (which would get requests it never should) */
+            shutdown(w->fd, SHUT_RDWR);
+            w->sq_dead = true;
+            break;
+        }
+    }
+    /* drop what is left */
+    while (w->sq_head != NULL) {
+        gw_send *s = w->sq_head;
+        w->sq_head = s->next;
+        gw_frame_unref(s->frame);
+        free(s);
+    }
+    w->sq_tail = NULL;
+    pthread_mutex_unlock(&w->slock);
+    return NULL;
+}
+
+/* ---- sending work ---------------------------------------------------------------- */
+
+void gw_send_infer(gf_gw *gw, gw_worker *w, gw_batch *b)
+{
+    (void)gw;
+    b->worker = w->id;
+    b->attempts++;
+    b->t_dispatch_us = gf_mono_us();
+    b->next = w->inflight;
+    w->inflight = b;
+    w->n_inflight++;
+    gw_worker_send(w, b->frame);
+}
+
+gf_status gw_worker_load(gf_gw *gw, gw_worker *w, gw_version *v, int tier, gf_err *err)
+{
+    gw_placement *pl = &v->pl[w->id];
+    if (pl->state == GW_PL_LOADING)
+        return GF_OK;
+    if (pl->state == GW_PL_REGISTERED && (tier <= GF_TIER_STORE || pl->tier >= tier))
+        return GF_OK;
+    const char *plugin = "";
+    for (size_t i = 0; i < gw->probe.n_plugins; i++) {
+        const char *kind = gw->probe.plugin_kinds[i];
+        if (strcmp(kind, v->mf->kind) == 0)
+            plugin = gw->probe.plugin_paths[i];
+    }
+    gw_pending_load *pend = malloc(sizeof *pend);
+    if (pend == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    uint64_t id = atomic_fetch_add(&gw->next_id, 1);
+    gf_ipc_load m = {.key = v->key, .manifest = v->manifest_json,
+                     .manifest_len = (uint32_t)strlen(v->manifest_json),
+                     .weights_path = v->weights_path, .plugin_path = plugin, .tier = tier};
+    gf_buf b;
+    gf_buf_init(&b);
+    gf_status st = gf_ipc_encode_load(&b, id, &m, err);
+    gw_frame *f = st == GF_OK ? gw_frame_adopt(&b) : NULL;
+    gf_buf_deinit(&b);
+    if (f == NULL) {
+        free(pend);
+        return st != GF_OK ? st : gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    }
+    pend->id = id;
+    pend->v = v;
+    gw_version_ref(v);
+    pend->next = w->loads;
+    w->loads = pend;
+    if (pl->state == GW_PL_NONE) {
+        pl->state = GW_PL_LOADING;
+        pl->load_id = id;
+    }
+    gw_worker_send(w, f);
+    gw_frame_unref(f);
+    return GF_OK;
+}
+
+void gw_worker_unload_all(gf_gw *gw, gw_version *v)
+{
+    for (int i = 0; i < gw->n_workers; i++) {
+        gw_worker *w = &gw->workers[i];
+        if (v->pl[i].state == GW_PL_NONE || w->state != GW_W_UP)
+            continue;
+        gf_ipc_unload m = {.key = v->key};
+        gf_buf b;
+        gf_buf_init(&b);
+        if (gf_ipc_encode_unload(&b, atomic_fetch_add(&gw->next_id, 1), &m, NULL) == GF_OK) {
+            gw_frame *f = gw_frame_adopt(&b);
+            if (f != NULL) {
+                gw_worker_send(w, f);
+                gw_frame_unref(f);
+            }
+        }
+        gf_buf_deinit(&b);
+        v->pl[i].state = GW_PL_NONE;
+        v->pl[i].tier = GF_TIER_NONE;
+    }
+}
+
+gw_batch *gw_dispatch_batch(gf_gw *gw, gw_batch *b, int exclude)
+{
+    double est;
+    gw_worker *w = gw_route(gw, b->v, exclude, &est);
+    if (w == NULL)
+        return b;
+    gw_placement *pl = &b->v->pl[w->id];
+    if (pl->state == GW_PL_NONE && gw_worker_load(gw, w, b->v, GF_TIER_STORE, NULL) != GF_OK)
+        return b;
+    b->est_us = est;
+    w->queued_us += est;
+    if (pl->state == GW_PL_REGISTERED) {
+        gw_send_infer(gw, w, b);
+    } else { /* wait for LOADED, then go */
+        b->worker = w->id;
+        b->next = pl->waiting;
+        pl->waiting = b;
+    }
+    gw_route_replicate(gw, b->v, w);
+    return NULL;
+}
+
+int gw_workers_up(gf_gw *gw)
+{
+    int n = 0;
+    for (int i = 0; i < gw->n_workers; i++)
+        n += gw->workers[i].state == GW_W_UP;
+    return n;
+}
