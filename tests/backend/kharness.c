@@ -248,6 +248,10 @@ int kh_main(int argc, char **argv, const char *name, void (*add)(TCase *tc))
 {
     if (argc > 1)
         g_device = argv[1];
+    /* "--no-dnnl": the cpu backend's convolutions without oneDNN (the
+     * im2col + OpenBLAS path it falls back to), so both stay tested */
+    if (argc > 2 && strcmp(argv[2], "--no-dnnl") == 0)
+        setenv("GF_CPU_DNNL", "0", 1);
     bool cpu = strcmp(g_device, "cpu") == 0;
     if (!cpu && gf_test_ask_in_child(gf_backend_cuda_device_count) == 0) {
         printf("SKIP: %s: no CUDA GPU on this machine (or the CUDA module is not built)\n",

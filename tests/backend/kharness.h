@@ -110,8 +110,9 @@ typedef struct kh_conv_geom {
 void ref_conv(const kh_conv_geom *g, const float *x, const float *w, const float *bias,
               const float *res, gf_act act, double *ref, double *bound);
 
-/* main() of a kernel suite: picks the device from argv[1], skips (77)
- * without a GPU for a cuda device, runs the tests `add` puts in the case
+/* main() of a kernel suite: picks the device from argv[1] (argv[2]
+ * "--no-dnnl" turns oneDNN off in the cpu backend), skips (77) without a
+ * GPU for a cuda device, runs the tests `add` puts in the case
  * (named name_cpu or name_cuda), with the per-test fixture. */
 int kh_main(int argc, char **argv, const char *name, void (*add)(TCase *tc));
 

@@ -12,7 +12,8 @@
 #include "backend/cpu/cpu_kernels.h"
 
 struct gf_cpu_kctx {
-    int blas_threads;   /* OpenBLAS threads set at creation */
+    int blas_threads;   /* OpenBLAS (and oneDNN) threads set at creation */
+    struct gf_cpu_dnnl *dnnl; /* oneDNN convolutions, or NULL (cpu_dnnl.h) */
     void *scratch;      /* reusable work memory (64-byte aligned), grown on demand */
     size_t scratch_cap; /* bytes behind scratch */
 };

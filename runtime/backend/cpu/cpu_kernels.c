@@ -14,6 +14,7 @@
  */
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/cpu_dnnl.h"
 #include "backend/cpu/cpu_internal.h"
 
 #include <limits.h>
@@ -620,6 +621,11 @@ gf_status gf_cpu_kctx_new(int blas_threads, gf_cpu_kctx **out, gf_err *err)
     const gf_cpu_blas *blas = gf_cpu_blas_get();
     if (blas != NULL && blas->set_threads != NULL)
         blas->set_threads(c->blas_threads);
+    gf_status st = gf_cpu_dnnl_new(c->blas_threads, &c->dnnl, err);
+    if (st != GF_OK) {
+        free(c);
+        return st;
+    }
     *out = c;
     return GF_OK;
 }
@@ -628,6 +634,7 @@ void gf_cpu_kctx_free(gf_cpu_kctx *ctx)
 {
     if (ctx == NULL)
         return;
+    gf_cpu_dnnl_free(ctx->dnnl);
     free(ctx->scratch);
     free(ctx);
 }
