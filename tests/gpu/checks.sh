@@ -27,6 +27,8 @@
 gf_check runpath       30  any runtime/libgf_backend_cuda.so
 gf_check backend_cuda  60  gpu tests/backend/test_backend runtime/libgf_backend_cuda.so
 gf_check kernels_cuda  90  gpu tests/backend/test_kernels runtime/libgf_backend_cuda.so
+gf_check kernels_ew_cuda 60 gpu tests/backend/test_kernels_ew runtime/libgf_backend_cuda.so
+gf_check kernels_nn_cuda 60 gpu tests/backend/test_kernels_nn runtime/libgf_backend_cuda.so
 gf_check kinds_cuda    90  gpu tests/functions/test_functions_kinds runtime/libgf_backend_cuda.so
 gf_check onnx_cuda     60  gpu tests/functions/onnx_crosscheck runtime/libgf_backend_cuda.so
 gf_check bench_copy    45  gpu tests/bench/bench_copy runtime/libgf_backend_cuda.so
@@ -45,6 +47,11 @@ check_backend_cuda() { gf_test tests/backend/test_backend cuda:0; }
 
 # Every kernel against the double-precision references.
 check_kernels_cuda() { gf_test tests/backend/test_kernels cuda:0; }
+
+# The version 2 kernels (the ONNX kind's): elementwise, layout and casts;
+# reductions, convolution and pooling.
+check_kernels_ew_cuda() { gf_test tests/backend/test_kernels_ew cuda:0; }
+check_kernels_nn_cuda() { gf_test tests/backend/test_kernels_nn cuda:0; }
 
 # The built-in kinds on cuda:0 against the numpy reference.
 check_kinds_cuda() { GF_TEST_DEVICE=cuda:0 gf_test tests/functions/test_functions_kinds; }
@@ -80,6 +87,9 @@ check_memcheck() {
     gf_note "compute-sanitizer not found"
     return 77
   fi
-  CK_FORK=no gf_test_with "compute-sanitizer --tool memcheck --error-exitcode 3 \
-    --target-processes all" tests/backend/test_kernels cuda:0
+  local t
+  for t in test_kernels test_kernels_ew test_kernels_nn; do
+    CK_FORK=no gf_test_with "compute-sanitizer --tool memcheck --error-exitcode 3 \
+      --target-processes all" "tests/backend/$t" cuda:0 || return
+  done
 }
