@@ -140,18 +140,46 @@ static void epilogue(float *y, const float *s, int64_t len, const float *bias, c
     gf_cpu_act(y, len, act);
 }
 
-/* C[m, n] = A[m, k] B[k, n], row-major with leading dimensions lda, ldb,
- * ldc, for a convolution: through oneDNN's matmul where it has one, else
- * OpenBLAS. Returns 0 or a gf_status. */
+/* C[m, n] = act(A[m, k] B[k, n] + bias[m] + R[m, n]), row-major with
+ * leading dimensions lda, ldb, ldc (R has C's; bias, R NULL when absent),
+ * for a convolution: through oneDNN's matmul with the epilogue fused where
+ * it has one, else OpenBLAS and the epilogue row by row. Returns 0 or a
+ * gf_status. */
 static int conv_gemm(gf_cpu_kctx *ctx, const char *fn, int64_t m, int64_t n, int64_t k,
                      const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                     int64_t ldc)
+                     int64_t ldc, const float *bias, const float *res, gf_act act)
 {
-    gf_cpu_dnnl_conv *g = gf_cpu_dnnl_gemm_get(ctx->dnnl, m, n, k, lda, ldb, ldc);
+    gf_cpu_gemm_shape sh = {1, m, n, k, lda, ldb, ldc, k * ldb, m * ldc};
+    gf_cpu_dnnl_conv *g =
+        gf_cpu_dnnl_gemm_get(ctx->dnnl, &sh, bias != NULL, res != NULL, act);
     if (g != NULL)
-        return gf_cpu_dnnl_gemm_run(ctx->dnnl, g, fn, a, b, c);
+        return gf_cpu_dnnl_gemm_run(ctx->dnnl, g, fn, a, b, c, bias, res);
     gf_cpu_sgemm(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    for (int64_t i = 0; i < m; i++)
+        epilogue(c + i * ldc, c + i * ldc, n, bias ? bias + i : NULL, res ? res + i * ldc : NULL,
+                 act);
     return 0;
+}
+
+/* A 1x1 unpadded stride-1 convolution of all images at once, epilogue
+ * fused, through oneDNN's batched matmul (the weights shared); false when
+ * it has none for this geometry (nothing done then). */
+static bool conv_direct_batched(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
+                                const gf_conv2d_ex_params *p, int64_t ohw, const float *wf,
+                                const float *bf, const float *res, gf_act act, int *rc)
+{
+    int64_t ocg = p->oc / p->groups, cg = p->c / p->groups;
+    gf_cpu_gemm_shape sh = {p->n, ocg, ohw, cg, cg, ohw, ohw, p->c * ohw, p->oc * ohw};
+    gf_cpu_dnnl_conv *g =
+        gf_cpu_dnnl_gemm_get(ctx->dnnl, &sh, bf != NULL, res != NULL, act);
+    if (g == NULL)
+        return false;
+    *rc = 0;
+    for (int64_t gi = 0; gi < p->groups && *rc == 0; gi++)
+        *rc = gf_cpu_dnnl_gemm_run(ctx->dnnl, g, fn, wf + gi * ocg * cg, x + gi * cg * ohw,
+                                   y + gi * ocg * ohw, bf ? bf + gi * ocg : NULL,
+                                   res ? res + gi * ocg * ohw : NULL);
+    return true;
 }
 
 /* The convolution itself, arguments checked (oh, ow from the check). */
@@ -188,6 +216,21 @@ static int conv_run(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
         const float *wf = gf_cpu_w_f32(w, w_dtype, p->oc * kk, (float *)scr);
         const float *bf = gf_cpu_w_f32(bias, w_dtype, p->oc, (float *)(scr + wb));
         return gf_cpu_dnnl_conv_run(ctx->dnnl, dc, fn, y, x, wf, bf, res, scr + wb + bb);
+    }
+    if (direct && p->n > 1 && kk > 0 && ctx->dnnl != NULL) {
+        size_t wb = 0, bb = 0, tot;
+        if ((w_dtype != GF_DT_F32 && !gf_cpu_f32_region(p->oc * kk, &wb)) ||
+            (w_dtype != GF_DT_F32 && bias != NULL && !gf_cpu_f32_region(p->oc, &bb)) ||
+            !gf_size_add(wb, bb, &tot))
+            return gf_kerr(GF_ERR_OVERFLOW, fn, "workspace size overflows");
+        char *scr = tot > 0 ? gf_cpu_scratch(ctx, fn, tot) : NULL;
+        if (tot > 0 && scr == NULL)
+            return GF_ERR_NOMEM;
+        const float *wf = gf_cpu_w_f32(w, w_dtype, p->oc * kk, (float *)scr);
+        const float *bf = gf_cpu_w_f32(bias, w_dtype, p->oc, scr ? (float *)(scr + wb) : NULL);
+        int rc = 0;
+        if (conv_direct_batched(ctx, fn, y, x, p, ohw, wf, bf, res, act, &rc))
+            return rc;
     }
     int64_t krows = p->c * p->kh * p->kw;
     /* Small images of a batch go through one gemm of nb images side by
@@ -236,7 +279,8 @@ static int conv_run(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
             }
             for (int64_t g = 0; g < p->groups; g++)
                 if ((rc = conv_gemm(ctx, fn, ocg, ncol, kk, wf + g * ocg * kk, kk,
-                                    col + g * kk * ncol, ncol, out + g * ocg * ncol, ncol)) != 0)
+                                    col + g * kk * ncol, ncol, out + g * ocg * ncol, ncol, NULL,
+                                    NULL, GF_ACT_IDENTITY)) != 0)
                     return rc;
             for (int64_t i = 0; i < cnt; i++)
                 for (int64_t o = 0; o < p->oc; o++) {
@@ -251,31 +295,36 @@ static int conv_run(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
         const float *xi = x + img * xin;
         float *yi = y + img * yout;
         const float *ri = res != NULL ? res + img * yout : NULL;
-        if (kk == 0) {
-            memset(yi, 0, (size_t)yout * sizeof(float));
-        } else if (depthwise) {
-            for (int64_t o = 0; o < p->oc; o++)
-                depthwise_plane(yi + o * ohw, xi + (o / ocg) * p->h * p->w, wf + o * kk, p, oh,
-                                ow);
-        } else if (direct) {
-            for (int64_t g = 0; g < p->groups; g++)
-                if ((rc = conv_gemm(ctx, fn, ocg, ohw, kk, wf + g * ocg * kk, kk,
-                                    xi + g * kk * ohw, ohw, yi + g * ocg * ohw, ohw)) != 0)
-                    return rc;
-        } else {
-            for (int64_t n0 = 0; n0 < ohw; n0 += nn) {
-                int64_t cnt = ohw - n0 < nn ? ohw - n0 : nn;
+        if (kk == 0 || depthwise) {
+            for (int64_t o = 0; o < p->oc; o++) {
+                if (kk == 0)
+                    memset(yi + o * ohw, 0, (size_t)ohw * sizeof(float));
+                else
+                    depthwise_plane(yi + o * ohw, xi + (o / ocg) * p->h * p->w, wf + o * kk, p,
+                                    oh, ow);
+                epilogue(yi + o * ohw, yi + o * ohw, ohw, bf ? bf + o : NULL,
+                         ri ? ri + o * ohw : NULL, act);
+            }
+            continue;
+        }
+        /* the gemms apply bias, residual and act (conv_gemm) */
+        for (int64_t n0 = 0; n0 < ohw; n0 += nn) {
+            int64_t cnt = ohw - n0 < nn ? ohw - n0 : nn;
+            const float *b = xi + n0; /* direct: x is its own im2col */
+            int64_t ldb = ohw;
+            if (!direct) {
                 im2col(col, cnt, xi, p, ow, n0, cnt);
-                for (int64_t g = 0; g < p->groups; g++)
-                    if ((rc = conv_gemm(ctx, fn, ocg, cnt, kk, wf + g * ocg * kk, kk,
-                                        col + g * kk * cnt, cnt, yi + g * ocg * ohw + n0,
-                                        ohw)) != 0)
-                        return rc;
+                b = col;
+                ldb = cnt;
+            }
+            for (int64_t g = 0; g < p->groups; g++) {
+                int64_t at = g * ocg * ohw + n0;
+                if ((rc = conv_gemm(ctx, fn, ocg, cnt, kk, wf + g * ocg * kk, kk, b + g * kk * ldb,
+                                    ldb, yi + at, ohw, bf ? bf + g * ocg : NULL,
+                                    ri ? ri + at : NULL, act)) != 0)
+                    return rc;
             }
         }
-        for (int64_t o = 0; o < p->oc; o++)
-            epilogue(yi + o * ohw, yi + o * ohw, ohw, bf ? bf + o : NULL,
-                     ri ? ri + o * ohw : NULL, act);
     }
     return 0;
 }

@@ -18,13 +18,13 @@ void omp_set_num_threads(int n);
 #define CACHE 64 /* geometries kept */
 
 /* What a cached primitive is made for (compared bytewise: zeroed first):
- * a convolution (p, act, has_bias, has_res) or a matmul (mm = m, n, k,
- * lda, ldb, ldc). */
+ * a convolution (p, act, has_bias, has_res) or a matmul (mm, act,
+ * has_bias, has_res). */
 typedef struct conv_key {
     int32_t kind; /* 1 convolution, 2 matmul */
     int32_t act, has_bias, has_res;
     gf_conv2d_ex_params p;
-    int64_t mm[6];
+    gf_cpu_gemm_shape mm;
 } conv_key;
 
 struct gf_cpu_dnnl_conv {
@@ -33,6 +33,7 @@ struct gf_cpu_dnnl_conv {
     bool ok;                  /* oneDNN implements it (else only the key is kept) */
     dnnl_primitive_t conv, r_src, r_wei, r_res, r_dst; /* r_res NULL without residual */
     dnnl_memory_desc_t src_nchw, src_nhwc, wei_user, wei_conv, bias, dst_nhwc, dst_nchw;
+    dnnl_memory_desc_t res; /* a matmul's residual (its binary post-op's input) */
     size_t src_bytes, wei_bytes, dst_bytes; /* scratch: NHWC x, weights, NHWC y */
 };
 
@@ -101,6 +102,44 @@ static dnnl_alg_kind_t eltwise_of(gf_act act, float *alpha)
     }
 }
 
+/* How a residual joins the result: not at all, oneDNN's sum post-op (the
+ * destination holds it before the call) or a binary add of a tensor. */
+enum res_how { NONE, SUM, BINARY };
+
+/* attr with post-ops: a binary add of bias_md when not NULL, the residual
+ * as `how` (binary: res_md), then act. false when oneDNN has no such
+ * post-op (the caller frees *attr, *po). */
+static bool post_ops(dnnl_primitive_attr_t *attr, dnnl_post_ops_t *po, gf_act act,
+                     const dnnl_memory_desc_t *bias_md, enum res_how how,
+                     const dnnl_memory_desc_t *res_md)
+{
+    float alpha;
+    dnnl_alg_kind_t alg = eltwise_of(act, &alpha);
+    if (alg == dnnl_alg_kind_undef && act != GF_ACT_IDENTITY)
+        return false;
+    return dnnl_primitive_attr_create(attr) == dnnl_success &&
+           dnnl_post_ops_create(po) == dnnl_success &&
+           (bias_md == NULL ||
+            dnnl_post_ops_append_binary(*po, dnnl_binary_add, bias_md) == dnnl_success) &&
+           (how != SUM || dnnl_post_ops_append_sum(*po, 1.0f) == dnnl_success) &&
+           (how != BINARY ||
+            dnnl_post_ops_append_binary(*po, dnnl_binary_add, res_md) == dnnl_success) &&
+           (alg == dnnl_alg_kind_undef ||
+            dnnl_post_ops_append_eltwise(*po, 1.0f, alg, alpha, 0.0f) == dnnl_success) &&
+           dnnl_primitive_attr_set_post_ops(*attr, *po) == dnnl_success;
+}
+
+/* Free what making a primitive took (any may be NULL). */
+static void desc_free(dnnl_primitive_desc_t pd, dnnl_post_ops_t po, dnnl_primitive_attr_t attr)
+{
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    if (po != NULL)
+        dnnl_post_ops_destroy(po);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+}
+
 static bool reorder(gf_cpu_dnnl *d, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
                     dnnl_primitive_t *out)
 {
@@ -144,14 +183,7 @@ static bool conv_make(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c)
         return false;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    float alpha;
-    dnnl_alg_kind_t alg = eltwise_of((gf_act)c->key.act, &alpha);
-    bool ok = dnnl_primitive_attr_create(&attr) == dnnl_success &&
-              dnnl_post_ops_create(&po) == dnnl_success &&
-              (!c->key.has_res || dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success) &&
-              (alg == dnnl_alg_kind_undef ||
-               dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, 0.0f) == dnnl_success) &&
-              dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    bool ok = post_ops(&attr, &po, (gf_act)c->key.act, NULL, c->key.has_res ? SUM : NONE, NULL);
     dnnl_primitive_desc_t pd = NULL;
     if (ok)
         ok = dnnl_primitive_desc_create(&pd, &cd, attr, d->eng, NULL) == dnnl_success;
@@ -159,12 +191,7 @@ static bool conv_make(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c)
         c->wei_conv = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         ok = dnnl_primitive_create(&c->conv, pd) == dnnl_success;
     }
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
-    if (po != NULL)
-        dnnl_post_ops_destroy(po);
-    if (attr != NULL)
-        dnnl_primitive_attr_destroy(attr);
+    desc_free(pd, po, attr);
     ok = ok && reorder(d, &c->src_nchw, &c->src_nhwc, &c->r_src) &&
          reorder(d, &c->wei_user, &c->wei_conv, &c->r_wei) &&
          reorder(d, &c->dst_nhwc, &c->dst_nchw, &c->r_dst) &&
@@ -229,20 +256,31 @@ gf_cpu_dnnl_conv *gf_cpu_dnnl_conv_get(gf_cpu_dnnl *d, const gf_conv2d_ex_params
     return c;
 }
 
-/* Make the matmul of c->key.mm. */
+/* Make the matmul of c->key.mm with its bias, residual and act. */
 static bool gemm_make(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c)
 {
-    const int64_t *mm = c->key.mm;
-    dnnl_dims_t ad = {mm[0], mm[2]}, bd = {mm[2], mm[1]}, cd = {mm[0], mm[1]};
-    dnnl_dims_t as = {mm[3], 1}, bs = {mm[4], 1}, cs = {mm[5], 1};
+    const gf_cpu_gemm_shape *mm = &c->key.mm;
+    /* 3-d, batch first (A broadcast): brgemm takes a bias per row only as
+     * a binary post-op of shape [1, m, 1], and only in 3-d */
+    dnnl_dims_t ad = {1, mm->m, mm->k}, bd = {mm->batch, mm->k, mm->n},
+                cd = {mm->batch, mm->m, mm->n}, biasd = {1, mm->m, 1};
+    dnnl_dims_t as = {mm->m * mm->lda, mm->lda, 1}, bs = {mm->sb, mm->ldb, 1},
+                cs = {mm->sc, mm->ldc, 1}, biass = {mm->m, 1, 1};
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd = NULL;
-    bool ok = dnnl_memory_desc_init_by_strides(&c->src_nchw, 2, ad, dnnl_f32, as) == dnnl_success &&
-              dnnl_memory_desc_init_by_strides(&c->wei_user, 2, bd, dnnl_f32, bs) == dnnl_success &&
-              dnnl_memory_desc_init_by_strides(&c->dst_nchw, 2, cd, dnnl_f32, cs) == dnnl_success &&
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    bool ok = dnnl_memory_desc_init_by_strides(&c->src_nchw, 3, ad, dnnl_f32, as) == dnnl_success &&
+              dnnl_memory_desc_init_by_strides(&c->wei_user, 3, bd, dnnl_f32, bs) == dnnl_success &&
+              dnnl_memory_desc_init_by_strides(&c->dst_nchw, 3, cd, dnnl_f32, cs) == dnnl_success &&
+              dnnl_memory_desc_init_by_strides(&c->res, 3, cd, dnnl_f32, cs) == dnnl_success &&
+              dnnl_memory_desc_init_by_strides(&c->bias, 3, biasd, dnnl_f32, biass) ==
+                  dnnl_success &&
               dnnl_matmul_desc_init(&md, &c->src_nchw, &c->wei_user, NULL, &c->dst_nchw) ==
                   dnnl_success &&
-              dnnl_primitive_desc_create(&pd, &md, NULL, d->eng, NULL) == dnnl_success;
+              post_ops(&attr, &po, (gf_act)c->key.act, c->key.has_bias ? &c->bias : NULL,
+                       c->key.has_res ? BINARY : NONE, &c->res) &&
+              dnnl_primitive_desc_create(&pd, &md, attr, d->eng, NULL) == dnnl_success;
     if (ok) {
         /* the reference implementation is far slower than OpenBLAS */
         const char *impl = NULL;
@@ -250,23 +288,24 @@ static bool gemm_make(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c)
              impl != NULL && strncmp(impl, "ref", 3) != 0 &&
              dnnl_primitive_create(&c->conv, pd) == dnnl_success;
     }
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
+    desc_free(pd, po, attr);
     if (!ok)
         conv_release(c);
     return ok;
 }
 
-gf_cpu_dnnl_conv *gf_cpu_dnnl_gemm_get(gf_cpu_dnnl *d, int64_t m, int64_t n, int64_t k,
-                                       int64_t lda, int64_t ldb, int64_t ldc)
+gf_cpu_dnnl_conv *gf_cpu_dnnl_gemm_get(gf_cpu_dnnl *d, const gf_cpu_gemm_shape *sh,
+                                       bool has_bias, bool has_res, gf_act act)
 {
     if (d == NULL)
         return NULL;
     conv_key key;
     memset(&key, 0, sizeof key);
     key.kind = 2;
-    int64_t mm[6] = {m, n, k, lda, ldb, ldc};
-    memcpy(key.mm, mm, sizeof mm);
+    key.act = (int32_t)act;
+    key.has_bias = has_bias;
+    key.has_res = has_res;
+    key.mm = *sh;
     return find(d, &key, gemm_make);
 }
 
@@ -324,15 +363,26 @@ int gf_cpu_dnnl_conv_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, fl
 }
 
 int gf_cpu_dnnl_gemm_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *g, const char *fn, const float *a,
-                         const float *b, float *c)
+                         const float *b, float *c, const float *bias, const float *r)
 {
-    dnnl_memory_t m[3] = {NULL, NULL, NULL};
-    bool ok = dnnl_memory_create(&m[0], &g->src_nchw, d->eng, (void *)a) == dnnl_success &&
-              dnnl_memory_create(&m[1], &g->wei_user, d->eng, (void *)b) == dnnl_success &&
-              dnnl_memory_create(&m[2], &g->dst_nchw, d->eng, c) == dnnl_success;
-    static const int which[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
-    ok = ok && exec(d, g->conv, 3, which, m) && dnnl_stream_wait(d->st) == dnnl_success;
-    for (int i = 0; i < 3; i++)
+    dnnl_memory_t m[5] = {NULL, NULL, NULL, NULL, NULL};
+    /* post-ops: [bias], [residual], act */
+    int res_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(g->key.has_bias ? 1 : 0) | DNNL_ARG_SRC_1;
+    int which[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST,
+                    DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, res_arg};
+    const dnnl_memory_desc_t *mds[5] = {&g->src_nchw, &g->wei_user, &g->dst_nchw, &g->bias,
+                                        &g->res};
+    void *ptrs[5] = {(void *)a, (void *)b, c, g->key.has_bias ? (void *)bias : NULL,
+                     g->key.has_res ? (void *)r : NULL};
+    int n = 0;
+    bool ok = true;
+    for (int i = 0; i < 5 && ok; i++)
+        if (i < 3 || ptrs[i] != NULL) {
+            ok = dnnl_memory_create(&m[n], mds[i], d->eng, ptrs[i]) == dnnl_success;
+            which[n++] = which[i];
+        }
+    ok = ok && exec(d, g->conv, n, which, m) && dnnl_stream_wait(d->st) == dnnl_success;
+    for (int i = 0; i < 5; i++)
         if (m[i] != NULL)
             dnnl_memory_destroy(m[i]);
     if (!ok)
@@ -371,17 +421,17 @@ int gf_cpu_dnnl_conv_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, fl
     return gf_kerr(GF_ERR_INTERNAL, fn, "built without oneDNN");
 }
 
-gf_cpu_dnnl_conv *gf_cpu_dnnl_gemm_get(gf_cpu_dnnl *d, int64_t m, int64_t n, int64_t k,
-                                       int64_t lda, int64_t ldb, int64_t ldc)
+gf_cpu_dnnl_conv *gf_cpu_dnnl_gemm_get(gf_cpu_dnnl *d, const gf_cpu_gemm_shape *sh,
+                                       bool has_bias, bool has_res, gf_act act)
 {
-    (void)d, (void)m, (void)n, (void)k, (void)lda, (void)ldb, (void)ldc;
+    (void)d, (void)sh, (void)has_bias, (void)has_res, (void)act;
     return NULL;
 }
 
 int gf_cpu_dnnl_gemm_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *g, const char *fn, const float *a,
-                         const float *b, float *c)
+                         const float *b, float *c, const float *bias, const float *r)
 {
-    (void)d, (void)g, (void)a, (void)b, (void)c;
+    (void)d, (void)g, (void)a, (void)b, (void)c, (void)bias, (void)r;
     return gf_kerr(GF_ERR_INTERNAL, fn, "built without oneDNN");
 }
 #endif

@@ -50,15 +50,25 @@ int gf_cpu_dnnl_conv_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, fl
                          const float *x, const float *w, const float *bias, const float *res,
                          void *scratch);
 
-/* A cached oneDNN matmul for row-major F32 C[m, n] = A[m, k] B[k, n] with
- * leading dimensions lda, ldb, ldc (C is not read: beta 0); NULL when d is
- * NULL or oneDNN does not implement it. Valid until the next call on d.
- * (brgemm beats OpenBLAS by 5-30% on the 1x1 convolutions' shapes.) */
-gf_cpu_dnnl_conv *gf_cpu_dnnl_gemm_get(gf_cpu_dnnl *d, int64_t m, int64_t n, int64_t k,
-                                       int64_t lda, int64_t ldb, int64_t ldc);
+/* The shape of a matmul: `batch` products C_i[m, n] = A[m, k] B_i[k, n],
+ * row-major with leading dimensions lda, ldb, ldc, B_i = B + i sb and C_i
+ * = C + i sc (A is shared), and a residual R_i laid out as C_i. */
+typedef struct gf_cpu_gemm_shape {
+    int64_t batch, m, n, k, lda, ldb, ldc, sb, sc;
+} gf_cpu_gemm_shape;
 
-/* Run a matmul from gf_cpu_dnnl_gemm_get. Returns 0 or a gf_status. */
+/* A cached oneDNN matmul for F32 C_i = act(A B_i + bias[m] + R_i) of shape
+ * sh, bias and R present or not (C is not read), act any gf_act oneDNN
+ * has; NULL when d is NULL or oneDNN does not implement it (with those
+ * post-ops) faster than its reference code. Valid until the next call on
+ * d. (brgemm beats OpenBLAS by 5-30% on the 1x1 convolutions' shapes, and
+ * the fused epilogue saves a pass over C.) */
+gf_cpu_dnnl_conv *gf_cpu_dnnl_gemm_get(gf_cpu_dnnl *d, const gf_cpu_gemm_shape *sh,
+                                       bool has_bias, bool has_res, gf_act act);
+
+/* Run a matmul from gf_cpu_dnnl_gemm_get; bias and r as it was made for
+ * (NULL when absent). Returns 0 or a gf_status. */
 int gf_cpu_dnnl_gemm_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *g, const char *fn, const float *a,
-                         const float *b, float *c);
+                         const float *b, float *c, const float *bias, const float *r);
 
 #endif /* GF_BACKEND_CPU_DNNL_H */
