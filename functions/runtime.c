@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "backend/arena.h"
 #include "core/tensor.h"
 #include "functions/weights.h"
 
@@ -70,8 +71,7 @@ struct gf_fn_ctx {
     gf_tensor *in;   /* device copies of the inputs */
     const gf_tensor *host_in; /* the inputs as the request brought them (host memory) */
     gf_tensor *out;  /* device outputs, data NULL until output() */
-    void **allocs;   /* device blocks to free after the call */
-    size_t n_allocs, cap_allocs;
+    gf_dev_arena *arena; /* device memory of this call (reset after it) */
 };
 
 static int api_set_error(gf_fn_ctx *ctx, int code, const char *fmt, ...)
@@ -451,20 +451,13 @@ static int api_param(gf_fn_ctx *ctx, size_t index, gf_tensor *out)
     return 0;
 }
 
-/* Device memory for this call (gf_dev_alloc evicts idle models through the
- * cache when the budget is exhausted). Freed after the call. */
+/* Device memory for this call, from the backend's arena (which, when it
+ * must grow, evicts idle models through the cache if the budget is
+ * exhausted). Handed back after the call. */
 static int ctx_alloc(gf_fn_ctx *ctx, size_t bytes, void **out, const char *what)
 {
-    if (ctx->n_allocs == ctx->cap_allocs) {
-        size_t cap = ctx->cap_allocs ? ctx->cap_allocs * 2 : 16;
-        void **na = realloc(ctx->allocs, cap * sizeof *na);
-        if (na == NULL)
-            return ctx_fail(ctx, GF_ERR_NOMEM, "out of memory");
-        ctx->allocs = na;
-        ctx->cap_allocs = cap;
-    }
     gf_err e;
-    gf_status st = gf_dev_alloc(ctx->be, bytes, out, &e);
+    gf_status st = gf_dev_arena_alloc(ctx->arena, bytes, out, &e);
     if (st == GF_ERR_NO_DEVICE_MEM) {
         uint64_t used, budget;
         gf_dev_usage(ctx->be, &used, &budget);
@@ -476,7 +469,6 @@ static int ctx_alloc(gf_fn_ctx *ctx, size_t bytes, void **out, const char *what)
     }
     if (st != GF_OK)
         return ctx_fail(ctx, st, "%s: %s", what, e.msg);
-    ctx->allocs[ctx->n_allocs++] = *out;
     return 0;
 }
 
@@ -818,7 +810,7 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
     gf_fn_ctx ctx = {.mode = CTX_INFER, .mf = mf, .err = err, .plan = p, .be = be,
                      .host_in = inputs,
                      .device_index = gf_backend_device_index(be),
-                     .cache = cache, .lease = lease,
+                     .cache = cache, .lease = lease, .arena = gf_backend_arena(be),
                      .stream = gf_backend_stream(be, GF_STREAM_COMPUTE)};
     gf_status st = GF_OK;
     ctx.in = calloc(mf->n_inputs, sizeof *ctx.in);
@@ -877,9 +869,9 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
     }
 done:
     ctx_release(&ctx);
-    for (size_t i = 0; i < ctx.n_allocs; i++)
-        gf_dev_free(be, ctx.allocs[i]);
-    free(ctx.allocs);
+    /* every copy and kernel of the call is done (synced above) or, after a
+     * failure, queued on the compute stream the next call also uses */
+    gf_dev_arena_reset(ctx.arena);
     free(ctx.in);
     free(ctx.out);
     if (st == GF_OK) {

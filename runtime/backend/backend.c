@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/arena.h"
+#include "core/clock.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "gf_config.h"
@@ -179,6 +181,41 @@ static gf_status gf_parse_device(const char *name, gf_device_kind *kind, int *in
                       name);
 }
 
+/* Commit every page of the pool now (a backend that asks, be->precommit):
+ * the device memory of the whole budget exists from the start, so a swap-in
+ * creates none. A failure leaves the rest fresh, to be committed on first
+ * use. An allocation that needs the room releases free pages (gf_dev_alloc). */
+static void gf_pages_precommit(gf_backend *be)
+{
+    uint64_t t0 = gf_mono_us();
+    int64_t *taken = malloc((size_t)(be->n_pages > 0 ? be->n_pages : 1) * sizeof *taken);
+    if (taken == NULL)
+        return;
+    int64_t n = 0, done = 0;
+    int64_t p;
+    bool fresh;
+    /* take them all (taking prefers committed pages), then put them back */
+    while (n < be->n_pages && gf_page_pool_take(&be->pool, &p, &fresh)) {
+        taken[n++] = p;
+        if (!fresh)
+            continue;
+        gf_err err;
+        if (be->iface.page_commit(be, p, &err) != GF_OK) {
+            GF_LOG_W("%s: committing the page pool stopped after %lld of %lld pages: %s",
+                     be->info.name, (long long)done, (long long)be->n_pages, err.msg);
+            break;
+        }
+        gf_page_pool_committed(&be->pool, p);
+        be->held += be->page_size;
+        done++;
+    }
+    for (int64_t i = 0; i < n; i++)
+        gf_page_pool_put(&be->pool, taken[i]);
+    free(taken);
+    GF_LOG_D("%s: %lld pages committed in %llu us", be->info.name, (long long)done,
+             (unsigned long long)(gf_mono_us() - t0));
+}
+
 gf_status gf_backend_open(const gf_backend_config *cfg, gf_backend **out, gf_err *err)
 {
     *out = NULL;
@@ -220,6 +257,12 @@ gf_status gf_backend_open(const gf_backend_config *cfg, gf_backend **out, gf_err
     be->held = 0;
     memset(&be->sizes, 0, sizeof be->sizes);
     be->acct_ready = true;
+    if (be->precommit)
+        gf_pages_precommit(be);
+    if ((st = gf_dev_arena_new(be, &be->arena, err)) != GF_OK) {
+        gf_backend_free(be);
+        return st;
+    }
     be->info.budget = be->budget;
     be->info.page_size = be->page_size;
     GF_LOG_D("opened %s: budget %llu bytes, page %zu bytes", be->info.name,
@@ -232,8 +275,10 @@ void gf_backend_free(gf_backend *be)
 {
     if (be == NULL)
         return;
-    /* First the implementation, which may still free through gf_dev_free
-     * (the cuda kernels' workspace): the accounting must outlive it. */
+    /* First the arena and the implementation, which may still free through
+     * gf_dev_free (the cuda kernels' workspace): the accounting must outlive
+     * them. */
+    gf_dev_arena_free(be->arena);
     be->iface.free(be);
     if (be->acct_ready) {
         if (be->sizes.n > 0)
@@ -263,6 +308,11 @@ void gf_backend_info(gf_backend *be, gf_device_info *out)
 {
     *out = be->info;
     be->iface.refresh_info(be, out);
+}
+
+gf_dev_arena *gf_backend_arena(gf_backend *be)
+{
+    return be->arena;
 }
 
 int gf_backend_device_index(gf_backend *be)
@@ -393,6 +443,7 @@ gf_status gf_dev_alloc(gf_backend *be, size_t size, void **out, gf_err *err)
         pthread_mutex_unlock(&be->acct_lock);
         return st;
     }
+    atomic_fetch_add(&be->n_allocs, 1);
     *out = p;
     return GF_OK;
 }
@@ -416,7 +467,14 @@ void gf_dev_free(gf_backend *be, void *ptr)
         GF_LOG_E("gf_dev_free(%p): not a live device allocation", ptr);
         return;
     }
+    atomic_fetch_add(&be->n_frees, 1);
     be->iface.dev_free(be, ptr);
+}
+
+void gf_dev_counters(gf_backend *be, uint64_t *allocs, uint64_t *frees)
+{
+    *allocs = atomic_load(&be->n_allocs);
+    *frees = atomic_load(&be->n_frees);
 }
 
 void gf_dev_usage(gf_backend *be, uint64_t *used, uint64_t *budget)
@@ -490,6 +548,7 @@ gf_status gf_dev_page_alloc(gf_backend *be, int64_t *page, gf_err *err)
         }
         gf_page_pool_committed(&be->pool, p);
     }
+    atomic_fetch_add(&be->n_allocs, 1);
     *page = p;
     return GF_OK;
 }
@@ -502,6 +561,7 @@ void gf_dev_page_free(gf_backend *be, int64_t page)
     gf_page_pool_put(&be->pool, page); /* committed: held keeps counting it */
     be->used -= be->page_size;
     pthread_mutex_unlock(&be->acct_lock);
+    atomic_fetch_add(&be->n_frees, 1);
 }
 
 gf_status gf_dev_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
@@ -517,6 +577,42 @@ gf_status gf_dev_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
 gf_status gf_dev_unmap(gf_backend *be, void *addr, gf_err *err)
 {
     return be->iface.unmap(be, addr, err);
+}
+
+void gf_dev_unmap_range(gf_backend *be, void *addr, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        gf_err e;
+        if (be->iface.unmap(be, (char *)addr + i * be->page_size, &e) != GF_OK)
+            GF_LOG_E("unmapping a device page: %s", e.msg);
+    }
+}
+
+gf_status gf_dev_map_range(gf_backend *be, void *addr, const int64_t *pages, size_t n,
+                           gf_err *err)
+{
+    if (n == 0)
+        return GF_OK;
+    if (addr == NULL)
+        return gf_err_set(err, GF_ERR_INVALID, "gf_dev_map_range: NULL address");
+    for (size_t i = 0; i < n; i++) {
+        if (GF_FAULT("dev_map")) /* the site counts pages, as gf_dev_map's */
+            return gf_err_set(err, GF_ERR_DEVICE, "mapping device page %zu of %zu failed "
+                              "(injected fault)", i + 1, n);
+        if (pages[i] < 0)
+            return gf_err_set(err, GF_ERR_INVALID, "gf_dev_map_range: bad page %lld",
+                              (long long)pages[i]);
+    }
+    if (be->iface.map_range != NULL)
+        return be->iface.map_range(be, addr, pages, n, err);
+    for (size_t i = 0; i < n; i++) {
+        gf_status st = be->iface.map(be, (char *)addr + i * be->page_size, pages[i], err);
+        if (st != GF_OK) {
+            gf_dev_unmap_range(be, addr, i);
+            return st;
+        }
+    }
+    return GF_OK;
 }
 
 /* ---- pinned host memory ---------------------------------------------------- */

@@ -123,6 +123,11 @@ int gf_backend_device_index(gf_backend *be);
 /* The kernel table; lives as long as be. */
 const gf_kernels *gf_backend_kernels(gf_backend *be);
 
+/* The backend's per-request device arena (backend/arena.h): what a request
+ * allocates on the device comes from it, never from gf_dev_alloc. Lives as
+ * long as be. */
+struct gf_dev_arena *gf_backend_arena(gf_backend *be);
+
 /* ---- device memory ---- */
 
 /* Plain device allocation of size bytes (256-byte aligned), counted against
@@ -170,6 +175,21 @@ void gf_dev_vrelease(gf_backend *be, void *base, size_t size);
 gf_status gf_dev_page_alloc(gf_backend *be, int64_t *page, gf_err *err);
 /* Return a page to the pool; it must not be mapped anywhere. */
 void gf_dev_page_free(gf_backend *be, int64_t page);
+
+/* Map n pages one after another from addr (page-aligned, inside a
+ * reservation, the whole range unmapped), readable and writable by the
+ * device, with the access set once for the range (cuda: one cuMemSetAccess,
+ * not one per page). On failure nothing of the range stays mapped. */
+gf_status gf_dev_map_range(gf_backend *be, void *addr, const int64_t *pages, size_t n,
+                           gf_err *err);
+/* Unmap the n pages mapped from addr (failures are logged). */
+void gf_dev_unmap_range(gf_backend *be, void *addr, size_t n);
+
+/* How many device allocations and frees the backend has made so far:
+ * gf_dev_alloc and gf_dev_page_alloc calls that succeeded (allocs),
+ * gf_dev_free and gf_dev_page_free calls (frees). A warm request makes none
+ * (the worker's STATS report them). */
+void gf_dev_counters(gf_backend *be, uint64_t *allocs, uint64_t *frees);
 
 /* Map page at addr (page-aligned, inside a reservation, currently unmapped),
  * readable and writable by the device. A page is mapped at one address at a

@@ -62,6 +62,11 @@ struct gf_backend_iface {
     /* True when the device is lost for good (see gf_backend_lost); may probe
      * the device. */
     bool (*lost)(gf_backend *be);
+    /* Map n committed pages one after another from addr and make the whole
+     * range accessible at once; on failure nothing stays mapped. NULL: the
+     * pages are mapped one by one with `map`. */
+    gf_status (*map_range)(gf_backend *be, void *addr, const int64_t *pages, size_t n,
+                           gf_err *err);
 };
 
 /* dev_alloc pointer -> size, for accounting on free (open addressing). */
@@ -79,6 +84,10 @@ struct gf_backend {
     uint64_t budget;       /* bytes */
     int64_t n_pages;       /* pages in the pool (budget / page_size) */
     void *context;         /* the implementation's state */
+    /* Set by the implementation: every page of the pool is committed when
+     * the backend opens (cuda: cuMemCreate costs ~0.2 ms a 2 MiB page, too
+     * much for a swap-in to pay), so a load only maps pages. */
+    bool precommit;
 
     /* accounting and the page pool, owned by backend.c (see above); the
      * implementations read `pool` (gf_page_pool_is_committed) */
@@ -91,6 +100,8 @@ struct gf_backend {
     gf_reclaim_fn reclaim;  /* under acct_lock; may be NULL */
     void *reclaim_arg;
     _Atomic int lost;       /* gf_backend_lost answered true */
+    _Atomic uint64_t n_allocs, n_frees; /* gf_dev_counters */
+    struct gf_dev_arena *arena; /* gf_backend_arena: the per-request arena */
 };
 
 /* The cpu backend's constructor (cpu/cpu_backend.c). */

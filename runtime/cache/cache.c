@@ -167,12 +167,10 @@ static gf_cache_model *pick_victim(gf_cache *c, const gf_cache_model *keep)
 /* Unmap and free the pages the model holds. Lock held. */
 static void release_pages(gf_cache *c, gf_cache_model *m)
 {
+    if (m->n_pages == 0 || m->pages[0] < 0)
+        return;
+    gf_dev_unmap_range(c->be, m->va, m->n_pages);
     for (size_t k = 0; k < m->n_pages; k++) {
-        if (m->pages[k] < 0)
-            continue;
-        gf_err err;
-        if (gf_dev_unmap(c->be, m->va + k * c->page_size, &err) != GF_OK)
-            GF_LOG_E("model '%s': %s", m->key, err.msg);
         gf_dev_page_free(c->be, m->pages[k]);
         m->pages[k] = -1;
     }
@@ -244,8 +242,7 @@ static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
                           (unsigned long long)idle);
     }
     gf_status st = GF_OK;
-    size_t k;
-    for (k = 0; k < m->n_pages; k++) {
+    for (size_t k = 0; k < m->n_pages && st == GF_OK; k++) {
         for (;;) {
             st = gf_dev_page_alloc(c->be, &m->pages[k], err);
             if (st != GF_ERR_NO_DEVICE_MEM || budget_free(c) >= c->page_size)
@@ -260,18 +257,14 @@ static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
             }
             evict_device(c, v);
         }
-        if (st != GF_OK)
-            break;
-        st = gf_dev_map(c->be, m->va + k * c->page_size, m->pages[k], err);
-        if (st != GF_OK) {
-            gf_dev_page_free(c->be, m->pages[k]);
-            m->pages[k] = -1;
-            break;
-        }
     }
-    if (st != GF_OK) {
-        gf_err_prefix(err, "model '%s'", m->key);
-        release_pages(c, m);
+    /* the whole range at once: one access change for it (cuMemSetAccess) */
+    if (st == GF_OK && (st = gf_dev_map_range(c->be, m->va, m->pages, m->n_pages, err)) == GF_OK)
+        return GF_OK;
+    gf_err_prefix(err, "model '%s'", m->key);
+    for (size_t k = 0; k < m->n_pages; k++) { /* none of them is mapped */
+        gf_dev_page_free(c->be, m->pages[k]);
+        m->pages[k] = -1;
     }
     return st;
 }

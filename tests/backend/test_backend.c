@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/arena.h"
 #include "backend/backend.h"
 #include "backend/pcie.h"
 #include "core/fault.h"
@@ -383,6 +384,63 @@ START_TEST(test_map_unmap_leave_no_hole)
     gf_dev_vrelease(be, va, PAGES * page);
     for (int i = 0; i < PAGES; i++)
         gf_dev_page_free(be, pages[i]);
+    gf_backend_free(be);
+}
+END_TEST
+
+/* The request arena: a request that grows it is the last to allocate; the
+ * same request again makes no device allocation or free, its blocks do not
+ * overlap and hold what is written to them. */
+START_TEST(test_arena_warm_requests_allocate_nothing)
+{
+    size_t page = dev_page();
+    gf_backend *be = open_be(16 * page, NULL, NULL);
+    gf_dev_arena *a;
+    gf_err err;
+    ck_assert_int_eq(gf_dev_arena_new(be, &a, &err), GF_OK);
+    ck_assert_uint_eq(gf_dev_arena_held(a), 0);
+    const size_t sizes[] = {1000, 0, page / 2, 3 * page, 17};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    uint64_t a0 = 0, f0 = 0;
+    for (int round = 0; round < 3; round++) {
+        void *p[N];
+        for (int i = 0; i < N; i++) {
+            ck_assert_msg(gf_dev_arena_alloc(a, sizes[i], &p[i], &err) == GF_OK, "%s", err.msg);
+            ck_assert_ptr_nonnull(p[i]);
+            ck_assert_uint_eq((uintptr_t)p[i] % 256, 0);
+            for (int j = 0; j < i; j++) /* no two regions overlap */
+                ck_assert((char *)p[i] >= (char *)p[j] + sizes[j] ||
+                          (char *)p[j] >= (char *)p[i] + (sizes[i] ? sizes[i] : 1));
+        }
+        char *buf = malloc(3 * page), *back = malloc(3 * page);
+        ck_assert(buf != NULL && back != NULL);
+        for (size_t k = 0; k < 3 * page; k++)
+            buf[k] = (char)(k * 7 + (size_t)round);
+        to_dev(be, p[3], buf, 3 * page);
+        from_dev(be, back, p[3], 3 * page);
+        ck_assert_int_eq(memcmp(buf, back, 3 * page), 0);
+        free(buf);
+        free(back);
+        gf_dev_arena_reset(a);
+        uint64_t a1, f1;
+        gf_dev_counters(be, &a1, &f1);
+        if (round == 0) /* it grew, then merged its blocks into one */
+            ck_assert_uint_gt(a1, a0);
+        else /* warm: the first round's reset left one block that holds it all */
+            ck_assert_msg(a1 == a0 && f1 == f0, "round %d: %llu allocs, %llu frees", round,
+                          (unsigned long long)(a1 - a0), (unsigned long long)(f1 - f0));
+        a0 = a1;
+        f0 = f1;
+    }
+    /* more than the budget: the allocator's error, and the arena still works */
+    void *big;
+    ck_assert_int_eq(gf_dev_arena_alloc(a, 32 * page, &big, &err), GF_ERR_NO_DEVICE_MEM);
+    gf_dev_arena_reset(a);
+    ck_assert_int_eq(gf_dev_arena_alloc(a, page, &big, &err), GF_OK);
+    gf_dev_arena_free(a);
+    uint64_t used;
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 0);
     gf_backend_free(be);
 }
 END_TEST
@@ -824,6 +882,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_pages_scattered);
     tcase_add_test(tc, test_free_pages_count_against_the_budget);
     tcase_add_test(tc, test_map_unmap_leave_no_hole);
+    tcase_add_test(tc, test_arena_warm_requests_allocate_nothing);
     tcase_add_test(tc, test_vreserve_rejects_partial_pages);
     tcase_add_test(tc, test_page_size_is_a_power_of_two);
     tcase_add_test(tc, test_pcie_link_from_sysfs);

@@ -98,6 +98,22 @@ fn_result fn_compare(const char *manifest_path, const char *weights, const char 
     gf_fn_outputs out;
     ck_assert_msg(fn_rig_infer(&r, in, mf->n_inputs, &out, &err) == GF_OK, "infer: %s", err.msg);
     ck_assert_uint_eq(out.n, mf->n_outputs);
+    /* the same request again is warm: the same bytes out, and not one device
+     * allocation or free (the arena the first one grew serves it) */
+    uint64_t a0, f0, a1, f1;
+    gf_dev_counters(r.be, &a0, &f0);
+    gf_fn_outputs again;
+    ck_assert_msg(fn_rig_infer(&r, in, mf->n_inputs, &again, &err) == GF_OK, "infer: %s",
+                  err.msg);
+    gf_dev_counters(r.be, &a1, &f1);
+    ck_assert_msg(a1 == a0 && f1 == f0, "a warm request made %llu device allocations and %llu "
+                  "frees", (unsigned long long)(a1 - a0), (unsigned long long)(f1 - f0));
+    ck_assert_uint_eq(again.n, out.n);
+    for (size_t i = 0; i < out.n; i++)
+        ck_assert_msg(again.t[i].nbytes == out.t[i].nbytes &&
+                      memcmp(again.t[i].data, out.t[i].data, out.t[i].nbytes) == 0,
+                      "output '%s' differs on the warm request", mf->outputs[i].name);
+    gf_fn_outputs_free(&again);
     for (size_t i = 0; i < out.n; i++) {
         const gf_st_tensor *e = gf_st_find(exf, mf->outputs[i].name);
         ck_assert_ptr_nonnull(e);

@@ -635,6 +635,7 @@ static const struct gf_backend_iface cpu_iface = {
     /* .event_query = */ cpu_event_query,
     /* .event_sync = */ cpu_event_sync,
     /* .lost = */ cpu_lost,
+    /* .map_range = */ NULL, /* one mmap per page: nothing to save */
 };
 
 gf_status gf_backend_cpu_open(const gf_backend_config *cfg, gf_backend **out, gf_err *err)

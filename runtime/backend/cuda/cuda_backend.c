@@ -186,6 +186,45 @@ static gf_status cuda_map(gf_backend *be, void *addr, int64_t page, gf_err *err)
     return GF_OK;
 }
 
+/* Map the pages one after another, then set the access of the whole range
+ * with one cuMemSetAccess (per page it is most of a mapping's cost). */
+static gf_status cuda_map_range(gf_backend *be, void *addr, const int64_t *pages, size_t n,
+                                gf_err *err)
+{
+    cuda_ctx *c = be->context;
+    cuda_enter(c);
+    CUdeviceptr base = (CUdeviceptr)(uintptr_t)addr;
+    size_t done = 0;
+    gf_status st = GF_OK;
+    for (; done < n; done++) {
+        if (!gf_page_pool_is_committed(&be->pool, pages[done])) {
+            st = gf_err_set(err, GF_ERR_INVALID, "page %lld is not an allocated pool page",
+                            (long long)pages[done]);
+            break;
+        }
+        CUresult r = c->vmm.map(base + done * be->page_size, be->page_size, 0,
+                                c->handles[pages[done]], 0);
+        if (r != CUDA_SUCCESS) {
+            st = cu_fail(err, GF_ERR_DEVICE, "cuMemMap", r);
+            break;
+        }
+    }
+    if (st == GF_OK) {
+        CUmemAccessDesc desc;
+        memset(&desc, 0, sizeof desc);
+        desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        desc.location.id = c->index;
+        desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CUresult r = c->vmm.set_access(base, n * be->page_size, &desc, 1);
+        if (r == CUDA_SUCCESS)
+            return GF_OK;
+        st = cu_fail(err, GF_ERR_DEVICE, "cuMemSetAccess", r);
+    }
+    for (size_t i = 0; i < done; i++)
+        c->vmm.unmap(base + i * be->page_size, be->page_size);
+    return st;
+}
+
 static gf_status cuda_unmap(gf_backend *be, void *addr, gf_err *err)
 {
     cuda_ctx *c = be->context;
@@ -499,6 +538,7 @@ static const struct gf_backend_iface cuda_iface = {
     /* .event_query = */ cuda_event_query,
     /* .event_sync = */ cuda_event_sync,
     /* .lost = */ cuda_lost,
+    /* .map_range = */ cuda_map_range,
 };
 
 static gf_status cuda_load_vmm(cuda_vmm *v, gf_err *err)
@@ -570,6 +610,7 @@ static gf_status cuda_open(const gf_backend_config *cfg, int index, const gf_bac
     }
     be->iface = cuda_iface;
     be->context = c;
+    be->precommit = true; /* cuMemCreate per page at start, never on a swap-in */
     c->be = be;
     c->index = index;
     c->host = host;

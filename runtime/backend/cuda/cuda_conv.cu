@@ -139,9 +139,10 @@ static int conv_run(gf_cuda_kctx *ctx, const char *fn, gf_stream *s, float *y, c
             wf = (const float *)ws;
         }
         float *col = (float *)((char *)ws + wbytes);
-        cublasStatus_t bs = cublasSetStream(ctx->blas, st);
-        if (bs != CUBLAS_STATUS_SUCCESS)
-            return gf_cu_blas_fail(fn, "cublasSetStream", bs);
+        int brc = gf_cu_blas_bind(ctx, fn, st);
+        if (brc != 0)
+            return brc;
+        cublasStatus_t bs;
         for (int64_t i0 = 0; i0 < p->n; i0 += nb) {
             int64_t cnt = p->n - i0 < nb ? p->n - i0 : nb;
             const float *cm = x + i0 * img_in; /* [cnt][c kh kw][ohw] */

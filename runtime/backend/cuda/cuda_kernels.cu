@@ -115,6 +115,32 @@ int gf_cu_ws_get(gf_cuda_kctx *c, const char *fn, size_t n, void **out)
     return 0;
 }
 
+int gf_cu_blas_bind(gf_cuda_kctx *c, const char *fn, cudaStream_t st)
+{
+    if (c->blas_bound && c->blas_stream == st)
+        return 0;
+    if (c->blas_ws == NULL) {
+        size_t want = (c->cc_major >= 9 ? (size_t)32 : (size_t)4) << 20;
+        void *p = NULL;
+        if (c->alloc_fn(c->arg, want, &p) != 0)
+            return gf_kerr(GF_ERR_NO_DEVICE_MEM, fn,
+                           "no device memory for cuBLAS's %zu-byte workspace", want);
+        c->blas_ws = p;
+        c->blas_ws_cap = want;
+    }
+    c->blas_bound = false;
+    cublasStatus_t bs = cublasSetStream(c->blas, st);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return gf_cu_blas_fail(fn, "cublasSetStream", bs);
+    /* after the stream: setting a stream resets the workspace */
+    bs = cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_cap);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return gf_cu_blas_fail(fn, "cublasSetWorkspace", bs);
+    c->blas_stream = st;
+    c->blas_bound = true;
+    return 0;
+}
+
 /* ---- elementwise kernels ---- */
 
 template <typename D, typename S> static __global__ void k_cast(D *dst, const S *src, int64_t n)
@@ -476,9 +502,10 @@ static int gemm_any(gf_cuda_kctx *c, const char *fn, cudaStream_t st, int ta, in
                                                                                batch, beta);
         return gf_cu_launched(fn, "scaling C");
     }
-    cublasStatus_t bs = cublasSetStream(c->blas, st);
-    if (bs != CUBLAS_STATUS_SUCCESS)
-        return gf_cu_blas_fail(fn, "cublasSetStream", bs);
+    int brc = gf_cu_blas_bind(c, fn, st);
+    if (brc != 0)
+        return brc;
+    cublasStatus_t bs;
     if (adt != bdt) {
         /* Mixed dtypes with few rows on one side (a small batch through a
          * layer whose half weights are stored along the depth, as
@@ -720,9 +747,10 @@ static int cu_attention(void *vctx, gf_stream *s, float *out, const float *q, co
     if ((rc = gf_cu_ws_get(ctx, fn, f32_bytes(cb * ss), &ws)) != 0)
         return rc;
     float *sc = (float *)ws;
-    cublasStatus_t bs = cublasSetStream(ctx->blas, st);
-    if (bs != CUBLAS_STATUS_SUCCESS)
-        return gf_cu_blas_fail(fn, "cublasSetStream", bs);
+    int brc = gf_cu_blas_bind(ctx, fn, st);
+    if (brc != 0)
+        return brc;
+    cublasStatus_t bs;
     int threads = row_threads(seq);
     for (int64_t p0 = 0; p0 < bh; p0 += cb) {
         int64_t cnt = bh - p0 < cb ? bh - p0 : cb;
@@ -845,6 +873,11 @@ extern "C" gf_status gf_cuda_kctx_new(gf_cuda_alloc_fn alloc_fn, gf_cuda_free_fn
         return gf_err_set(err, GF_ERR_DEVICE, "%s: cudaGetDevice failed: %s", __func__,
                           cudaGetErrorString(e));
     }
+    if (cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, c->device) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        c->cc_major = 0;
+    }
     cublasStatus_t bs = cublasCreate(&c->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         free(c);
@@ -863,6 +896,8 @@ extern "C" void gf_cuda_kctx_free(gf_cuda_kctx *ctx)
         ctx->free_fn(ctx->arg, ctx->ws);
     if (ctx->blas != NULL)
         cublasDestroy(ctx->blas);
+    if (ctx->blas_ws != NULL) /* after the handle that used it */
+        ctx->free_fn(ctx->arg, ctx->blas_ws);
     free(ctx);
 }
 

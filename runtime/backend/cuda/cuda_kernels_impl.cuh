@@ -28,6 +28,14 @@ struct gf_cuda_kctx {
     cublasHandle_t blas;
     void *ws;                  /* workspace, 256-byte aligned; NULL until first needed */
     size_t ws_cap;             /* bytes behind ws */
+    /* cuBLAS's workspace, ours (so it counts against the budget and cuBLAS
+     * allocates nothing on a request), set with every stream change:
+     * cublasSetStream resets a handle's workspace to its default pool */
+    void *blas_ws;
+    size_t blas_ws_cap;
+    cudaStream_t blas_stream;  /* the stream the handle is bound to */
+    bool blas_bound;           /* blas_stream and blas_ws are set on the handle */
+    int cc_major;
 };
 
 /* Elementwise kernels: threads per block and a cap on blocks (the rest is a
@@ -38,6 +46,11 @@ struct gf_cuda_kctx {
 #define GF_CHUNK_BYTES ((size_t)128 << 20)
 
 // ---- host helpers (cuda_kernels.cu) ----
+
+/* Bind the cuBLAS handle to st with our workspace (allocated on first use
+ * through the backend: 32 MiB on Hopper and later, 4 MiB before, as NVIDIA
+ * recommends). 0 or a gf_status with the kernel error set. */
+int gf_cu_blas_bind(gf_cuda_kctx *c, const char *fn, cudaStream_t st);
 
 static inline unsigned grid_for(int64_t n, int threads)
 {
