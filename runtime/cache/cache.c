@@ -11,12 +11,16 @@
 #include <time.h>
 
 #include "cache/host_pool.h"
+#include "cache/slab.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/tensor.h"
 
 #define GF_CACHE_ALIGN 256
 #define GF_CACHE_DEFAULT_CHUNK ((size_t)4 << 20)
+/* The host tier's page: small enough that a small model's host copy is not
+ * a whole device page (2 MiB on a GPU), large enough for few copies. */
+#define GF_CACHE_HOST_PAGE ((size_t)64 << 10)
 
 typedef enum { DEV_ABSENT = 0, DEV_LOADING = 1, DEV_READY = 2, DEV_FAILED = 3 } dev_state;
 typedef enum { JOB_DEVICE = 0, JOB_HOST = 1 } job_kind;
@@ -35,10 +39,17 @@ struct gf_cache_model {
     size_t n;
     size_t *by_name;     /* indices into t, sorted by name */
     size_t layout_bytes; /* the tensors with their alignment (bytes a swap-in copies) */
-    size_t range_bytes;  /* layout rounded up to whole pages */
-    size_t n_pages;
-    char *va;            /* the model's device range, reserved for its lifetime */
+    size_t range_bytes;  /* device bytes: layout rounded up to whole pages, or to 256 bytes
+                            for a small model */
+    size_t n_pages;      /* 0 for a small model */
+    char *va;            /* the model's device range, reserved for its lifetime; a small
+                            model's is in its slab, set while it is placed */
     int64_t *pages;      /* physical page behind each page of the range */
+    bool small;          /* placed in a shared page (cache/slab.h) */
+    gf_slab *slab;       /* small: the slab it is placed in, or NULL */
+    size_t slab_off;
+    size_t host_bytes;   /* layout rounded up to whole host pages */
+    size_t n_host_pages;
     /* device tier */
     _Atomic int dev;     /* dev_state; READY is read without the lock by param */
     size_t n_recorded;   /* tensors whose event the loader has recorded */
@@ -55,7 +66,7 @@ struct gf_cache_model {
     double gds_h;        /* GreedyDual-Size priority */
     uint64_t hits;
     /* host tier */
-    char **host_pages;   /* pinned copy: n_pages pages of the host pool, or NULL */
+    char **host_pages;   /* pinned copy: n_host_pages pages of the host pool, or NULL */
     bool host_ready;     /* host_pages hold every byte */
     bool host_filling;   /* a load is filling host_pages */
     int host_users;      /* loads reading host_pages */
@@ -79,6 +90,9 @@ struct gf_cache {
     gf_stream *copy, *compute;
     gf_cache_config cfg;
     size_t page_size, chunk;
+    size_t host_page;    /* the host pool's page (<= page_size) */
+    gf_slab **slabs;     /* shared pages of small models */
+    size_t n_slabs, cap_slabs;
     pthread_mutex_t lock;
     pthread_cond_t cond; /* loader progress, job queue, completions */
     gf_cache_model **models;
@@ -164,9 +178,116 @@ static gf_cache_model *pick_victim(gf_cache *c, const gf_cache_model *keep)
 
 /* ---- device tier ----------------------------------------------------------- */
 
+/* Take small model m out of its slab; the slab's page goes back to the pool
+ * with its last model. Lock held. */
+static void slab_leave(gf_cache *c, gf_cache_model *m)
+{
+    gf_slab *s = m->slab;
+    if (s == NULL)
+        return;
+    gf_slab_remove(s, m->slab_off);
+    m->slab = NULL;
+    m->va = NULL;
+    if (s->n_ext > 0)
+        return;
+    gf_dev_unmap_range(c->be, s->va, 1);
+    gf_dev_page_free(c->be, s->page);
+    gf_dev_vrelease(c->be, s->va, c->page_size);
+    gf_slab_deinit(s);
+    for (size_t i = 0; i < c->n_slabs; i++) {
+        if (c->slabs[i] == s) {
+            c->slabs[i] = c->slabs[--c->n_slabs];
+            break;
+        }
+    }
+    free(s);
+}
+
+/* Place small model m in a slab with room: true, or false when none has. */
+static bool slab_fit(gf_cache *c, gf_cache_model *m)
+{
+    for (size_t i = 0; i < c->n_slabs; i++) {
+        size_t off;
+        if (gf_slab_place(c->slabs[i], m->range_bytes, &off)) {
+            m->slab = c->slabs[i];
+            m->slab_off = off;
+            m->va = m->slab->va + off;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A new slab over page pg, holding m at offset 0. Lock held; on failure
+ * the page is still the caller's. */
+static gf_status slab_open(gf_cache *c, gf_cache_model *m, int64_t pg, gf_err *err)
+{
+    gf_slab *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory for a shared page");
+    if (c->n_slabs == c->cap_slabs) {
+        size_t cap = c->cap_slabs ? 2 * c->cap_slabs : 8;
+        gf_slab **ns = realloc(c->slabs, cap * sizeof *ns);
+        if (ns == NULL) {
+            free(s);
+            return gf_err_set(err, GF_ERR_NOMEM, "out of memory for a shared page");
+        }
+        c->slabs = ns;
+        c->cap_slabs = cap;
+    }
+    s->page = pg;
+    s->size = c->page_size;
+    gf_status st = gf_dev_vreserve(c->be, c->page_size, (void **)&s->va, err);
+    if (st == GF_OK && (st = gf_dev_map_range(c->be, s->va, &pg, 1, err)) != GF_OK)
+        gf_dev_vrelease(c->be, s->va, c->page_size);
+    size_t off;
+    if (st == GF_OK && !gf_slab_place(s, m->range_bytes, &off)) {
+        gf_dev_unmap_range(c->be, s->va, 1);
+        gf_dev_vrelease(c->be, s->va, c->page_size);
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for a shared page");
+    }
+    if (st != GF_OK) {
+        gf_slab_deinit(s);
+        free(s);
+        return st;
+    }
+    c->slabs[c->n_slabs++] = s;
+    m->slab = s;
+    m->slab_off = 0;
+    m->va = s->va;
+    return GF_OK;
+}
+
+/* Bytes of the budget evicting every idle model would give back: the pages
+ * of idle paged models, and the page of each slab whose models are all
+ * idle (evicting some of a slab's models frees no page). Lock held. */
+static uint64_t idle_bytes(gf_cache *c, const gf_cache_model *keep)
+{
+    uint64_t idle = 0;
+    for (size_t i = 0; i < c->n_slabs; i++)
+        c->slabs[i]->mark = 0;
+    for (size_t i = 0; i < c->n_models; i++) {
+        gf_cache_model *o = c->models[i];
+        if (o == keep || !evictable(o))
+            continue;
+        if (!o->small)
+            idle += o->range_bytes;
+        else if (o->slab != NULL)
+            o->slab->mark++;
+    }
+    for (size_t i = 0; i < c->n_slabs; i++)
+        if (c->slabs[i]->mark == c->slabs[i]->n_ext)
+            idle += c->page_size;
+    return idle;
+}
+
 /* Unmap and free the pages the model holds. Lock held. */
 static void release_pages(gf_cache *c, gf_cache_model *m)
 {
+    if (m->small) {
+        slab_leave(c, m);
+        return;
+    }
     if (m->n_pages == 0 || m->pages[0] < 0)
         return;
     gf_dev_unmap_range(c->be, m->va, m->n_pages);
@@ -212,7 +333,38 @@ static uint64_t budget_free(gf_cache *c)
     return used < budget ? budget - used : 0;
 }
 
-/* Take and map the pages of m, evicting idle models as needed. Lock held. */
+/* Place small model m: in a slab's gap, else in a new slab, evicting idle
+ * models until a gap or a page appears. Lock held. */
+static gf_status place_small(gf_cache *c, gf_cache_model *m, gf_err *err)
+{
+    for (;;) {
+        if (slab_fit(c, m))
+            return GF_OK;
+        int64_t pg;
+        gf_status st = gf_dev_page_alloc(c->be, &pg, err);
+        if (st == GF_OK) {
+            if ((st = slab_open(c, m, pg, err)) != GF_OK) {
+                gf_dev_page_free(c->be, pg);
+                gf_err_prefix(err, "model '%s'", m->key);
+            }
+            return st;
+        }
+        if (st != GF_ERR_NO_DEVICE_MEM || budget_free(c) >= c->page_size) {
+            gf_err_prefix(err, "model '%s'", m->key);
+            return st;
+        }
+        gf_cache_model *v = pick_victim(c, m);
+        if (v == NULL)
+            return gf_err_set(err, GF_ERR_BUSY,
+                              "model '%s' needs %zu bytes of device memory and nothing idle "
+                              "is left to evict",
+                              m->key, m->range_bytes);
+        evict_device(c, v);
+    }
+}
+
+/* Take and map the pages of m (or place a small one), evicting idle models
+ * as needed. Lock held. */
 static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
 {
     uint64_t budget;
@@ -222,13 +374,14 @@ static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
                           "model '%s' needs %zu bytes of device memory but the whole device "
                           "budget is %llu bytes",
                           m->key, m->range_bytes, (unsigned long long)budget);
+    /* a small model needs a gap in a slab, or one page for a new slab */
+    size_t need = m->small ? c->page_size : m->range_bytes;
     for (;;) {
-        uint64_t idle = 0;
-        for (size_t i = 0; i < c->n_models; i++)
-            if (c->models[i] != m && evictable(c->models[i]))
-                idle += c->models[i]->range_bytes;
+        if (m->small && slab_fit(c, m))
+            return GF_OK;
+        uint64_t idle = idle_bytes(c, m);
         uint64_t free_now = budget_free(c);
-        if (free_now + idle >= m->range_bytes)
+        if (free_now + idle >= need)
             break;
         if (wait_for_unleased_load(c, m)) {
             if (atomic_load(&m->dev) != DEV_ABSENT)
@@ -241,6 +394,8 @@ static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
                           m->key, m->range_bytes, (unsigned long long)free_now,
                           (unsigned long long)idle);
     }
+    if (m->small)
+        return place_small(c, m, err);
     gf_status st = GF_OK;
     for (size_t k = 0; k < m->n_pages && st == GF_OK; k++) {
         for (;;) {
@@ -277,13 +432,13 @@ static void free_host(gf_cache *c, gf_cache_model *m, bool report)
 {
     if (m->host_pages == NULL)
         return;
-    gf_host_pool_put(c->host_pool, m->n_pages, m->host_pages);
+    gf_host_pool_put(c->host_pool, m->n_host_pages, m->host_pages);
     free(m->host_pages);
     m->host_pages = NULL;
-    c->host_used -= m->range_bytes;
+    c->host_used -= m->host_bytes;
     if (m->host_ready && report) {
         c->st.evictions_host++;
-        emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_HOST, GF_TIER_STORE, m->range_bytes, 0, NULL);
+        emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_HOST, GF_TIER_STORE, m->host_bytes, 0, NULL);
     }
     m->host_ready = false;
 }
@@ -294,13 +449,14 @@ static void free_host(gf_cache *c, gf_cache_model *m, bool report)
 static char *host_at(const gf_cache *c, const gf_cache_model *m, size_t pos, size_t len,
                      size_t *run)
 {
-    size_t pg = pos / c->page_size, off = pos % c->page_size;
+    size_t hp = c->host_page;
+    size_t pg = pos / hp, off = pos % hp;
     char *p = m->host_pages[pg] + off;
-    size_t n = c->page_size - off;
-    while (n < len && pg + 1 < m->n_pages &&
-           m->host_pages[pg + 1] == m->host_pages[pg] + c->page_size) {
+    size_t n = hp - off;
+    while (n < len && pg + 1 < m->n_host_pages &&
+           m->host_pages[pg + 1] == m->host_pages[pg] + hp) {
         pg++;
-        n += c->page_size;
+        n += hp;
     }
     *run = n < len ? n : len;
     return p;
@@ -344,9 +500,9 @@ static bool host_reserve(gf_cache *c, gf_cache_model *m)
 {
     pthread_mutex_lock(&c->lock);
     bool ok = c->host_pool != NULL && m->host_pages == NULL && !m->host_filling &&
-              host_make_room(c, m, m->range_bytes);
+              host_make_room(c, m, m->host_bytes);
     if (ok) {
-        c->host_used += m->range_bytes;
+        c->host_used += m->host_bytes;
         m->host_filling = true;
     }
     pthread_mutex_unlock(&c->lock);
@@ -354,15 +510,15 @@ static bool host_reserve(gf_cache *c, gf_cache_model *m)
         return false;
     gf_err err;
     gf_err_clear(&err);
-    char **pages = malloc(m->n_pages * sizeof *pages);
+    char **pages = malloc(m->n_host_pages * sizeof *pages);
     gf_status st = pages == NULL ? gf_err_set(&err, GF_ERR_NOMEM, "out of memory")
-                                 : gf_host_pool_take(c->host_pool, m->n_pages, pages, &err);
+                                 : gf_host_pool_take(c->host_pool, m->n_host_pages, pages, &err);
     if (st != GF_OK) {
         GF_LOG_W("model '%s': host tier allocation failed, streaming instead: %s", m->key,
                  err.msg);
         free(pages);
         pthread_mutex_lock(&c->lock);
-        c->host_used -= m->range_bytes;
+        c->host_used -= m->host_bytes;
         m->host_filling = false;
         pthread_mutex_unlock(&c->lock);
         return false;
@@ -645,6 +801,7 @@ gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **ou
     c->copy = gf_backend_stream(be, GF_STREAM_COPY);
     c->compute = gf_backend_stream(be, GF_STREAM_COMPUTE);
     c->page_size = gf_dev_page_size(be);
+    c->host_page = c->page_size < GF_CACHE_HOST_PAGE ? c->page_size : GF_CACHE_HOST_PAGE;
     c->chunk = cfg->chunk_bytes ? cfg->chunk_bytes : GF_CACHE_DEFAULT_CHUNK;
     c->bw_host = 10000.0; /* 10 GB/s until measured */
     c->bw_store = 2000.0; /* 2 GB/s until measured */
@@ -653,7 +810,7 @@ gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **ou
     pthread_cond_init(&c->cond, NULL);
     gf_status st;
     if (cfg->host_budget > 0 &&
-        (st = gf_host_pool_new(be, cfg->host_budget, c->page_size, &c->host_pool, err)) != GF_OK)
+        (st = gf_host_pool_new(be, cfg->host_budget, c->host_page, &c->host_pool, err)) != GF_OK)
         goto fail;
     c->n_ring = cfg->staging_buffers > 0 ? cfg->staging_buffers : 3;
     c->ring = calloc((size_t)c->n_ring, sizeof *c->ring);
@@ -690,7 +847,7 @@ static void model_destroy(gf_cache *c, gf_cache_model *m)
             gf_event_free(c->be, m->t[i].ev);
     gf_event_free(c->be, m->last_use);
     gf_event_free(c->be, m->done_ev);
-    if (m->va != NULL)
+    if (m->va != NULL && !m->small)
         gf_dev_vrelease(c->be, m->va, m->range_bytes);
     free(m->pages);
     free(m->t);
@@ -747,6 +904,9 @@ void gf_cache_free(gf_cache *c)
         }
         free(c->ring);
     }
+    if (c->n_slabs > 0)
+        GF_LOG_E("%zu shared pages still held at cache free", c->n_slabs);
+    free(c->slabs);
     gf_host_pool_free(c->host_pool);
     free(c->jobs);
     free(c->pending);
@@ -838,12 +998,17 @@ gf_status gf_cache_model_add(gf_cache *c, const char *key, const char *path,
     }
     free(refs);
     m->layout_bytes = off;
-    if (!gf_size_align_up(off ? off : 1, c->page_size, &m->range_bytes)) {
+    /* a model of at most a quarter page shares pages with others */
+    m->small = off <= c->page_size / 4;
+    if (!gf_size_align_up(off ? off : 1, m->small ? GF_CACHE_ALIGN : c->page_size,
+                          &m->range_bytes) ||
+        !gf_size_align_up(off ? off : 1, c->host_page, &m->host_bytes)) {
         st = gf_err_set(err, GF_ERR_OVERFLOW, "model '%s' is too large", key);
         goto fail;
     }
-    m->n_pages = m->range_bytes / c->page_size;
-    m->pages = malloc(m->n_pages * sizeof *m->pages);
+    m->n_host_pages = m->host_bytes / c->host_page;
+    m->n_pages = m->small ? 0 : m->range_bytes / c->page_size;
+    m->pages = malloc((m->n_pages ? m->n_pages : 1) * sizeof *m->pages);
     if (m->pages == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
@@ -856,7 +1021,7 @@ gf_status gf_cache_model_add(gf_cache *c, const char *key, const char *path,
     if ((st = gf_event_new(c->be, &m->last_use, err)) != GF_OK ||
         (st = gf_event_new(c->be, &m->done_ev, err)) != GF_OK)
         goto fail;
-    if ((st = gf_dev_vreserve(c->be, m->range_bytes, (void **)&m->va, err)) != GF_OK)
+    if (!m->small && (st = gf_dev_vreserve(c->be, m->range_bytes, (void **)&m->va, err)) != GF_OK)
         goto fail;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->n_models; i++) {
@@ -928,7 +1093,7 @@ const char *gf_cache_model_key(const gf_cache_model *m) { return m->key; }
 size_t gf_cache_model_count(const gf_cache_model *m) { return m->n; }
 const gf_st_tensor *gf_cache_model_tensor(const gf_cache_model *m, size_t i) { return m->t[i].st; }
 uint64_t gf_cache_model_device_bytes(const gf_cache_model *m) { return m->range_bytes; }
-uint64_t gf_cache_model_host_bytes(const gf_cache_model *m) { return m->range_bytes; }
+uint64_t gf_cache_model_host_bytes(const gf_cache_model *m) { return m->host_bytes; }
 uint64_t gf_cache_model_copy_bytes(const gf_cache_model *m) { return m->layout_bytes; }
 
 long gf_cache_model_index(const gf_cache_model *m, const char *name)
@@ -1078,11 +1243,11 @@ gf_status gf_cache_prefetch(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err
     if (tier == GF_TIER_HOST) {
         if (!m->host_ready && !m->host_filling && m->host_users == 0 &&
             atomic_load(&m->dev) != DEV_LOADING) {
-            if (m->range_bytes > c->cfg.host_budget)
+            if (m->host_bytes > c->cfg.host_budget)
                 st = gf_err_set(err, GF_ERR_TOO_LARGE,
                                 "model '%s' needs %zu bytes of host memory but the host budget "
                                 "is %llu bytes",
-                                m->key, m->range_bytes,
+                                m->key, m->host_bytes,
                                 (unsigned long long)c->cfg.host_budget);
             else if ((st = push_job(c, m, JOB_HOST, err)) == GF_OK)
                 m->host_users++;
@@ -1168,11 +1333,13 @@ void gf_cache_get_stats(gf_cache *c, gf_cache_stats *out)
         int dev = atomic_load(&c->models[i]->dev);
         if (dev == DEV_READY || dev == DEV_LOADING) {
             out->models_on_device++;
-            out->device_model_bytes += c->models[i]->range_bytes;
+            if (!c->models[i]->small)
+                out->device_model_bytes += c->models[i]->range_bytes;
         }
         if (c->models[i]->host_ready)
             out->models_in_host++;
     }
+    out->device_model_bytes += (uint64_t)c->n_slabs * c->page_size; /* shared pages */
     out->host_bw_gbps = c->bw_host / 1000.0;
     out->store_bw_gbps = c->bw_store / 1000.0;
     pthread_mutex_unlock(&c->lock);
@@ -1192,7 +1359,7 @@ void gf_cache_snapshot(gf_cache *c, void (*fn)(void *arg, const gf_cache_residen
             .in_host = m->host_ready,
             .leases = m->refs,
             .device_bytes = (dev == DEV_READY || dev == DEV_LOADING) ? m->range_bytes : 0,
-            .host_bytes = m->host_ready ? m->range_bytes : 0,
+            .host_bytes = m->host_ready ? m->host_bytes : 0,
             .hits = m->hits,
             .last_used_us = m->last_used_us,
         };

@@ -195,7 +195,7 @@ typedef struct gf_cache_stats {
     uint64_t bytes_to_device, bytes_to_host;
     uint64_t load_us_total;                /* sum of load times */
     uint64_t device_used, device_budget;   /* backend accounting, bytes */
-    uint64_t device_model_bytes;           /* pages held by models */
+    uint64_t device_model_bytes;           /* pages held by models (shared pages included) */
     uint64_t host_used, host_budget;
     uint64_t host_pinned;                  /* pinned for the host tier so far (<= budget) */
     uint32_t models, models_on_device, models_in_host;

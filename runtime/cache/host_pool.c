@@ -139,11 +139,33 @@ void gf_host_pool_put(gf_host_pool *p, size_t n, char *const *pages)
 {
     if (n == 0)
         return;
+    /* sort what comes back, then merge it into the free list from its low
+     * end: O(free pages), not a sort of them all (a host tier of small pages
+     * has hundreds of thousands) */
+    char **in = malloc(n * sizeof *in);
     pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < n && p->n_free < p->max_pages; i++)
-        p->free[p->n_free++] = pages[i];
-    qsort(p->free, p->n_free, sizeof *p->free, cmp_desc);
+    if (n > p->max_pages - p->n_free)
+        n = p->max_pages - p->n_free;
+    if (in == NULL) { /* no room to sort apart: the slow way */
+        for (size_t i = 0; i < n; i++)
+            p->free[p->n_free++] = pages[i];
+        qsort(p->free, p->n_free, sizeof *p->free, cmp_desc);
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    memcpy(in, pages, n * sizeof *in);
+    qsort(in, n, sizeof *in, cmp_desc);
+    size_t i = p->n_free, j = n, k = p->n_free + n;
+    while (j > 0) {
+        /* descending: the lowest address of the two goes to the end */
+        if (i > 0 && (uintptr_t)p->free[i - 1] < (uintptr_t)in[j - 1])
+            p->free[--k] = p->free[--i];
+        else
+            p->free[--k] = in[--j];
+    }
+    p->n_free += n;
     pthread_mutex_unlock(&p->lock);
+    free(in);
 }
 
 uint64_t gf_host_pool_pinned(gf_host_pool *p)

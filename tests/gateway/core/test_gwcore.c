@@ -44,6 +44,13 @@ static void mlp_init(mlp_w *m, uint64_t seed)
     gf_test_mlp_make(m, seed, 2, (int64_t[]){IN, HID, OUT}, false, 8);
 }
 
+/* An mlp of 52 x hid bytes of weights (a model of more than a quarter page
+ * takes pages of its own; a smaller one shares a page with others). */
+static void mlp_init_wide(mlp_w *m, uint64_t seed, int64_t hid)
+{
+    gf_test_mlp_make(m, seed, 2, (int64_t[]){IN, hid, OUT}, false, 8);
+}
+
 static void mlp_ref(const mlp_w *m, const float *x, double *y)
 {
     gf_test_mlp_ref(m, GF_DT_F32, x, 1, y);
@@ -58,9 +65,9 @@ static gf_gw_deploy_req stage(gf_gw *gw, const mlp_w *m, size_t pad_floats, char
     snprintf(tmp_path, cap, "%s/stage-%d-%d", gf_gw_upload_dir(gw), (int)getpid(), counter++);
     float *pad = pad_floats ? calloc(pad_floats, sizeof(float)) : NULL;
     gf_st_wtensor ts[5] = {
-        {"0.weight", GF_DT_F32, 2, (int64_t[]){HID, IN}, m->w[0]},
-        {"0.bias", GF_DT_F32, 1, (int64_t[]){HID}, m->b[0]},
-        {"2.weight", GF_DT_F32, 2, (int64_t[]){OUT, HID}, m->w[1]},
+        {"0.weight", GF_DT_F32, 2, (int64_t[]){m->dims[1], IN}, m->w[0]},
+        {"0.bias", GF_DT_F32, 1, (int64_t[]){m->dims[1]}, m->b[0]},
+        {"2.weight", GF_DT_F32, 2, (int64_t[]){OUT, m->dims[1]}, m->w[1]},
         {"2.bias", GF_DT_F32, 1, (int64_t[]){OUT}, m->b[1]},
         {"pad", GF_DT_F32, 1, (int64_t[]){(int64_t)pad_floats}, pad},
     };
@@ -621,12 +628,13 @@ END_TEST
 
 START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
 {
-    /* device budget 6 MiB; each function pads to ~1.5 MiB: 8 do not fit */
+    /* device budget 6 MiB; each function's 624 KB of weights take a 2 MiB
+     * page (more than a quarter page: not shared): 8 do not fit */
     gf_gw *gw = open_gw("cpu:1", 6 << 20);
     mlp_w ms[8];
     char name[16];
     for (int i = 0; i < 8; i++) {
-        mlp_init(&ms[i], 100 + (uint64_t)i);
+        mlp_init_wide(&ms[i], 100 + (uint64_t)i, 12000);
         snprintf(name, sizeof name, "m%d", i);
         json_decref(deploy(gw, name, &ms[i], 400000, 1, 0));
     }
