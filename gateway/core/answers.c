@@ -324,6 +324,7 @@ void *gw_reader_main(void *arg)
                 GF_LOG_W("worker %d: connection: %s", w->id, err.msg);
             break;
         }
+        gw_send_defer_begin(); /* what answers send goes out after gw->lock */
         switch (f.h.type) {
         case GF_IPC_READY: on_ready(w, &f); break;
         case GF_IPC_LOADED: on_loaded(w, &f); break;
@@ -333,6 +334,7 @@ void *gw_reader_main(void *arg)
         case GF_IPC_STATS: on_stats(w, &f); break;
         default: break; /* PONG, UNLOADED */
         }
+        gw_send_defer_end();
         gf_ipc_frame_deinit(&f);
     }
     gf_ipc_reader_deinit(&r);

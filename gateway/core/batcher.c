@@ -266,6 +266,11 @@ bool gw_batch_due(const gw_version *v, uint64_t now_us, uint64_t *deadline_us)
     return false;
 }
 
+/* Requests looked at past the head for batch-mates before the batch goes as
+ * it is: taking a batch costs O(batch), not O(queue), however many
+ * incompatible requests wait behind it. */
+#define GW_BATCH_SCAN 64
+
 gw_batch *gw_take_batch(gw_version *v)
 {
     gw_batch *b = calloc(1, sizeof *b);
@@ -278,11 +283,16 @@ gw_batch *gw_take_batch(gw_version *v)
     gw_req *q = v->q_head;
     gw_req *first = q;
     gw_req **prev = &v->q_head;
-    while (q != NULL) {
+    gw_req *kept = NULL; /* the last request left in the queue so far */
+    int64_t scan = 2 * v->mf->max_batch_size > GW_BATCH_SCAN ? 2 * v->mf->max_batch_size
+                                                             : GW_BATCH_SCAN;
+    for (int64_t looked = 0; q != NULL; looked++) {
         gw_req *next = q->next;
         bool take = q == first || (v->batchable && compatible(v->mf, first, q) &&
                                    b->rows + q->rows <= v->mf->max_batch_size);
         if (take) {
+            if (q == v->q_tail) /* the tail leaves: the last one kept is the tail */
+                v->q_tail = kept;
             *prev = next;
             q->next = NULL;
             *tail = q;
@@ -292,16 +302,13 @@ gw_batch *gw_take_batch(gw_version *v)
             v->q_len--;
             v->q_rows -= q->rows;
         } else {
+            kept = q;
             prev = &q->next;
         }
-        if (!v->batchable || b->rows >= v->mf->max_batch_size)
+        if (!v->batchable || b->rows >= v->mf->max_batch_size || looked >= scan)
             break;
         q = next;
     }
-    /* fix the tail pointer */
-    v->q_tail = NULL;
-    for (gw_req *x = v->q_head; x != NULL; x = x->next)
-        v->q_tail = x;
     return b;
 }
 
@@ -375,9 +382,11 @@ static void dispatch(gf_gw *gw, gw_batch *b)
         }
     }
     gw_metric_observe(gw->metrics, GW_M_BATCH_SIZE, NULL, (double)b->n_reqs);
+    gw_send_defer_begin(); /* the frame is written after gw->lock is let go */
     pthread_mutex_lock(&gw->lock);
     gw_batch *back = gw_dispatch_batch(gw, b, -1);
     pthread_mutex_unlock(&gw->lock);
+    gw_send_defer_end();
     if (back != NULL)
         gw_batch_fail(gw, back, GF_ERR_CLOSED, "no worker is available to run the request");
 }
@@ -402,6 +411,7 @@ static bool dispatch_now(gf_gw *gw, gw_req *q)
         batch_free(b);
         return false;
     }
+    gw_send_defer_begin(); /* the frame is written after gw->lock is let go */
     pthread_mutex_lock(&gw->lock);
     gw_batch *back = gw_dispatch_batch(gw, b, -1);
     if (back == NULL) {
@@ -413,6 +423,7 @@ static bool dispatch_now(gf_gw *gw, gw_req *q)
         }
     }
     pthread_mutex_unlock(&gw->lock);
+    gw_send_defer_end();
     if (back != NULL) {
         batch_free(back);
         return false;

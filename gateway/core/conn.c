@@ -52,6 +52,61 @@ static size_t write_now(int fd, const char *p, size_t len)
     return done;
 }
 
+/* This thread's deferred writes (gw_send_defer_begin): workers whose queue
+ * it left a frame in for itself to write. */
+#define GW_DEFER_MAX 16
+static __thread int tl_defer;
+static __thread gw_worker *tl_pending[GW_DEFER_MAX];
+static __thread int tl_n_pending;
+
+/* Queue s at the tail. slock held. */
+static void sq_push(gw_worker *w, gw_send *s)
+{
+    s->next = NULL;
+    if (w->sq_tail != NULL)
+        w->sq_tail->next = s;
+    else
+        w->sq_head = s;
+    w->sq_tail = s;
+}
+
+/* Write what the socket takes of the queue from this thread, while no
+ * writer is at it; the writer gets the rest. slock held. */
+static void sq_write_inline(gw_worker *w)
+{
+    while (w->sq_head != NULL && !w->sq_writing && !w->sq_stop && !w->sq_dead && w->fd >= 0) {
+        gw_send *s = w->sq_head;
+        s->off += write_now(w->fd, s->frame->data + s->off, s->frame->len - s->off);
+        if (s->off < s->frame->len)
+            break;
+        w->sq_head = s->next;
+        if (w->sq_head == NULL)
+            w->sq_tail = NULL;
+        gw_frame_unref(s->frame);
+        free(s);
+    }
+    if (w->sq_head != NULL)
+        pthread_cond_signal(&w->scond);
+}
+
+void gw_send_defer_begin(void)
+{
+    tl_defer++;
+}
+
+void gw_send_defer_end(void)
+{
+    if (--tl_defer > 0)
+        return;
+    for (int i = 0; i < tl_n_pending; i++) {
+        gw_worker *w = tl_pending[i];
+        pthread_mutex_lock(&w->slock);
+        sq_write_inline(w);
+        pthread_mutex_unlock(&w->slock);
+    }
+    tl_n_pending = 0;
+}
+
 void gw_worker_send(gw_worker *w, gw_frame *f)
 {
     pthread_mutex_lock(&w->slock);
@@ -61,8 +116,9 @@ void gw_worker_send(gw_worker *w, gw_frame *f)
         pthread_mutex_unlock(&w->slock);
         return;
     }
+    bool inline_ok = w->sq_head == NULL && !w->sq_writing && !w->sq_stop && w->fd >= 0;
     size_t off = 0;
-    if (w->sq_head == NULL && !w->sq_writing && !w->sq_stop && w->fd >= 0) {
+    if (inline_ok && tl_defer == 0) {
         /* nothing queued or being written: write it from this thread, which
          * saves waking the writer (a context switch per request, the larger
          * part of a small request's cost); what the socket does not take at
@@ -85,13 +141,18 @@ void gw_worker_send(gw_worker *w, gw_frame *f)
     atomic_fetch_add(&f->refs, 1);
     s->frame = f;
     s->off = off;
-    s->next = NULL;
-    if (w->sq_tail != NULL)
-        w->sq_tail->next = s;
-    else
-        w->sq_head = s;
-    w->sq_tail = s;
-    pthread_cond_signal(&w->scond);
+    sq_push(w, s);
+    bool mine = false; /* this thread writes the queue at gw_send_defer_end */
+    for (int i = 0; tl_defer > 0 && i < tl_n_pending && !mine; i++)
+        mine = tl_pending[i] == w;
+    if (!mine && inline_ok && tl_defer > 0 && tl_n_pending < GW_DEFER_MAX) {
+        /* written once the caller has let go of gw->lock, without waking
+         * the writer */
+        tl_pending[tl_n_pending++] = w;
+        mine = true;
+    }
+    if (!mine)
+        pthread_cond_signal(&w->scond);
     pthread_mutex_unlock(&w->slock);
 }
 

@@ -321,7 +321,14 @@ gw_worker *gw_route(gf_gw *gw, gw_version *v, int exclude, double *est_us);
 /* After routing v to w with an estimated queue wait: start a second replica
  * on another worker when the wait exceeds half the SLO (lock held). */
 void gw_route_replicate(gf_gw *gw, gw_version *v, gw_worker *chosen);
-/* Queue a frame to worker w (takes a reference). Lock held or not. */
+/* Queue a frame to worker w (takes a reference). Lock held or not. When
+ * the queue is idle the frame is written from the calling thread (saving the
+ * writer's wake-up), at once, or, inside gw_send_defer_begin/end, at the
+ * end: the request paths defer, so no socket is written with gw->lock held. */
 void gw_worker_send(gw_worker *w, gw_frame *f);
+/* Defer this thread's inline writes until the matching end (nests); call
+ * end without gw->lock. */
+void gw_send_defer_begin(void);
+void gw_send_defer_end(void);
 
 #endif /* GF_GATEWAY_CORE_INTERNAL_H */
