@@ -199,7 +199,9 @@ const char *gf_ipc_type_name(uint32_t type);
     X(queue_depth, "INFER requests waiting now")                                                   \
     X(events_sent, "EVENT frames sent")                                                            \
     X(events_dropped, "EVENTs dropped because the queue was full")                                 \
-    X(uptime_us, "microseconds since the worker started")
+    X(uptime_us, "microseconds since the worker started")                                          \
+    X(device_allocs, "device allocations the backend made (none on a warm request)")             \
+    X(device_frees, "device frees the backend made (none on a warm request)")
 
 typedef struct gf_ipc_stats {
 #define GF_IPC_STATS_MEMBER_(field, doc) uint64_t field;

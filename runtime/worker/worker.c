@@ -293,6 +293,7 @@ void wk_send_stats(gf_worker *w, gf_buf *b, uint64_t id)
         .system_available = mem_available(),
         .uptime_us = gf_mono_us() - w->t_start_us,
     };
+    gf_dev_counters(w->be, &s.device_allocs, &s.device_frees);
     pthread_mutex_lock(&w->lock);
     s.requests = w->n_requests;
     s.request_errors = w->n_errors;

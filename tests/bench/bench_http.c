@@ -17,7 +17,9 @@
  * Before that, the worker round trip alone (the same model on a
  * gpufaas-worker driven over its socketpair, as bench_ipc does).
  *
- *   rps_cN, p50_ms_cN, p99_ms_cN   requests/s and latency at N = 1, 16, 64
+ *   rps_cN, p50_ms_cN, p50_us_cN, p99_ms_cN   requests/s and latency at N = 1, 16, 64
+ *   device_allocs_per_request      the worker's device allocations per warm
+ *                                  request (0: the request arena serves them)
  *   ipc_p50_us                     the worker round trip alone
  *   added_p50_us                   p50 at concurrency 1 minus ipc_p50_us: what
  *                                  HTTP, parsing, the batcher, the router and
@@ -390,6 +392,8 @@ int main(int argc, char **argv)
     printf("seconds=%.1f\n", seconds);
     printf("ipc_p50_us=%.1f\n", ipc.p50_us);
     printf("ipc_p99_us=%.1f\n", ipc.p99_us);
+    printf("device_allocs_per_request=%g\n", ipc.device_allocs_per_request);
+    printf("device_frees_per_request=%g\n", ipc.device_frees_per_request);
     fflush(stdout);
     static loadgen g;
     g.req = req;
@@ -413,6 +417,7 @@ int main(int argc, char **argv)
             p50_c1 = p50;
         printf("rps_c%d=%.0f\n", c, (double)g.n_lat / seconds);
         printf("p50_ms_c%d=%.3f\n", c, p50 * 1e3);
+        printf("p50_us_c%d=%.1f\n", c, p50 * 1e6);
         printf("p99_ms_c%d=%.3f\n", c, p99 * 1e3);
         /* CPU time per request: steadier than latency on a shared machine */
         printf("gateway_cpu_us_per_req_c%d=%.1f\n", c, (cpu_us(srv.pid) - gw0) / answered);

@@ -15,6 +15,9 @@
  * worker_exec_mean_us      RESULT's exec_us: the function itself
  * warm_overhead_us         ipc_mean_us - worker_exec_mean_us: what a warm
  *                          request costs beyond its function
+ * device_allocs_per_request, device_frees_per_request
+ *                          the worker's device allocator over warm requests
+ *                          (its STATS): 0, the request arena serves them
  * Prints key=value lines; never fails on speed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +46,8 @@ int main(int argc, char **argv)
     printf("ping_p50_us=%.1f\n", r.ping_p50_us);
     printf("worker_queue_mean_us=%.1f\n", r.queue_mean_us);
     printf("worker_exec_mean_us=%.1f\n", r.exec_mean_us);
+    printf("device_allocs_per_request=%g\n", r.device_allocs_per_request);
+    printf("device_frees_per_request=%g\n", r.device_frees_per_request);
     /* what a warm request costs beyond the function itself: the socket, the
      * codec, the reader and executor, the lease and the copies in and out */
     printf("warm_overhead_us=%.1f\n", r.mean_us - r.exec_mean_us);

@@ -108,6 +108,26 @@ static int time_pings(gf_wh *w, int warmup, int rounds, double *ping)
     return 0;
 }
 
+/* The worker's device allocation and free counters (its STATS). */
+static int dev_counters(gf_wh *w, uint64_t *allocs, uint64_t *frees)
+{
+    gf_err e;
+    gf_err_clear(&e);
+    gf_ipc_frame f;
+    if (gf_ipc_encode_empty(&w->out, GF_IPC_GET_STATS, gf_wh_id(w), &e) != GF_OK)
+        return 1;
+    int bad = round_trip(w, &f, GF_IPC_STATS);
+    gf_ipc_stats s;
+    if (!bad && gf_ipc_decode_stats(&f, &s, &e) != GF_OK)
+        bad = 1;
+    gf_ipc_frame_deinit(&f);
+    if (bad)
+        return 1;
+    *allocs = s.device_allocs;
+    *frees = s.device_frees;
+    return 0;
+}
+
 int gf_ipcrtt_run(const char *device, const char *worker_exe, int warmup, int rounds,
                   gf_ipcrtt *out)
 {
@@ -151,8 +171,18 @@ int gf_ipcrtt_run(const char *device, const char *worker_exe, int warmup, int ro
     int bad = round_trip(&w, &f, GF_IPC_LOADED);
     gf_ipc_frame_deinit(&f);
     double q_sum = 0, x_sum = 0;
+    uint64_t a0, f0, a1, f1;
+    double q2, x2;
     if (bad || time_infers(&w, warmup, rounds, lat, &q_sum, &x_sum) != 0 ||
         time_pings(&w, warmup, rounds, ping) != 0)
+        goto done;
+    /* warm now: what the device allocator does over `rounds` more requests */
+    if (dev_counters(&w, &a0, &f0) != 0 || time_infers(&w, 0, rounds, ping, &q2, &x2) != 0 ||
+        dev_counters(&w, &a1, &f1) != 0)
+        goto done;
+    out->device_allocs_per_request = (double)(a1 - a0) / rounds;
+    out->device_frees_per_request = (double)(f1 - f0) / rounds;
+    if (time_pings(&w, 0, rounds, ping) != 0)
         goto done;
     double sum = 0;
     for (int i = 0; i < rounds; i++)

@@ -12,6 +12,9 @@ typedef struct gf_ipcrtt {
     double ping_p50_us;             /* PING -> PONG */
     double queue_mean_us;           /* the worker's own queue_us */
     double exec_mean_us;            /* the worker's own exec_us */
+    /* the worker's device allocations and frees per warm request (its STATS
+     * before and after `rounds` more requests): 0 with the request arena */
+    double device_allocs_per_request, device_frees_per_request;
 } gf_ipcrtt;
 
 /* Start worker_exe on device ("cpu", "cuda:0") in a temporary directory,
