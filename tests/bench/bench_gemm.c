@@ -246,7 +246,8 @@ int main(int argc, char **argv)
     int threads = argc > 2 ? atoi(argv[2]) : 2;
     bool cpu = strcmp(dev, "cpu") == 0;
     gf_backend_config cfg = {.device = dev, .blas_threads = threads,
-                             .device_budget = cpu ? (size_t)1 << 30 : 0};
+                             /* the cuda backend commits its whole budget at open */
+                             .device_budget = cpu ? (size_t)1 << 30 : (size_t)8 << 30};
     gf_backend *be;
     gf_err err;
     if (gf_backend_open(&cfg, &be, &err) != GF_OK) {

@@ -53,7 +53,9 @@ check_kernels_cuda() { gf_test tests/backend/test_kernels cuda:0; }
 check_kernels_ew_cuda() { gf_test tests/backend/test_kernels_ew cuda:0; }
 check_kernels_nn_cuda() { gf_test tests/backend/test_kernels_nn cuda:0; }
 
-# The built-in kinds on cuda:0 against the numpy reference.
+# The built-in kinds on cuda:0 against the numpy reference; each case runs
+# twice and the warm run must make no device allocation or free (no
+# cudaMalloc/cudaFree on the request path: the request arena).
 check_kinds_cuda() { GF_TEST_DEVICE=cuda:0 gf_test tests/functions/test_functions_kinds; }
 
 # The onnx kind on cuda:0 against the cpu, on the cases prepare.sh imported
@@ -65,10 +67,13 @@ check_onnx_cuda() {
 }
 
 # copy.h2d_gbps (pinned, best chunk) against copy.link_peak_gbps (the link's
-# maximum), copy.copy_efficiency, copy.map_us_per_page.
+# maximum), copy.copy_efficiency, copy.map_us_per_page (a range mapped at
+# once: one cuMemSetAccess) against copy.map_one_us_per_page (one per page).
 check_bench_copy() { gf_bench copy tests/bench/bench_copy cuda:0; }
 
-# cache.swap_efficiency, cache.pipeline_ratio, cache.hit_overhead_us.
+# cache.swap_efficiency, cache.pipeline_ratio, cache.hit_overhead_us,
+# cache.overlap_ratio (a resident model's forward pass during the next
+# model's swap-in, over the two in turn: < 1 when they overlap).
 check_bench_cache() { gf_bench cache tests/bench/bench_cache cuda:0; }
 
 # gemm.f32_tflops, gemm.f16_tflops, gemm.bf16_tflops, gemm.f32xf16_tflops
@@ -76,7 +81,8 @@ check_bench_cache() { gf_bench cache tests/bench/bench_cache cuda:0; }
 check_bench_gemm() { gf_bench gemm tests/bench/bench_gemm cuda:0; }
 
 # ipc.ipc_mean_us and ipc.warm_overhead_us: a warm request to a real worker
-# on cuda:0, and what the worker adds to the function's own time.
+# on cuda:0, and what the worker adds to the function's own time;
+# ipc.device_allocs_per_request (0: the request arena).
 check_bench_ipc() {
   gf_bench ipc tests/bench/bench_ipc cuda:0 "$GF_B/runtime/worker/gpufaas-worker"
 }
