@@ -10,7 +10,10 @@
  * cudaMalloc and no cudaFree, which synchronises the whole device and would
  * stop one request's compute from overlapping the next model's swap-in).
  * The memory it keeps counts against the device budget like any allocation
- * (gf_dev_alloc asks the cache to evict idle models to make room).
+ * (gf_dev_alloc asks the cache to evict idle models to make room); every
+ * 256 requests an arena holding more than 4x the largest of them (and at
+ * least 256 KiB more) shrinks to that largest, so a burst of big batches does
+ * not keep its memory for good.
  *
  * Threading: one thread at a time (the worker's executor). */
 #ifndef GF_BACKEND_ARENA_H
@@ -39,7 +42,7 @@ gf_status gf_dev_arena_alloc(gf_dev_arena *a, size_t bytes, void **out, gf_err *
 
 /* Hand back everything allocated since the last reset; the caller has
  * waited for every queued use of it (gf_stream_sync). Merges the blocks of
- * a request that grew the arena into one. */
+ * a request that grew the arena into one; shrinks it as arena.h says. */
 void gf_dev_arena_reset(gf_dev_arena *a);
 
 /* Device bytes the arena holds (its blocks). */

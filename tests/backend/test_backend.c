@@ -432,6 +432,19 @@ START_TEST(test_arena_warm_requests_allocate_nothing)
         a0 = a1;
         f0 = f1;
     }
+    /* a big request, then two windows of 256 small ones: the arena gives
+     * the rest back (at the end of the first window without the big one) */
+    void *big0;
+    ck_assert_int_eq(gf_dev_arena_alloc(a, 8 * page, &big0, &err), GF_OK);
+    gf_dev_arena_reset(a);
+    ck_assert_uint_ge(gf_dev_arena_held(a), 8 * page);
+    for (int i = 0; i < 2 * 256; i++) {
+        void *small;
+        ck_assert_int_eq(gf_dev_arena_alloc(a, 1000, &small, &err), GF_OK);
+        gf_dev_arena_reset(a);
+    }
+    ck_assert_uint_lt(gf_dev_arena_held(a), 8 * page);
+    ck_assert_uint_le(gf_dev_arena_held(a), page > (64u << 10) ? page : (64u << 10));
     /* more than the budget: the allocator's error, and the arena still works */
     void *big;
     ck_assert_int_eq(gf_dev_arena_alloc(a, 32 * page, &big, &err), GF_ERR_NO_DEVICE_MEM);
