@@ -1,7 +1,8 @@
-/* gpufaas — the parameter cache: tiers, page accounting, eviction, pipelined
- * swap-in. See cache.h for the model. */
+/* gpufaas — the parameter cache: tiers, page accounting, eviction, the models;
+ * the loader thread and the host tier are in loader.c, the leases in lease.c.
+ * See cache.h for the model. */
 #include "core/clock.h"
-#include "cache/cache.h"
+#include "cache/cache_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,108 +23,8 @@
  * a whole device page (2 MiB on a GPU), large enough for few copies. */
 #define GF_CACHE_HOST_PAGE ((size_t)64 << 10)
 
-typedef enum { DEV_ABSENT = 0, DEV_LOADING = 1, DEV_READY = 2, DEV_FAILED = 3 } dev_state;
-typedef enum { JOB_DEVICE = 0, JOB_HOST = 1 } job_kind;
-
-typedef struct {
-    const gf_st_tensor *st;
-    size_t offset; /* in the device range and in the host copy */
-    gf_event *ev;  /* recorded on the copy stream after the tensor's last chunk */
-} ctensor;
-
-struct gf_cache_model {
-    gf_cache *c;
-    char *key;
-    gf_st_file *file;
-    ctensor *t;
-    size_t n;
-    size_t *by_name;     /* indices into t, sorted by name */
-    size_t layout_bytes; /* the tensors with their alignment (bytes a swap-in copies) */
-    size_t range_bytes;  /* device bytes: layout rounded up to whole pages, or to 256 bytes
-                            for a small model */
-    size_t n_pages;      /* 0 for a small model */
-    char *va;            /* the model's device range, reserved for its lifetime; a small
-                            model's is in its slab, set while it is placed */
-    int64_t *pages;      /* physical page behind each page of the range */
-    bool small;          /* placed in a shared page (cache/slab.h) */
-    gf_slab *slab;       /* small: the slab it is placed in, or NULL */
-    size_t slab_off;
-    size_t host_bytes;   /* layout rounded up to whole host pages */
-    size_t n_host_pages;
-    /* device tier */
-    _Atomic int dev;     /* dev_state; READY is read without the lock by param */
-    size_t n_recorded;   /* tensors whose event the loader has recorded */
-    gf_status load_status;
-    char load_msg[256];
-    int refs;            /* leases */
-    gf_event *last_use;  /* compute-stream work of the last lease */
-    bool last_use_recorded;
-    gf_event *done_ev;   /* recorded after the last tensor of a load */
-    gf_tier src;         /* tier the current or last load reads from */
-    uint64_t t_start_us;
-    uint64_t tick;       /* LRU clock value of the last use */
-    uint64_t last_used_us;
-    double gds_h;        /* GreedyDual-Size priority */
-    uint64_t hits;
-    /* host tier */
-    char **host_pages;   /* pinned copy: n_host_pages pages of the host pool, or NULL */
-    bool host_ready;     /* host_pages hold every byte */
-    bool host_filling;   /* a load is filling host_pages */
-    int host_users;      /* loads reading host_pages */
-    uint64_t host_tick;
-    bool fill_host;      /* the current device load fills the host tier */
-};
-
-typedef struct {
-    gf_cache_model *m;
-    job_kind kind;
-} cache_job;
-
-typedef struct {
-    void *buf;
-    gf_event *ev;
-    bool used;
-} staging_slot;
-
-struct gf_cache {
-    gf_backend *be;
-    gf_stream *copy, *compute;
-    gf_cache_config cfg;
-    size_t page_size, chunk;
-    size_t host_page;    /* the host pool's page (<= page_size) */
-    gf_slab **slabs;     /* shared pages of small models */
-    size_t n_slabs, cap_slabs;
-    pthread_mutex_t lock;
-    pthread_cond_t cond; /* loader progress, job queue, completions */
-    gf_cache_model **models;
-    size_t n_models, cap_models;
-    uint64_t clock;      /* LRU ticks */
-    double gds_clock;    /* GreedyDual L */
-    double bw_host, bw_store; /* bytes per microsecond, measured */
-    uint64_t host_used;  /* bytes of host pages taken by models */
-    gf_host_pool *host_pool; /* the host tier's pinned pages (NULL without a host tier) */
-    gf_cache_stats st;
-    /* loader */
-    pthread_t thread;
-    bool thread_started, stop;
-    cache_job *jobs;
-    size_t jobs_head, jobs_count, jobs_cap;
-    int active;               /* jobs the loader has taken and not finished queueing */
-    gf_cache_model **pending; /* queued on the copy stream, not yet complete */
-    size_t n_pending, cap_pending;
-    staging_slot *ring;
-    int n_ring, ring_next;
-    bool reclaim_set; /* registered as the backend's reclaimer */
-};
-
-struct gf_lease {
-    gf_cache_model *m;
-    bool cold;
-    gf_tier src;
-};
-
-static void emit(gf_cache *c, gf_cache_event_kind kind, const gf_cache_model *m, gf_tier from,
-                 gf_tier to, uint64_t bytes, uint64_t micros, const char *msg)
+void gf_cache_emit(gf_cache *c, gf_cache_event_kind kind, const gf_cache_model *m, gf_tier from,
+                   gf_tier to, uint64_t bytes, uint64_t micros, const char *msg)
 {
     if (c->cfg.on_event == NULL)
         return;
@@ -141,7 +42,7 @@ static double gds_cost_per_byte(const gf_cache *c, const gf_cache_model *m)
     return setup / (double)m->range_bytes + 1.0 / bw;
 }
 
-static void touch(gf_cache *c, gf_cache_model *m)
+void gf_cache_touch(gf_cache *c, gf_cache_model *m)
 {
     m->tick = ++c->clock;
     m->last_used_us = gf_mono_us();
@@ -282,7 +183,7 @@ static uint64_t idle_bytes(gf_cache *c, const gf_cache_model *keep)
 }
 
 /* Unmap and free the pages the model holds. Lock held. */
-static void release_pages(gf_cache *c, gf_cache_model *m)
+void gf_cache_release_pages(gf_cache *c, gf_cache_model *m)
 {
     if (m->small) {
         slab_leave(c, m);
@@ -302,13 +203,13 @@ static void evict_device(gf_cache *c, gf_cache_model *m)
 {
     if (m->last_use_recorded) /* compute work reading the pages must finish first */
         gf_event_sync(c->be, m->last_use, NULL);
-    release_pages(c, m);
+    gf_cache_release_pages(c, m);
     atomic_store(&m->dev, DEV_ABSENT);
     if (c->cfg.policy == GF_EVICT_GDS && m->gds_h > c->gds_clock)
         c->gds_clock = m->gds_h;
     c->st.evictions_device++;
-    emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_DEVICE, m->host_ready ? GF_TIER_HOST : GF_TIER_STORE,
-         m->range_bytes, 0, NULL);
+    gf_cache_emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_DEVICE,
+                  m->host_ready ? GF_TIER_HOST : GF_TIER_STORE, m->range_bytes, 0, NULL);
 }
 
 /* True (after waiting for a load to finish) when some model other than keep
@@ -365,7 +266,7 @@ static gf_status place_small(gf_cache *c, gf_cache_model *m, gf_err *err)
 
 /* Take and map the pages of m (or place a small one), evicting idle models
  * as needed. Lock held. */
-static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
+gf_status gf_cache_make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
 {
     uint64_t budget;
     gf_dev_usage(c->be, NULL, &budget);
@@ -424,363 +325,6 @@ static gf_status make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err)
     return st;
 }
 
-/* ---- host tier ----------------------------------------------------------- */
-
-/* Give the host copy's pages back to the pool (no pinned memory is freed:
- * cudaFreeHost would wait for the device, here under the cache's lock). */
-static void free_host(gf_cache *c, gf_cache_model *m, bool report)
-{
-    if (m->host_pages == NULL)
-        return;
-    gf_host_pool_put(c->host_pool, m->n_host_pages, m->host_pages);
-    free(m->host_pages);
-    m->host_pages = NULL;
-    c->host_used -= m->host_bytes;
-    if (m->host_ready && report) {
-        c->st.evictions_host++;
-        emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_HOST, GF_TIER_STORE, m->host_bytes, 0, NULL);
-    }
-    m->host_ready = false;
-}
-
-/* The host copy's bytes at [pos, pos + len): the address of pos, and in
- * *run how many of those bytes lie contiguously there (pages of one slab
- * taken together are adjacent). */
-static char *host_at(const gf_cache *c, const gf_cache_model *m, size_t pos, size_t len,
-                     size_t *run)
-{
-    size_t hp = c->host_page;
-    size_t pg = pos / hp, off = pos % hp;
-    char *p = m->host_pages[pg] + off;
-    size_t n = hp - off;
-    while (n < len && pg + 1 < m->n_host_pages &&
-           m->host_pages[pg + 1] == m->host_pages[pg] + hp) {
-        pg++;
-        n += hp;
-    }
-    *run = n < len ? n : len;
-    return p;
-}
-
-/* Copy len bytes from src into the host copy at pos. */
-static void host_fill(const gf_cache *c, gf_cache_model *m, size_t pos, const char *src,
-                      size_t len)
-{
-    for (size_t done = 0, run; done < len; done += run) {
-        char *h = host_at(c, m, pos + done, len - done, &run);
-        memcpy(h, src + done, run);
-    }
-}
-
-/* Make host_used + need <= budget by evicting LRU host copies that no load
- * reads. Returns false when impossible. Lock held. */
-static bool host_make_room(gf_cache *c, const gf_cache_model *keep, size_t need)
-{
-    if (need > c->cfg.host_budget)
-        return false;
-    while (c->host_used + need > c->cfg.host_budget) {
-        gf_cache_model *v = NULL;
-        for (size_t i = 0; i < c->n_models; i++) {
-            gf_cache_model *m = c->models[i];
-            if (m == keep || !m->host_ready || m->host_users > 0 || m->host_filling)
-                continue;
-            if (v == NULL || m->host_tick < v->host_tick)
-                v = m;
-        }
-        if (v == NULL)
-            return false;
-        free_host(c, v, true);
-    }
-    return true;
-}
-
-/* Reserve host room for m and allocate its host copy; false if there is no
- * room or the allocation fails. Called by the loader without the lock. */
-static bool host_reserve(gf_cache *c, gf_cache_model *m)
-{
-    pthread_mutex_lock(&c->lock);
-    bool ok = c->host_pool != NULL && m->host_pages == NULL && !m->host_filling &&
-              host_make_room(c, m, m->host_bytes);
-    if (ok) {
-        c->host_used += m->host_bytes;
-        m->host_filling = true;
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (!ok)
-        return false;
-    gf_err err;
-    gf_err_clear(&err);
-    char **pages = malloc(m->n_host_pages * sizeof *pages);
-    gf_status st = pages == NULL ? gf_err_set(&err, GF_ERR_NOMEM, "out of memory")
-                                 : gf_host_pool_take(c->host_pool, m->n_host_pages, pages, &err);
-    if (st != GF_OK) {
-        GF_LOG_W("model '%s': host tier allocation failed, streaming instead: %s", m->key,
-                 err.msg);
-        free(pages);
-        pthread_mutex_lock(&c->lock);
-        c->host_used -= m->host_bytes;
-        m->host_filling = false;
-        pthread_mutex_unlock(&c->lock);
-        return false;
-    }
-    pthread_mutex_lock(&c->lock);
-    m->host_pages = pages;
-    pthread_mutex_unlock(&c->lock);
-    return true;
-}
-
-/* ---- the loader ----------------------------------------------------------- */
-
-static void set_recorded(gf_cache *c, gf_cache_model *m, size_t n)
-{
-    pthread_mutex_lock(&c->lock);
-    m->n_recorded = n;
-    pthread_cond_broadcast(&c->cond);
-    pthread_mutex_unlock(&c->lock);
-}
-
-static void fail_load(gf_cache *c, gf_cache_model *m, const gf_err *err)
-{
-    pthread_mutex_lock(&c->lock);
-    if (m->load_status == GF_OK) {
-        m->load_status = err->code != GF_OK ? err->code : GF_ERR_INTERNAL;
-        snprintf(m->load_msg, sizeof m->load_msg, "%s", gf_err_msg(err));
-    }
-    m->n_recorded = m->n;
-    pthread_cond_broadcast(&c->cond);
-    pthread_mutex_unlock(&c->lock);
-}
-
-/* Queue the copies of a device load on the copy stream. */
-static void run_device_job(gf_cache *c, gf_cache_model *m)
-{
-    gf_err err;
-    gf_err_clear(&err);
-    gf_status st = GF_OK;
-    bool from_host = m->src == GF_TIER_HOST;
-    bool filling = false;
-    if (!from_host) {
-        filling = m->fill_host && host_reserve(c, m);
-    }
-    for (size_t i = 0; i < m->n && st == GF_OK; i++) {
-        const ctensor *t = &m->t[i];
-        const char *src_all = (const char *)t->st->data;
-        for (size_t off = 0; off < t->st->nbytes && st == GF_OK; off += c->chunk) {
-            size_t len = t->st->nbytes - off < c->chunk ? t->st->nbytes - off : c->chunk;
-            char *dst = m->va + t->offset + off;
-            if (from_host || filling) {
-                /* from the host copy, one copy per contiguous run of its pages */
-                if (filling)
-                    host_fill(c, m, t->offset + off, src_all + off, len);
-                for (size_t done = 0, run; done < len && st == GF_OK; done += run) {
-                    char *h = host_at(c, m, t->offset + off + done, len - done, &run);
-                    st = gf_memcpy_async(c->be, c->copy, dst + done, h, run, GF_COPY_H2D, &err);
-                }
-            } else {
-                staging_slot *slot = &c->ring[c->ring_next];
-                c->ring_next = (c->ring_next + 1) % c->n_ring;
-                if (slot->used && (st = gf_event_sync(c->be, slot->ev, &err)) != GF_OK)
-                    break;
-                memcpy(slot->buf, src_all + off, len);
-                st = gf_memcpy_async(c->be, c->copy, dst, slot->buf, len, GF_COPY_H2D, &err);
-                if (st == GF_OK)
-                    st = gf_event_record(c->be, slot->ev, c->copy, &err);
-                slot->used = true;
-            }
-        }
-        if (st == GF_OK)
-            st = gf_event_record(c->be, t->ev, c->copy, &err);
-        if (st == GF_OK)
-            set_recorded(c, m, i + 1);
-    }
-    if (st == GF_OK)
-        st = gf_event_record(c->be, m->done_ev, c->copy, &err);
-    if (st != GF_OK) {
-        fail_load(c, m, &err);
-        /* The copies queued before the failure still write into the pages
-         * and read the host copy or the staging ring: the completion (which
-         * releases both) waits for done_ev, so record it after them, or
-         * wait for the stream when even that fails. */
-        if (gf_event_record(c->be, m->done_ev, c->copy, NULL) != GF_OK)
-            gf_stream_sync(c->be, c->copy, NULL);
-    }
-    pthread_mutex_lock(&c->lock);
-    m->fill_host = filling;
-    pthread_mutex_unlock(&c->lock);
-}
-
-/* A device load finished (st: its outcome). */
-static void complete_device_job(gf_cache *c, gf_cache_model *m, gf_status st, const gf_err *err)
-{
-    uint64_t t = gf_mono_us();
-    pthread_mutex_lock(&c->lock);
-    if (st != GF_OK && m->load_status == GF_OK) {
-        m->load_status = st;
-        snprintf(m->load_msg, sizeof m->load_msg, "%s", gf_err_msg(err));
-    }
-    uint64_t us = t > m->t_start_us ? t - m->t_start_us : 1;
-    if (m->src == GF_TIER_HOST)
-        m->host_users--;
-    if (m->load_status == GF_OK) {
-        atomic_store(&m->dev, DEV_READY);
-        double bw = (double)m->layout_bytes / (double)us;
-        if (m->src == GF_TIER_HOST) {
-            c->st.loads_from_host++;
-            c->bw_host = 0.7 * c->bw_host + 0.3 * bw;
-        } else {
-            c->st.loads_from_store++;
-            c->bw_store = 0.7 * c->bw_store + 0.3 * bw;
-        }
-        c->st.bytes_to_device += m->layout_bytes;
-        c->st.load_us_total += us;
-        if (m->fill_host) {
-            m->host_filling = false;
-            m->host_ready = true;
-            m->host_tick = ++c->clock;
-            c->st.bytes_to_host += m->layout_bytes;
-            emit(c, GF_CACHE_EV_LOAD, m, GF_TIER_STORE, GF_TIER_HOST, m->layout_bytes, us, NULL);
-        }
-        touch(c, m);
-        /* bytes copied; the pages it holds are gf_cache_model_device_bytes */
-        emit(c, GF_CACHE_EV_LOAD, m, m->src, GF_TIER_DEVICE, m->layout_bytes, us, NULL);
-    } else {
-        c->st.load_failures++;
-        GF_LOG_W("model '%s': load failed: %s", m->key, m->load_msg);
-        if (m->fill_host) {
-            m->host_filling = false;
-            free_host(c, m, false);
-        }
-        emit(c, GF_CACHE_EV_FAIL, m, m->src, GF_TIER_DEVICE, m->range_bytes, us, m->load_msg);
-        if (m->refs == 0) {
-            release_pages(c, m);
-            atomic_store(&m->dev, DEV_ABSENT);
-        } else {
-            atomic_store(&m->dev, DEV_FAILED); /* cleaned up by the last release */
-        }
-    }
-    m->fill_host = false;
-    pthread_cond_broadcast(&c->cond);
-    pthread_mutex_unlock(&c->lock);
-}
-
-static void run_host_job(gf_cache *c, gf_cache_model *m)
-{
-    uint64_t t0 = gf_mono_us();
-    bool ok = host_reserve(c, m);
-    if (ok) {
-        for (size_t i = 0; i < m->n; i++)
-            host_fill(c, m, m->t[i].offset, m->t[i].st->data, m->t[i].st->nbytes);
-    }
-    pthread_mutex_lock(&c->lock);
-    if (ok) {
-        m->host_filling = false;
-        m->host_ready = true;
-        m->host_tick = ++c->clock;
-        c->st.bytes_to_host += m->layout_bytes;
-        emit(c, GF_CACHE_EV_LOAD, m, GF_TIER_STORE, GF_TIER_HOST, m->layout_bytes,
-             gf_mono_us() - t0, NULL);
-    }
-    m->host_users--; /* held by gf_cache_prefetch so the job's model stays */
-    pthread_cond_broadcast(&c->cond);
-    pthread_mutex_unlock(&c->lock);
-}
-
-static void *loader_main(void *arg)
-{
-    gf_cache *c = arg;
-    pthread_mutex_lock(&c->lock);
-    for (;;) {
-        if (c->jobs_count > 0) {
-            cache_job job = c->jobs[c->jobs_head];
-            c->jobs_head = (c->jobs_head + 1) % c->jobs_cap;
-            c->jobs_count--;
-            c->active++;
-            pthread_mutex_unlock(&c->lock);
-            if (job.kind == JOB_HOST)
-                run_host_job(c, job.m);
-            else
-                run_device_job(c, job.m);
-            pthread_mutex_lock(&c->lock);
-            if (job.kind == JOB_DEVICE)
-                c->pending[c->n_pending++] = job.m;
-            c->active--;
-            pthread_cond_broadcast(&c->cond);
-            continue;
-        }
-        if (c->n_pending > 0) {
-            gf_cache_model *m = c->pending[0];
-            pthread_mutex_unlock(&c->lock);
-            gf_err err;
-            gf_err_clear(&err);
-            gf_status st = gf_event_sync(c->be, m->done_ev, &err);
-            if (st != GF_OK) /* clear the copy stream's sticky error for later loads */
-                gf_stream_sync(c->be, c->copy, NULL);
-            complete_device_job(c, m, st, &err);
-            pthread_mutex_lock(&c->lock);
-            memmove(c->pending, c->pending + 1, (c->n_pending - 1) * sizeof *c->pending);
-            c->n_pending--;
-            pthread_cond_broadcast(&c->cond);
-            continue;
-        }
-        if (c->stop)
-            break;
-        pthread_cond_wait(&c->cond, &c->lock);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return NULL;
-}
-
-/* Queue a job. Lock held. */
-static gf_status push_job(gf_cache *c, gf_cache_model *m, job_kind kind, gf_err *err)
-{
-    if (c->jobs_count == c->jobs_cap ||
-        c->n_pending + (size_t)c->active + c->jobs_count + 1 > c->cap_pending) {
-        size_t cap = c->jobs_cap ? c->jobs_cap * 2 : 16;
-        cache_job *jobs = malloc(cap * sizeof *jobs);
-        gf_cache_model **pend = realloc(c->pending, cap * sizeof *pend);
-        if (jobs == NULL || pend == NULL) {
-            free(jobs);
-            if (pend != NULL)
-                c->pending = pend;
-            return gf_err_set(err, GF_ERR_NOMEM, "out of memory queueing a load");
-        }
-        for (size_t i = 0; i < c->jobs_count; i++)
-            jobs[i] = c->jobs[(c->jobs_head + i) % c->jobs_cap];
-        free(c->jobs);
-        c->jobs = jobs;
-        c->jobs_cap = cap;
-        c->jobs_head = 0;
-        c->pending = pend;
-        c->cap_pending = cap;
-    }
-    c->jobs[(c->jobs_head + c->jobs_count) % c->jobs_cap] = (cache_job){m, kind};
-    c->jobs_count++;
-    pthread_cond_broadcast(&c->cond);
-    return GF_OK;
-}
-
-/* Begin a device load of m (pages already mapped). Lock held. */
-static gf_status start_device_load(gf_cache *c, gf_cache_model *m, gf_err *err)
-{
-    m->src = m->host_ready ? GF_TIER_HOST : GF_TIER_STORE;
-    m->fill_host = m->src == GF_TIER_STORE && c->host_pool != NULL && m->host_pages == NULL &&
-                   !m->host_filling;
-    m->n_recorded = 0;
-    m->load_status = GF_OK;
-    m->load_msg[0] = '\0';
-    m->t_start_us = gf_mono_us();
-    gf_status st = push_job(c, m, JOB_DEVICE, err);
-    if (st != GF_OK) {
-        release_pages(c, m);
-        return st;
-    }
-    if (m->src == GF_TIER_HOST)
-        m->host_users++;
-    atomic_store(&m->dev, DEV_LOADING);
-    c->st.misses++;
-    return GF_OK;
-}
-
 /* ---- public: lifetime ------------------------------------------------------ */
 
 /* The backend's reclaimer: an allocation (activations, the kernels'
@@ -823,7 +367,7 @@ gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **ou
             (st = gf_event_new(be, &c->ring[i].ev, err)) != GF_OK)
             goto fail;
     }
-    int rc = pthread_create(&c->thread, NULL, loader_main, c);
+    int rc = pthread_create(&c->thread, NULL, gf_cache_loader_main, c);
     if (rc != 0) {
         st = gf_err_set(err, GF_ERR_NOMEM, "pthread_create(loader): %s", strerror(rc));
         goto fail;
@@ -890,8 +434,8 @@ void gf_cache_free(gf_cache *c)
             GF_LOG_E("model '%s' still has %d lease(s) at cache free", m->key, m->refs);
         if (m->last_use_recorded)
             gf_event_sync(c->be, m->last_use, NULL);
-        release_pages(c, m);
-        free_host(c, m, false);
+        gf_cache_release_pages(c, m);
+        gf_cache_free_host(c, m, false);
     }
     pthread_mutex_unlock(&c->lock);
     for (size_t i = 0; i < c->n_models; i++)
@@ -1043,7 +587,7 @@ gf_status gf_cache_model_add(gf_cache *c, const char *key, const char *path,
         c->cap_models = cap;
     }
     c->models[c->n_models++] = m;
-    touch(c, m);
+    gf_cache_touch(c, m);
     pthread_mutex_unlock(&c->lock);
     *out = m;
     return GF_OK;
@@ -1063,7 +607,7 @@ gf_status gf_cache_model_remove(gf_cache *c, gf_cache_model *m, gf_err *err)
     }
     if (dev == DEV_READY)
         evict_device(c, m);
-    free_host(c, m, true);
+    gf_cache_free_host(c, m, true);
     for (size_t i = 0; i < c->n_models; i++) {
         if (c->models[i] == m) {
             c->models[i] = c->models[--c->n_models];
@@ -1112,128 +656,6 @@ long gf_cache_model_index(const gf_cache_model *m, const char *name)
     return -1;
 }
 
-/* ---- public: leases ------------------------------------------------------------ */
-
-gf_status gf_cache_acquire(gf_cache *c, gf_cache_model *m, gf_lease **out, gf_err *err)
-{
-    *out = NULL;
-    gf_lease *l = GF_FAULT("cache_alloc") ? NULL : malloc(sizeof *l);
-    if (l == NULL)
-        return gf_err_set(err, GF_ERR_NOMEM, "out of memory for a lease on '%s'", m->key);
-    l->m = m;
-    gf_status st = GF_OK;
-    pthread_mutex_lock(&c->lock);
-again:
-    switch (atomic_load(&m->dev)) {
-    case DEV_READY:
-        l->cold = false;
-        l->src = GF_TIER_DEVICE;
-        m->hits++;
-        c->st.hits++;
-        emit(c, GF_CACHE_EV_HIT, m, GF_TIER_DEVICE, GF_TIER_DEVICE, m->range_bytes, 0, NULL);
-        break;
-    case DEV_LOADING:
-        l->cold = true;
-        l->src = m->src;
-        break;
-    case DEV_FAILED:
-        st = gf_err_set(err, m->load_status ? m->load_status : GF_ERR_DEVICE,
-                        "model '%s': its last load failed and is still held: %s", m->key,
-                        m->load_msg);
-        break;
-    default:
-        st = make_room_and_map(c, m, err);
-        if (st == GF_ERR_STATE)
-            goto again;
-        if (st == GF_OK)
-            st = start_device_load(c, m, err);
-        l->cold = true;
-        l->src = m->src;
-        break;
-    }
-    if (st == GF_OK) {
-        m->refs++;
-        touch(c, m);
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (st != GF_OK) {
-        free(l);
-        return st;
-    }
-    *out = l;
-    return GF_OK;
-}
-
-gf_status gf_lease_param(gf_lease *l, size_t i, void **dev, gf_err *err)
-{
-    gf_cache_model *m = l->m;
-    gf_cache *c = m->c;
-    *dev = NULL;
-    if (i >= m->n)
-        return gf_err_set(err, GF_ERR_INVALID, "model '%s' has %zu tensors, not %zu", m->key,
-                          m->n, i + 1);
-    if (atomic_load(&m->dev) == DEV_READY) {
-        *dev = m->va + m->t[i].offset;
-        return GF_OK;
-    }
-    pthread_mutex_lock(&c->lock);
-    while (m->n_recorded <= i && m->load_status == GF_OK)
-        pthread_cond_wait(&c->cond, &c->lock);
-    gf_status st = m->load_status;
-    if (st != GF_OK)
-        gf_err_set(err, st, "loading model '%s' failed: %s", m->key, m->load_msg);
-    pthread_mutex_unlock(&c->lock);
-    if (st != GF_OK)
-        return st;
-    st = gf_stream_wait_event(c->be, c->compute, m->t[i].ev, err);
-    if (st == GF_OK && gf_event_query(c->be, m->t[i].ev))
-        st = gf_event_sync(c->be, m->t[i].ev, err); /* reports a failed copy */
-    if (st != GF_OK) {
-        gf_err_prefix(err, "loading tensor '%s' of model '%s'", m->t[i].st->name, m->key);
-        return st;
-    }
-    *dev = m->va + m->t[i].offset;
-    return GF_OK;
-}
-
-gf_status gf_lease_wait_all(gf_lease *l, gf_err *err)
-{
-    gf_cache_model *m = l->m;
-    gf_cache *c = m->c;
-    pthread_mutex_lock(&c->lock);
-    while (atomic_load(&m->dev) == DEV_LOADING)
-        pthread_cond_wait(&c->cond, &c->lock);
-    gf_status st = atomic_load(&m->dev) == DEV_READY ? GF_OK : m->load_status;
-    if (st != GF_OK)
-        gf_err_set(err, st, "loading model '%s' failed: %s", m->key, m->load_msg);
-    pthread_mutex_unlock(&c->lock);
-    return st;
-}
-
-bool gf_lease_cold(const gf_lease *l) { return l->cold; }
-gf_tier gf_lease_source(const gf_lease *l) { return l->src; }
-gf_cache_model *gf_lease_model(const gf_lease *l) { return l->m; }
-
-void gf_lease_release(gf_lease *l)
-{
-    if (l == NULL)
-        return;
-    gf_cache_model *m = l->m;
-    gf_cache *c = m->c;
-    pthread_mutex_lock(&c->lock);
-    if (gf_event_record(c->be, m->last_use, c->compute, NULL) == GF_OK)
-        m->last_use_recorded = true;
-    m->refs--;
-    touch(c, m);
-    if (m->refs == 0 && atomic_load(&m->dev) == DEV_FAILED) {
-        gf_event_sync(c->be, m->last_use, NULL);
-        release_pages(c, m);
-        atomic_store(&m->dev, DEV_ABSENT);
-    }
-    pthread_mutex_unlock(&c->lock);
-    free(l);
-}
-
 /* ---- public: placement ----------------------------------------------------------- */
 
 gf_status gf_cache_prefetch(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err *err)
@@ -1249,7 +671,7 @@ gf_status gf_cache_prefetch(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err
                                 "is %llu bytes",
                                 m->key, m->host_bytes,
                                 (unsigned long long)c->cfg.host_budget);
-            else if ((st = push_job(c, m, JOB_HOST, err)) == GF_OK)
+            else if ((st = gf_cache_push_job(c, m, JOB_HOST, err)) == GF_OK)
                 m->host_users++;
         }
     } else if (tier == GF_TIER_DEVICE) {
@@ -1260,11 +682,11 @@ gf_status gf_cache_prefetch(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err
             if (dev == DEV_FAILED)
                 st = gf_err_set(err, GF_ERR_BUSY, "model '%s': a failed load is still held",
                                 m->key);
-            else if (dev == DEV_ABSENT && (st = make_room_and_map(c, m, err)) == GF_OK)
-                st = start_device_load(c, m, err);
+            else if (dev == DEV_ABSENT && (st = gf_cache_make_room_and_map(c, m, err)) == GF_OK)
+                st = gf_cache_start_load(c, m, err);
         } while (st == GF_ERR_STATE);
         if (st == GF_OK)
-            touch(c, m);
+            gf_cache_touch(c, m);
     } else {
         st = gf_err_set(err, GF_ERR_INVALID, "prefetch to tier %d is not possible", (int)tier);
     }
@@ -1288,7 +710,7 @@ gf_status gf_cache_evict(gf_cache *c, gf_cache_model *m, gf_tier tier, gf_err *e
                 st = gf_err_set(err, GF_ERR_BUSY, "model '%s': its host copy is in use",
                                 m->key);
             else
-                free_host(c, m, true);
+                gf_cache_free_host(c, m, true);
         }
     }
     pthread_mutex_unlock(&c->lock);
