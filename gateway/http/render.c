@@ -1,0 +1,311 @@
+/* gpufaas — inference response rendering (gateway/http/codec.h): a result as
+ * a KServe v2 or a /v1 invoke answer, JSON or with the binary tensor data
+ * extension; the requests are parsed in codec.c. */
+#include "gateway/http/codec.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+/* Shortest of %.7g / %.9g that reads back as the same float. */
+static gf_status put_float(gf_buf *b, float f)
+{
+    if (isnan(f))
+        return gf_buf_append_str(b, "NaN");
+    if (isinf(f))
+        return gf_buf_append_str(b, f > 0 ? "Infinity" : "-Infinity");
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "%.7g", (double)f);
+    if (strtof(tmp, NULL) != f)
+        snprintf(tmp, sizeof tmp, "%.9g", (double)f);
+    return gf_buf_append_str(b, tmp);
+}
+
+static gf_status put_double(gf_buf *b, double d)
+{
+    if (isnan(d))
+        return gf_buf_append_str(b, "NaN");
+    if (isinf(d))
+        return gf_buf_append_str(b, d > 0 ? "Infinity" : "-Infinity");
+    char tmp[40];
+    snprintf(tmp, sizeof tmp, "%.15g", d);
+    if (strtod(tmp, NULL) != d)
+        snprintf(tmp, sizeof tmp, "%.17g", d);
+    return gf_buf_append_str(b, tmp);
+}
+
+/* Element k of an integer tensor, widened; false for other dtypes. */
+static bool elem_int(const gf_tensor *t, uint64_t k, int64_t *i, uint64_t *u, bool *is_signed)
+{
+    const void *d = t->data;
+    *is_signed = true;
+    switch (t->dtype) {
+    case GF_DT_I8:
+        *i = ((const int8_t *)d)[k];
+        return true;
+    case GF_DT_I16:
+        *i = ((const int16_t *)d)[k];
+        return true;
+    case GF_DT_I32:
+        *i = ((const int32_t *)d)[k];
+        return true;
+    case GF_DT_I64:
+        *i = ((const int64_t *)d)[k];
+        return true;
+    default:
+        break;
+    }
+    *is_signed = false;
+    switch (t->dtype) {
+    case GF_DT_U8:
+        *u = ((const uint8_t *)d)[k];
+        return true;
+    case GF_DT_U16:
+        *u = ((const uint16_t *)d)[k];
+        return true;
+    case GF_DT_U32:
+        *u = ((const uint32_t *)d)[k];
+        return true;
+    case GF_DT_U64:
+        *u = ((const uint64_t *)d)[k];
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* "data": [...] flattened, every element of t. */
+static gf_status put_data(gf_buf *b, const gf_tensor *t)
+{
+    uint64_t n = gf_tensor_numel(t);
+    gf_status st = gf_buf_append(b, "[", 1);
+    const void *d = t->data;
+    for (uint64_t k = 0; k < n && st == GF_OK; k++) {
+        if (k > 0 && (st = gf_buf_append(b, ",", 1)) != GF_OK)
+            break;
+        int64_t i;
+        uint64_t u;
+        bool is_signed;
+        if (elem_int(t, k, &i, &u, &is_signed)) {
+            st = is_signed ? gf_buf_printf(b, "%" PRId64, i) : gf_buf_printf(b, "%" PRIu64, u);
+            continue;
+        }
+        switch (t->dtype) {
+        case GF_DT_BOOL:
+            st = gf_buf_append_str(b, ((const uint8_t *)d)[k] ? "true" : "false");
+            break;
+        case GF_DT_F16:
+            st = put_float(b, gf_f16_to_f32(((const uint16_t *)d)[k]));
+            break;
+        case GF_DT_BF16:
+            st = put_float(b, gf_bf16_to_f32(((const uint16_t *)d)[k]));
+            break;
+        case GF_DT_F32:
+            st = put_float(b, ((const float *)d)[k]);
+            break;
+        case GF_DT_F64:
+            st = put_double(b, ((const double *)d)[k]);
+            break;
+        default:
+            st = GF_ERR_INTERNAL;
+            break;
+        }
+    }
+    if (st == GF_OK)
+        st = gf_buf_append(b, "]", 1);
+    return st;
+}
+
+static gf_status put_shape(gf_buf *b, const gf_tensor *t)
+{
+    gf_status st = gf_buf_append(b, "[", 1);
+    for (int32_t d = 0; d < t->rank && st == GF_OK; d++)
+        st = gf_buf_printf(b, d == 0 ? "%" PRId64 : ",%" PRId64, t->shape[d]);
+    return st == GF_OK ? gf_buf_append(b, "]", 1) : st;
+}
+
+/* One output object; binary: announce binary_data_size instead of data. */
+static gf_status put_output(gf_buf *b, const gf_gw_tensor *o, bool binary)
+{
+    gf_status st = gf_buf_append_str(b, "{\"name\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(b, o->name, strlen(o->name));
+    if (st == GF_OK)
+        st = gf_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":", gf_dtype_kserve_name(o->t.dtype));
+    if (st == GF_OK)
+        st = put_shape(b, &o->t);
+    if (st == GF_OK && binary)
+        st = gf_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", o->t.nbytes);
+    else if (st == GF_OK) {
+        st = gf_buf_append_str(b, ",\"data\":");
+        if (st == GF_OK)
+            st = put_data(b, &o->t);
+        if (st == GF_OK)
+            st = gf_buf_append(b, "}", 1);
+    }
+    return st;
+}
+
+/* The outputs a request selects: indices into res->outputs, and whether
+ * each goes as binary. */
+typedef struct gf_sel {
+    size_t *idx;
+    bool *bin;
+    size_t n;
+} gf_sel;
+
+static void sel_free(gf_sel *s)
+{
+    free(s->idx);
+    free(s->bin);
+}
+
+static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, bool binary_allowed,
+                          gf_sel *s, gf_err *err)
+{
+    size_t cap = res->n_outputs + (req != NULL ? req->n_outputs : 0) + 1;
+    s->idx = calloc(cap, sizeof *s->idx);
+    s->bin = calloc(cap, sizeof *s->bin);
+    s->n = 0;
+    if (s->idx == NULL || s->bin == NULL) {
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory rendering the response");
+    }
+    bool dflt = binary_allowed && req != NULL && req->binary_output;
+    if (req == NULL || req->n_outputs == 0) {
+        for (size_t i = 0; i < res->n_outputs; i++) {
+            s->idx[i] = i;
+            s->bin[i] = dflt;
+        }
+        s->n = res->n_outputs;
+    } else {
+        for (size_t k = 0; k < req->n_outputs; k++) {
+            size_t i = 0;
+            while (i < res->n_outputs && strcmp(res->outputs[i].name, req->outputs[k].name) != 0)
+                i++;
+            if (i == res->n_outputs) {
+                char names[256] = "";
+                size_t used = 0;
+                for (size_t m = 0; m < res->n_outputs && used < sizeof names; m++)
+                    used += (size_t)snprintf(names + used, sizeof names - used, "%s'%s'",
+                                             m > 0 ? ", " : "", res->outputs[m].name);
+                return gf_err_set(err, GF_ERR_INVALID,
+                                  "unknown output '%s' requested (function '%s' has %s)",
+                                  req->outputs[k].name, res->function, names);
+            }
+            s->idx[k] = i;
+            s->bin[k] =
+                binary_allowed && (req->outputs[k].binary < 0 ? dflt : req->outputs[k].binary == 1);
+        }
+        s->n = req->n_outputs;
+    }
+    for (size_t k = 0; k < s->n && binary_allowed; k++) {
+        gf_dtype dt = res->outputs[s->idx[k]].t.dtype;
+        if (dt == GF_DT_F16 || dt == GF_DT_BF16)
+            s->bin[k] = true; /* JSON has no such numbers */
+    }
+    return GF_OK;
+}
+
+/* ,"id":...,"outputs":[...] */
+static gf_status put_id_outputs(gf_buf *out, const gf_gw_result *res, const gf_codec_request *req,
+                                const gf_sel *s)
+{
+    gf_status st = GF_OK;
+    if (req != NULL && req->id != NULL) {
+        st = gf_buf_append_str(out, ",\"id\":");
+        if (st == GF_OK)
+            st = gf_buf_append_json_str(out, req->id, strlen(req->id));
+    }
+    if (st == GF_OK)
+        st = gf_buf_append_str(out, ",\"outputs\":[");
+    for (size_t k = 0; k < s->n && st == GF_OK; k++) {
+        if (k > 0)
+            st = gf_buf_append(out, ",", 1);
+        if (st == GF_OK)
+            st = put_output(out, &res->outputs[s->idx[k]], s->bin[k]);
+    }
+    return st == GF_OK ? gf_buf_append(out, "]", 1) : st;
+}
+
+/* Undo a partial rendering. */
+static gf_status render_fail(gf_buf *out, size_t start, gf_status st, gf_err *err)
+{
+    out->len = start;
+    if (out->data != NULL)
+        out->data[start] = '\0';
+    /* a result that cannot be rendered is the server's failure, not the client's */
+    if (st == GF_ERR_NOMEM || st == GF_ERR_OVERFLOW || st == GF_ERR_TOO_LARGE)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory rendering the response");
+    return gf_err_set(err, GF_ERR_INTERNAL, "cannot render the outputs: %s", gf_strerror(st));
+}
+
+gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
+                             const gf_codec_request *req, gf_buf *out, size_t *header_len,
+                             gf_err *err)
+{
+    *header_len = 0;
+    size_t start = out->len;
+    gf_sel s;
+    gf_status st = sel_make(res, req, true, &s, err);
+    if (st != GF_OK) {
+        sel_free(&s);
+        return st;
+    }
+    st = gf_buf_append_str(out, "{\"model_name\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(out, model_name, strlen(model_name));
+    if (st == GF_OK)
+        st = gf_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", res->version);
+    if (st == GF_OK)
+        st = put_id_outputs(out, res, req, &s);
+    if (st == GF_OK)
+        st = gf_buf_append(out, "}", 1);
+    size_t json_len = out->len - start;
+    bool any_bin = false;
+    for (size_t k = 0; k < s.n && st == GF_OK; k++) {
+        const gf_tensor *t = &res->outputs[s.idx[k]].t;
+        any_bin |= s.bin[k];
+        if (s.bin[k] && t->nbytes > 0)
+            st = gf_buf_append(out, t->data, t->nbytes);
+    }
+    sel_free(&s);
+    if (st != GF_OK)
+        return render_fail(out, start, st, err);
+    *header_len = any_bin ? json_len : 0;
+    return GF_OK;
+}
+
+gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *req, gf_buf *out,
+                             gf_err *err)
+{
+    size_t start = out->len;
+    gf_sel s;
+    gf_status st = sel_make(res, req, false, &s, err);
+    if (st != GF_OK) {
+        sel_free(&s);
+        return st;
+    }
+    st = gf_buf_append_str(out, "{\"function\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(out, res->function, strlen(res->function));
+    if (st == GF_OK)
+        st = gf_buf_printf(out, ",\"version\":%" PRId64, res->version);
+    if (st == GF_OK)
+        st = put_id_outputs(out, res, req, &s);
+    if (st == GF_OK)
+        st = gf_buf_printf(out,
+                           ",\"worker\":%d,\"cold\":%s,\"batch_size\":%" PRIu32
+                           ",\"timing_us\":{\"queue\":%" PRIu64 ",\"load\":%" PRIu64
+                           ",\"exec\":%" PRIu64 ",\"total\":%" PRIu64 "}}",
+                           res->worker, res->cold ? "true" : "false", res->batch_size,
+                           res->queue_us, res->load_us, res->exec_us, res->total_us);
+    sel_free(&s);
+    if (st != GF_OK)
+        return render_fail(out, start, st, err);
+    return GF_OK;
+}
