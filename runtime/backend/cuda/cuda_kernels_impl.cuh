@@ -208,6 +208,14 @@ static __device__ __forceinline__ void dev_error(long long *err, int kind, long 
 }
 
 // The members implemented outside cuda_kernels.cu (the table's signatures).
+int gf_cu_gemm(void *ctx, gf_stream *s, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const void *a, gf_dtype a_dtype, int64_t lda, const void *b,
+               gf_dtype b_dtype, int64_t ldb, float beta, float *c, int64_t ldc);
+int gf_cu_gemm_batched(void *ctx, gf_stream *s, int trans_a, int trans_b, int64_t m, int64_t n,
+                       int64_t k, float alpha, const void *a, gf_dtype a_dtype, int64_t lda,
+                       int64_t stride_a, const void *b, gf_dtype b_dtype, int64_t ldb,
+                       int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
+                       int64_t batch);
 int gf_cu_conv2d(void *ctx, gf_stream *s, float *y, const float *x, const gf_conv2d_params *p,
                  const void *w, const void *bias, gf_dtype w_dtype, gf_act act);
 int gf_cu_conv2d_ex(void *ctx, gf_stream *s, float *y, const float *x,
