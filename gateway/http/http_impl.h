@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "gateway/core/gateway.h"
 #include "gateway/http/codec.h"
+#include "gateway/http/encoding.h"
 #include "gateway/http/http.h"
 #include "gateway/http/upload.h"
 
@@ -91,6 +92,8 @@ struct gf_http_req {
     /* the body */
     gf_buf body; /* limit = max_body */
     bool body_too_large;
+    gf_http_coding body_coding;  /* Content-Encoding: inflated before the handler runs */
+    gf_http_coding reply_coding; /* from Accept-Encoding: replies are deflated with it */
     bool started;      /* the handler ran */
     gf_upload *upload; /* GF_ROUTE_UPLOAD */
     struct MHD_PostProcessor *pp;

@@ -45,6 +45,19 @@ void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_ty
 {
     assert(r->resp == NULL && !r->queued);
     struct MHD_Response *resp;
+    if (r->reply_coding != GF_CODING_IDENTITY && bytes != NULL && len > 0) {
+        char *z;
+        size_t zlen;
+        gf_err err;
+        if (gf_http_deflate(r->reply_coding, bytes, len, &z, &zlen, &err) == GF_OK) {
+            free(bytes);
+            bytes = z;
+            len = zlen;
+        } else {
+            GF_LOG_W("%s", gf_err_msg(&err));
+            r->reply_coding = GF_CODING_IDENTITY; /* answer uncompressed */
+        }
+    }
     if (bytes == NULL || len == 0) {
         free(bytes);
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -64,6 +77,9 @@ void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_ty
         snprintf(v, sizeof v, "%zu", infer_header_len);
         MHD_add_response_header(resp, "Inference-Header-Content-Length", v);
     }
+    if (r->reply_coding != GF_CODING_IDENTITY && resp != NULL && len > 0)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING,
+                                gf_http_coding_name(r->reply_coding));
     if (atomic_load(&r->srv->quiesced)) /* shutting down: clients should not reuse it */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     r->resp = resp;
@@ -306,6 +322,7 @@ static bool parse_u64(const char *s, uint64_t *out)
 static void req_begin(gf_http_req *r, const char *url, const char *method)
 {
     gf_http *h = r->srv;
+    r->reply_coding = gf_http_coding_accept(gf_http_req_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING));
     const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
     char name[72], ver[32];
     bool path_matched = false;
@@ -367,6 +384,17 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
         }
     }
     bool upload = (r->route->flags & GF_ROUTE_UPLOAD) != 0;
+    gf_err cerr;
+    if (gf_http_coding_parse(gf_http_req_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING),
+                             &r->body_coding, &cerr) != GF_OK) {
+        gf_http_error(r, 415, "%s", gf_err_msg(&cerr));
+        return;
+    }
+    if (upload && r->body_coding != GF_CODING_IDENTITY) {
+        gf_http_error(r, 415, "a deploy's multipart/form-data body cannot be %s-encoded",
+                      gf_http_coding_name(r->body_coding));
+        return;
+    }
     uint64_t limit =
         upload ? h->cfg.max_upload + GF_MANIFEST_MAX_BYTES + (1u << 20) : h->cfg.max_body;
     uint64_t cl;
@@ -427,6 +455,19 @@ static void req_run(gf_http_req *r)
                      "request body is larger than the limit of %" PRIu64 " bytes (--max-body)",
                      r->srv->cfg.max_body);
         return;
+    }
+    if (r->body_coding != GF_CODING_IDENTITY) {
+        gf_buf plain;
+        gf_buf_init(&plain);
+        gf_err err;
+        gf_status st = gf_http_inflate(r->body_coding, r->body.data, r->body.len,
+                                       r->srv->cfg.max_body, &plain, &err);
+        if (st != GF_OK) {
+            gf_http_fail(r, st, "%s", gf_err_msg(&err));
+            return;
+        }
+        gf_buf_deinit(&r->body);
+        r->body = plain;
     }
     if (r->pp != NULL) {
         if (MHD_destroy_post_processor(r->pp) != MHD_YES)
