@@ -39,8 +39,9 @@ static void load_usage(FILE *out)
 static void unload_usage(FILE *out)
 {
     fprintf(out, "usage: gpufaas unload NAME [options]\n\n"
-                 "Evict function NAME from the device and host memory of every worker. It stays\n"
-                 "deployed: its next request loads it again. An admin call.\n\n");
+                 "Evict function NAME from the device and host memory of every worker and make it\n"
+                 "unavailable: it stays deployed, but answers requests with 400 until\n"
+                 "`gpufaas load NAME` (or a new deploy). An admin call.\n\n");
     gf_cli_common_usage(out);
 }
 

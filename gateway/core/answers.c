@@ -197,6 +197,8 @@ static void on_event(gw_worker *w, const gf_ipc_frame *f)
             if (ev.to > pl->tier)
                 pl->tier = ev.to;
             prec.tier = (gf_tier)ev.to;
+            if (ev.to == GF_TIER_DEVICE && ev.from != GF_TIER_DEVICE)
+                gw_stats_swap_in(gw, v, ev.bytes, ev.micros);
             if (ev.to >= GF_TIER_HOST)
                 gf_store_log_placement(gw->store, &prec);
         } else if (ev.kind == GF_IPC_EV_EVICTED) {

@@ -61,6 +61,7 @@ void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
                                res->cold,         (int64_t)res->queue_us, (int64_t)res->load_us,
                                (int64_t)res->exec_us, (int64_t)res->total_us, 0};
     gf_store_log_invocation(gw->store, &rec);
+    gw_stats_request(gw, v, res, q->rows);
     gf_gw_done_fn done = q->done;
     void *arg = q->done_arg;
     if (q->res == res)
@@ -130,6 +131,7 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
         gw_batch_fail(gw, b, GF_ERR_INTERNAL, why);
         return;
     }
+    gw_stats_batch(gw, b->v, b->rows, r->load_us, r->exec_us);
     int64_t row = 0;
     gw_req *q = b->reqs;
     while (q != NULL) {

@@ -280,6 +280,42 @@ void gf_gw_count_answer(gf_gw *gw, const char *function, int protocol_code)
     gw_metric_add(gw->metrics, GW_M_REQUESTS, l2, 1);
 }
 
+uint64_t gw_max_device_budget(gf_gw *gw)
+{
+    uint64_t best = 0;
+    for (int i = 0; i < gw->n_workers; i++) {
+        const gw_worker *w = &gw->workers[i];
+        uint64_t b = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
+        if (b > best)
+            best = b;
+    }
+    return best;
+}
+
+const char *gw_version_unavailable(gf_gw *gw, const gw_version *v, char *buf, size_t cap)
+{
+    if (v->state != GF_STORE_VERSION_READY) {
+        snprintf(buf, cap, "version %lld is %s%s%s", (long long)v->version,
+                 gf_store_vstate_name(v->state), v->reason != NULL ? ": " : "",
+                 v->reason != NULL ? v->reason : "");
+        return buf;
+    }
+    if (v->fn->unloaded) {
+        snprintf(buf, cap, "unloaded (POST /v2/repository/models/%s/load loads it)", v->fn->name);
+        return buf;
+    }
+    uint64_t need = v->device_bytes > 0 ? v->device_bytes : v->bytes;
+    uint64_t budget = gw_max_device_budget(gw);
+    if (budget > 0 && need > budget) {
+        snprintf(buf, cap,
+                 "its parameters need %llu bytes of device memory, more than any worker's "
+                 "device budget (the largest is %llu bytes)",
+                 (unsigned long long)need, (unsigned long long)budget);
+        return buf;
+    }
+    return NULL;
+}
+
 /* ---- inference ------------------------------------------------------------------ */
 
 gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, gf_err *err)
@@ -328,11 +364,13 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
                             req->function);
         goto fail;
     }
-    if (v->state != GF_STORE_VERSION_READY) {
+    char why[256];
+    if (gw_version_unavailable(gw, v, why, sizeof why) != NULL) {
+        int64_t vn = v->version;
         pthread_mutex_unlock(&gw->lock);
         v = NULL;
-        st = gf_err_set(err, GF_ERR_STATE, "function '%s' version %lld cannot be served",
-                        req->function, (long long)req->version);
+        st = gf_err_set(err, GF_ERR_STATE, "function '%s' version %lld is unavailable: %s",
+                        req->function, (long long)vn, why);
         goto fail;
     }
     if (gw_workers_up(gw) == 0) {
@@ -575,6 +613,16 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *o
     }
     /* choose the version and put the files in place */
     pthread_mutex_lock(&gw->lock);
+    uint64_t budget = gw_max_device_budget(gw);
+    if (budget > 0 && bytes > budget) {
+        pthread_mutex_unlock(&gw->lock);
+        st = gf_err_set(err, GF_ERR_INVALID,
+                        "function '%s': its parameters need %llu bytes of device memory, more "
+                        "than any worker's device budget (the largest is %llu bytes): it could "
+                        "never run here",
+                        mf->name, (unsigned long long)bytes, (unsigned long long)budget);
+        goto out;
+    }
     gw_function *f = gw_function_find(gw, mf->name);
     int64_t version = mf->version;
     if (version > 0 && f != NULL && gw_version_find(f, version) != NULL) {
@@ -628,6 +676,7 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *o
                          GF_STORE_VERSION_READY, NULL, &v, err);
     if (st == GF_OK) {
         v->fn->current = v;
+        v->fn->unloaded = false; /* a deploy loads it */
         /* warm the host tier of the worker that would run it */
         gw_worker *w = gw_route(gw, v, -1, NULL);
         if (w != NULL)
@@ -736,8 +785,13 @@ gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, gf_err *er
     } else if (v != NULL && worker >= 0 && gw->workers[worker].state != GW_W_UP) {
         st = gf_err_set(err, GF_ERR_CLOSED, "worker %d is not up", worker);
     } else if (v != NULL) {
+        v->fn->unloaded = false; /* loaded again: it serves, whatever the prefetch does */
+        char why[256];
+        const char *reason = gw_version_unavailable(gw, v, why, sizeof why);
         gw_worker *w = worker >= 0 ? &gw->workers[worker] : gw_route(gw, v, -1, NULL);
-        if (w == NULL)
+        if (reason != NULL)
+            st = gf_err_set(err, GF_ERR_STATE, "model '%s' cannot be loaded: %s", name, reason);
+        else if (w == NULL)
             st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");
         else
             st = gw_worker_load(gw, w, v, GF_TIER_DEVICE, err);
@@ -754,9 +808,11 @@ gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, gf_err *err)
         pthread_mutex_unlock(&gw->lock);
         return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%.80s' not found", name);
     }
+    f->unloaded = true; /* UNAVAILABLE until a load or a deploy */
     for (size_t i = 0; i < f->n; i++)
         gw_worker_unload_all(gw, f->versions[i]);
     pthread_mutex_unlock(&gw->lock);
+    GF_LOG_I("function '%s' unloaded: unavailable until it is loaded again", name);
     return GF_OK;
 }
 

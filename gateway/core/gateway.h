@@ -234,8 +234,20 @@ gf_status gf_gw_workers_json(gf_gw *gw, gf_buf *out);
  * "hits"}]}. */
 gf_status gf_gw_placements_json(gf_gw *gw, gf_buf *out);
 
-/* {"name": "gpufaas", "version": "...", "extensions": [...]} for GET /v2. */
-gf_status gf_gw_server_metadata(gf_gw *gw, gf_buf *out);
+/* {"name": "gpufaas", "version": "...", "extensions": [...]} for GET /v2:
+ * extensions (NULL-terminated, static) are the ones the front end serves. */
+gf_status gf_gw_server_metadata(gf_gw *gw, const char *const *extensions, gf_buf *out);
+
+/* Triton's model configuration (ModelConfig JSON, gateway/core/model_config.h)
+ * of name's version (0 = current). GF_ERR_NOT_FOUND naming it. */
+gf_status gf_gw_model_config(gf_gw *gw, const char *name, int64_t version, gf_buf *out,
+                             gf_err *err);
+
+/* Triton's statistics: {"model_stats": [...]} for every version of every
+ * function (name NULL), of one function (version 0), or of one version.
+ * GF_ERR_NOT_FOUND naming what is unknown. */
+gf_status gf_gw_model_stats(gf_gw *gw, const char *name, int64_t version, gf_buf *out,
+                            gf_err *err);
 
 /* Append the Prometheus text exposition of every metric. */
 gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out);

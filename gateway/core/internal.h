@@ -77,6 +77,10 @@ struct gw_version {
     char key[96];            /* "name@version", the worker's model key */
     gf_store_vstate state;
     char *reason;            /* why broken */
+    char *labels_name;       /* the classification labels' file name (config's
+                                label_filename), NULL = none */
+    char **labels;           /* its lines: labels[i] names class i */
+    size_t n_labels;
     atomic_int refs;         /* the registry's + one per pinned request/batch */
     bool batchable;          /* every input's dim 0 is -1: requests can be concatenated */
     /* batcher (gw->qlock) */
@@ -96,6 +100,8 @@ struct gw_function {
     size_t n, cap;
     gw_version *current;     /* published, or NULL */
     bool deleted;
+    bool unloaded;           /* the repository extension unloaded it: UNAVAILABLE (not
+                                ready, infer refused) until a load or a deploy */
 };
 
 typedef enum {
@@ -218,6 +224,15 @@ gf_status gw_version_json(gf_gw *gw, const gw_version *v, gf_buf *out);
 void gw_version_ref(gw_version *v);
 void gw_version_unref(gw_version *v);
 
+/* gateway.c: why v cannot serve now, written into buf (cap bytes) and
+ * returned, or NULL when it can (lock held): a broken version, a function
+ * unloaded through the repository extension, or parameters larger than
+ * every worker's device budget (it could never run). Cache eviction is no
+ * reason: an evicted version swaps in on demand. */
+const char *gw_version_unavailable(gf_gw *gw, const gw_version *v, char *buf, size_t cap);
+/* The largest device budget of the workers (lock held); 0 = none known. */
+uint64_t gw_max_device_budget(gf_gw *gw);
+
 /* gateway.c: submit, and whether it may park a request whose function this
  * node does not know yet (sync.c resubmits without). */
 gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err);
@@ -315,6 +330,14 @@ void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, const char *msg);
 /* Deliver a worker's RESULT to the requests of b and free it. */
 void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worker);
 void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res);
+
+/* stats.c: Triton's statistics, recorded in the metrics registry. A
+ * request's answer (rows: its share of the batch dimension), a batch a
+ * worker ran, a load of v onto a device. */
+void gw_stats_request(gf_gw *gw, const gw_version *v, const gf_gw_result *res, int64_t rows);
+void gw_stats_batch(gf_gw *gw, const gw_version *v, int64_t rows, uint64_t load_us,
+                    uint64_t exec_us);
+void gw_stats_swap_in(gf_gw *gw, const gw_version *v, uint64_t bytes, uint64_t micros);
 
 /* router.c: the worker to run v on (lock held), or NULL when none is up. */
 gw_worker *gw_route(gf_gw *gw, gw_version *v, int exclude, double *est_us);

@@ -9,7 +9,7 @@
 
 typedef enum { KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM } metric_kind;
 
-#define MAX_LABELS 3
+#define MAX_LABELS 4
 #define MAX_BUCKETS 16
 
 static const double duration_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -67,6 +67,36 @@ static const struct {
     [GW_M_SHARED_SYNCED] = {"gpufaas_shared_store_last_sync_timestamp_seconds", KIND_GAUGE,
                             "Unix time of the last successful read of the shared store.", 0,
                             {NULL}, NULL, 0},
+    [GW_M_INFERENCES] = {"gpufaas_inference_count_total", KIND_COUNTER,
+                         "Inferences (batch rows) answered successfully.", 2,
+                         {"function", "version"}, NULL, 0},
+    [GW_M_EXECUTIONS] = {"gpufaas_execution_count_total", KIND_COUNTER,
+                         "Batches a worker ran successfully.", 2, {"function", "version"}, NULL,
+                         0},
+    [GW_M_PHASE_COUNT] = {"gpufaas_inference_phase_total", KIND_COUNTER,
+                          "Requests timed in each phase (success, fail, queue, compute_input, "
+                          "compute_infer, compute_output).", 3, {"function", "version", "phase"},
+                          NULL, 0},
+    [GW_M_PHASE_SECONDS] = {"gpufaas_inference_phase_seconds_total", KIND_COUNTER,
+                            "Summed time of requests in each phase.", 3,
+                            {"function", "version", "phase"}, NULL, 0},
+    [GW_M_BATCH_EXECUTIONS] = {"gpufaas_batch_executions_total", KIND_COUNTER,
+                               "Batches run, by batch size (rows).", 3,
+                               {"function", "version", "batch_size"}, NULL, 0},
+    [GW_M_BATCH_SECONDS] = {"gpufaas_batch_phase_seconds_total", KIND_COUNTER,
+                            "Summed time of batches in each compute phase, by batch size.", 4,
+                            {"function", "version", "batch_size", "phase"}, NULL, 0},
+    [GW_M_LAST_INFERENCE] = {"gpufaas_last_inference_timestamp_seconds", KIND_GAUGE,
+                             "Unix time of the last successful inference.", 2,
+                             {"function", "version"}, NULL, 0},
+    [GW_M_MODEL_SWAP_INS] = {"gpufaas_model_swap_ins_total", KIND_COUNTER,
+                             "Loads of a model version onto a worker's device.", 2,
+                             {"function", "version"}, NULL, 0},
+    [GW_M_MODEL_SWAP_BYTES] = {"gpufaas_model_swap_in_bytes_total", KIND_COUNTER,
+                               "Bytes of those loads.", 2, {"function", "version"}, NULL, 0},
+    [GW_M_MODEL_SWAP_SECONDS] = {"gpufaas_model_swap_in_seconds_total", KIND_COUNTER,
+                                 "Summed duration of those loads.", 2, {"function", "version"},
+                                 NULL, 0},
 };
 
 typedef struct series {
@@ -205,6 +235,20 @@ double gw_metric_get(gw_metrics *m, gw_metric_id id, const char *const *labels)
     double v = s != NULL ? s->value : 0;
     pthread_mutex_unlock(&m->lock);
     return v;
+}
+
+void gw_metric_each(gw_metrics *m, gw_metric_id id, const char *const *prefix, int n_prefix,
+                    gw_metric_each_fn fn, void *arg)
+{
+    pthread_mutex_lock(&m->lock);
+    for (const series *s = m->families[id]; s != NULL; s = s->next) {
+        bool match = true;
+        for (int i = 0; i < n_prefix && i < defs[id].n_labels && match; i++)
+            match = strcmp(s->values[i], prefix[i] != NULL ? prefix[i] : "") == 0;
+        if (match)
+            fn(arg, (const char *const *)s->values, s->value);
+    }
+    pthread_mutex_unlock(&m->lock);
 }
 
 /* Label values are escaped as the text format asks: \\, \" and \n. */

@@ -28,6 +28,17 @@ typedef enum {
     GW_M_STORE_DROPPED,       /* gauge     records the store had to drop */
     GW_M_SHARED_UP,           /* gauge     the shared store could be read at the last try */
     GW_M_SHARED_SYNCED,       /* gauge     Unix time of the last successful read of it */
+    /* Triton's statistics extension reads these (gateway/core/stats.c) */
+    GW_M_INFERENCES,          /* counter   {function, version}: rows inferred successfully */
+    GW_M_EXECUTIONS,          /* counter   {function, version}: batches run successfully */
+    GW_M_PHASE_COUNT,         /* counter   {function, version, phase}: requests timed */
+    GW_M_PHASE_SECONDS,       /* counter   {function, version, phase}: their summed time */
+    GW_M_BATCH_EXECUTIONS,    /* counter   {function, version, batch_size} */
+    GW_M_BATCH_SECONDS,       /* counter   {function, version, batch_size, phase} */
+    GW_M_LAST_INFERENCE,      /* gauge     {function, version}: Unix time, seconds */
+    GW_M_MODEL_SWAP_INS,      /* counter   {function, version}: loads onto a device */
+    GW_M_MODEL_SWAP_BYTES,    /* counter   {function, version}: their bytes */
+    GW_M_MODEL_SWAP_SECONDS,  /* counter   {function, version}: their summed time */
     GW_M_COUNT_
 } gw_metric_id;
 
@@ -44,6 +55,14 @@ void gw_metric_observe(gw_metrics *m, gw_metric_id id, const char *const *labels
 void gw_metric_clear(gw_metrics *m, gw_metric_id id);
 /* Current value of a counter/gauge series (0 when absent); for tests. */
 double gw_metric_get(gw_metrics *m, gw_metric_id id, const char *const *labels);
+
+/* Call fn for every series of a counter or gauge family whose first
+ * n_prefix label values equal prefix's, with all its label values and its
+ * value. The metrics' lock is held during the calls: fn must not call back
+ * into m. */
+typedef void (*gw_metric_each_fn)(void *arg, const char *const *labels, double value);
+void gw_metric_each(gw_metrics *m, gw_metric_id id, const char *const *prefix, int n_prefix,
+                    gw_metric_each_fn fn, void *arg);
 
 /* Append the text exposition (version 0.0.4) of every family. */
 gf_status gw_metrics_write(gw_metrics *m, gf_buf *out);

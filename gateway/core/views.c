@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "gateway/core/internal.h"
+#include "gateway/core/model_config.h"
 #include "gf_config.h"
 
 /* Append j (taken over) to out as compact JSON text. */
@@ -148,13 +149,16 @@ gf_status gf_gw_repo_index(gf_gw *gw, bool ready_only, gf_buf *out)
             const gw_version *v = f->versions[k];
             char ver[24];
             snprintf(ver, sizeof ver, "%lld", (long long)v->version);
-            bool ready = v->state == GF_STORE_VERSION_READY;
+            if (v->state == GF_STORE_VERSION_DELETED)
+                continue;
+            char why[256];
+            const char *reason = gw_version_unavailable(gw, v, why, sizeof why);
+            bool ready = reason == NULL;
             if (ready_only && !ready)
                 continue;
             json_t *e = json_pack("{s:s, s:s, s:s}", "name", f->name, "version", ver, "state",
                                   ready ? "READY" : "UNAVAILABLE");
-            json_object_set_new(e, "reason", json_string(ready ? "" : (v->reason ? v->reason
-                                                                                 : "broken")));
+            json_object_set_new(e, "reason", json_string(ready ? "" : reason));
             json_array_append_new(arr, e);
         }
     }
@@ -204,7 +208,9 @@ bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version)
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
     gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
-    ready = v != NULL && v->state == GF_STORE_VERSION_READY && gw_workers_up(gw) > 0 &&
+    char why[256];
+    ready = v != NULL && gw_version_unavailable(gw, v, why, sizeof why) == NULL &&
+            gw_workers_up(gw) > 0 &&
             !atomic_load(&gw->stopping);
     pthread_mutex_unlock(&gw->lock);
     return ready;
@@ -284,12 +290,36 @@ gf_status gf_gw_placements_json(gf_gw *gw, gf_buf *out)
     return emit(json_pack("{s:o}", "placements", arr), out);
 }
 
-gf_status gf_gw_server_metadata(gf_gw *gw, gf_buf *out)
+gf_status gf_gw_server_metadata(gf_gw *gw, const char *const *extensions, gf_buf *out)
 {
     (void)gw;
-    return emit(json_pack("{s:s, s:s, s:[s,s]}", "name", "gpufaas", "version", GF_VERSION,
-                          "extensions", "binary_tensor_data", "model_repository"),
+    json_t *ext = json_array();
+    for (size_t i = 0; extensions != NULL && extensions[i] != NULL; i++)
+        json_array_append_new(ext, json_string(extensions[i]));
+    return emit(json_pack("{s:s, s:s, s:o}", "name", "gpufaas", "version", GF_VERSION,
+                          "extensions", ext),
                 out);
+}
+
+gf_status gf_gw_model_config(gf_gw *gw, const char *name, int64_t version, gf_buf *out,
+                             gf_err *err)
+{
+    json_t *j = NULL;
+    gf_status st = GF_OK;
+    gw_sync_lookup(gw, name, version);
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    if (v == NULL || v->state == GF_STORE_VERSION_DELETED) {
+        st = gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s'%s is not found",
+                        name, version != 0 ? " (that version)" : "");
+    } else {
+        bool gpu = gw->n_workers > 0 && strncmp(gw->workers[0].device, "cuda", 4) == 0;
+        gw_mc_extra x = {v->version, gw->n_workers, gpu, v->labels_name};
+        j = gw_model_config_of(v->mf, &x);
+    }
+    pthread_mutex_unlock(&gw->lock);
+    return st != GF_OK ? st : emit(j, out);
 }
 
 gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out)

@@ -114,11 +114,16 @@ static void h_ready(gf_http_req *r)
     gf_http_reply(r, gf_gw_ready(r->srv->gw) ? 200 : 400, NULL);
 }
 
+/* The extensions GET /v2 lists: the ones this table serves, and only those. */
+static const char *const extensions[] = {
+    "binary_tensor_data", "model_repository", "model_configuration", "statistics", NULL,
+};
+
 static void h_server_meta(gf_http_req *r)
 {
     gf_buf b;
     gf_buf_init(&b);
-    reply_view(r, gf_gw_server_metadata(r->srv->gw, &b), &b, NULL);
+    reply_view(r, gf_gw_server_metadata(r->srv->gw, extensions, &b), &b, NULL);
 }
 
 static void h_model_meta(gf_http_req *r)
@@ -131,6 +136,27 @@ static void h_model_meta(gf_http_req *r)
     if (st != GF_OK)
         r->core_answered = true;
     reply_view(r, st, &b, &err);
+}
+
+/* The model configuration extension: Triton's ModelConfig JSON. */
+static void h_model_config(gf_http_req *r)
+{
+    gf_err err;
+    gf_err_clear(&err);
+    gf_buf b;
+    gf_buf_init(&b);
+    reply_view(r, gf_gw_model_config(r->srv->gw, r->name, r->version, &b, &err), &b, &err);
+}
+
+/* The statistics extension: every model (no {m}), one model, one version. */
+static void h_model_stats(gf_http_req *r)
+{
+    gf_err err;
+    gf_err_clear(&err);
+    gf_buf b;
+    gf_buf_init(&b);
+    const char *name = strstr(r->route->pattern, "{m}") != NULL ? r->name : NULL;
+    reply_view(r, gf_gw_model_stats(r->srv->gw, name, r->version, &b, &err), &b, &err);
 }
 
 static void h_model_ready(gf_http_req *r)
@@ -433,10 +459,15 @@ const gf_route gf_http_routes[] = {
     {"GET", "/v2/health/live", h_live, 0},
     {"GET", "/v2/health/ready", h_ready, 0},
     {"GET", "/v2", h_server_meta, 0},
+    {"GET", "/v2/models/stats", h_model_stats, 0}, /* before {m}: "stats" is no model */
     {"GET", "/v2/models/{m}", h_model_meta, 0},
     {"GET", "/v2/models/{m}/versions/{v}", h_model_meta, 0},
     {"GET", "/v2/models/{m}/ready", h_model_ready, 0},
     {"GET", "/v2/models/{m}/versions/{v}/ready", h_model_ready, 0},
+    {"GET", "/v2/models/{m}/config", h_model_config, 0},
+    {"GET", "/v2/models/{m}/versions/{v}/config", h_model_config, 0},
+    {"GET", "/v2/models/{m}/stats", h_model_stats, 0},
+    {"GET", "/v2/models/{m}/versions/{v}/stats", h_model_stats, 0},
     {"POST", "/v2/models/{m}/infer", h_v2_infer, 0},
     {"POST", "/v2/models/{m}/versions/{v}/infer", h_v2_infer, 0},
     /* the model repository extension */

@@ -423,6 +423,11 @@ START_TEST(test_errors)
     setenv("GPUFAAS_SERVER", srv.url, 1);
     ck_assert_int_eq(cli_raw(&out, &err, "unload", "errs", NULL), 0);
     freeboth(&out, &err);
+    ck_assert_int_eq(cli_raw(&out, &err, "invoke", "errs", "--data", "[1, 2, 3, 4]", NULL), 1);
+    HAS(err, "unavailable: unloaded"); /* until it is loaded again */
+    freeboth(&out, &err);
+    ck_assert_int_eq(cli_raw(&out, &err, "load", "errs", "--no-wait", NULL), 0);
+    freeboth(&out, &err);
     unsetenv("GPUFAAS_TOKEN");
     unsetenv("GPUFAAS_SERVER");
 

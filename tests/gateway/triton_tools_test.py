@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Triton's tools against a real `gpufaas serve`, with the stock tritonclient[http].
+
+The parts of Triton's HTTP protocol its clients and tools use beyond
+inference (issue 17): the model configuration, the statistics extension,
+compressed bodies both ways, model states (unload makes a model UNAVAILABLE
+until a load; a model that can never fit is refused at deploy), and that
+every bad input gets a 4xx with a JSON error while the server keeps serving.
+
+Run by meson with GF_GPUFAAS, GF_WORKER and GF_SOURCE_ROOT set; exits 77
+(skipped) when tritonclient is not installed.
+"""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gfserve import serve  # noqa: E402
+from tritonclient_test import TOKEN, CHECKS, check, multipart, read_safetensors  # noqa: E402
+
+try:
+    import numpy as np
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+except ImportError as e:
+    print(f"skipped: {e} (install tests/requirements.txt into .venv)")
+    sys.exit(77)
+
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def http(addr, method, path, body=None, headers=None):
+    """(status, headers, body bytes) of one plain HTTP call."""
+    req = urllib.request.Request(f"http://{addr}{path}", data=body, method=method,
+                                 headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def json_error(status, body, code, words, what):
+    """A 4xx with a JSON {"error": ...} naming the problem."""
+    check(status == code, f"{what}: {code} (got {status} {body[:200]!r})")
+    msg = json.loads(body)["error"]
+    for w in words:
+        check(w in msg, f"{what}: the message names {w!r} ({msg!r})")
+
+
+def deploy(addr, model_dir, manifest=None):
+    if manifest is None:
+        with open(os.path.join(model_dir, "manifest.json"), "rb") as f:
+            manifest = f.read()
+    with open(os.path.join(model_dir, "weights.safetensors"), "rb") as f:
+        weights = f.read()
+    body, ctype = multipart({"manifest": ("m.json", manifest),
+                             "weights": ("model.safetensors", weights)})
+    return http(addr, "POST", "/v1/functions", body, dict(ADMIN, **{"Content-Type": ctype}))
+
+
+def make_model(tmp, name, dims, batch=2):
+    out = os.path.join(tmp, name)
+    subprocess.run([sys.executable,
+                    os.path.join(os.environ["GF_SOURCE_ROOT"], "tests/functions/ref_models.py"),
+                    "--kind", "mlp", "--batch", str(batch), "--mlp-dims", dims,
+                    "--mlp-acts", "tanh,identity", "--softmax", "--out", out], check=True)
+    return out
+
+
+def check_config(c, addr):
+    cfg = c.get_model_config("ref-mlp")
+    check(cfg["name"] == "ref-mlp" and cfg["platform"] == "gpufaas_mlp"
+          and cfg["backend"] == "gpufaas", "config: name, platform, backend")
+    check(cfg["max_batch_size"] == 64, "config: max_batch_size from the manifest")
+    check(cfg["input"] == [{"name": "x", "data_type": "TYPE_FP32", "dims": [32],
+                            "is_shape_tensor": False, "format": "FORMAT_NONE",
+                            "allow_ragged_batch": False, "optional": False}],
+          f"config: input without the batch dim ({cfg['input']})")
+    check(cfg["output"][0]["name"] == "y" and cfg["output"][0]["dims"] == [5]
+          and cfg["output"][0]["data_type"] == "TYPE_FP32", "config: output")
+    check(cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 0, "config: batching")
+    check(cfg["instance_group"][0]["count"] == 2 and
+          cfg["instance_group"][0]["kind"] == "KIND_CPU", "config: one instance per worker")
+    check(cfg["version_policy"] == {"latest": {"num_versions": 1}}, "config: version policy")
+    check(json.loads(cfg["parameters"]["config"]["string_value"])["softmax"] is True,
+          "config: the kind's config under parameters")
+    check(c.get_model_config("ref-mlp", "1")["name"] == "ref-mlp", "config of version 1")
+    for model, ver, code in (("nope", "", "404"), ("ref-mlp", "7", "404")):
+        try:
+            c.get_model_config(model, ver)
+            check(False, f"config of {model}/{ver} fails")
+        except InferenceServerException as e:
+            check(e.status() == code and e.message(), f"config of {model}/{ver}: {code}")
+
+
+def check_stats(c, x, n_requests):
+    st = c.get_inference_statistics("ref-mlp")["model_stats"]
+    check(len(st) == 1 and st[0]["name"] == "ref-mlp" and st[0]["version"] == "1",
+          "stats: one entry for the one version")
+    s = st[0]
+    rows = x.shape[0]
+    check(s["inference_count"] == n_requests * rows,
+          f"stats: inference_count counts rows ({s['inference_count']})")
+    inf = s["inference_stats"]
+    check(inf["success"]["count"] == n_requests and inf["success"]["ns"] > 0, "stats: success")
+    check(inf["fail"]["count"] == 0, "stats: no failure yet")
+    for ph in ("queue", "compute_input", "compute_infer", "compute_output"):
+        check(inf[ph]["count"] == n_requests, f"stats: {ph} counted per request")
+    check(inf["compute_infer"]["ns"] > 0, "stats: compute_infer timed")
+    check(1 <= s["execution_count"] <= n_requests, "stats: execution_count")
+    bs = {b["batch_size"]: b for b in s["batch_stats"]}
+    check(sum(b["compute_infer"]["count"] for b in bs.values()) == s["execution_count"],
+          "stats: batch_stats add up to execution_count")
+    check(s["last_inference"] > 1.6e12, "stats: last_inference in ms since the epoch")
+    ours = s["gpufaas"]
+    check(ours["swap_in"]["count"] >= 1 and ours["swap_in_bytes"] > 0,
+          "stats: swap-ins and their bytes")
+    check(any(t["tier"] == "device" for t in ours["tiers"]), "stats: the current tier")
+    check("cold_starts" in ours, "stats: cold starts")
+    every = c.get_inference_statistics()["model_stats"]
+    check(any(e["name"] == "ref-mlp" for e in every), "stats of every model")
+    try:
+        c.get_inference_statistics("nope")
+        check(False, "stats of an unknown model fail")
+    except InferenceServerException as e:
+        check(e.status() == "404", "stats of an unknown model: 404")
+
+
+def check_compression(c, addr, x, want):
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x, binary_data=True)
+    for req_alg in (None, "gzip", "deflate"):
+        for resp_alg in (None, "gzip", "deflate"):
+            r = c.infer("ref-mlp", [i], request_compression_algorithm=req_alg,
+                        response_compression_algorithm=resp_alg)
+            check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5),
+                  f"compressed {req_alg}/{resp_alg}: values")
+    j = httpclient.InferInput("x", list(x.shape), "FP32")
+    j.set_data_from_numpy(x, binary_data=False)
+    r = c.infer("ref-mlp", [j], request_compression_algorithm="gzip",
+                response_compression_algorithm="gzip")
+    check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "compressed JSON body")
+    # a response is compressed only when asked, and says so
+    body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": list(x.shape),
+                                   "data": x.flatten().tolist()}]}).encode()
+    st, h, b = http(addr, "POST", "/v2/models/ref-mlp/infer", gzip.compress(body),
+                    {"Content-Encoding": "gzip", "Accept-Encoding": "gzip"})
+    check(st == 200 and h.get("Content-Encoding") == "gzip", "gzip response announced")
+    check(json.loads(gzip.decompress(b))["outputs"][0]["name"] == "y", "gzip response reads")
+    st, h, b = http(addr, "POST", "/v2/models/ref-mlp/infer", zlib.compress(body),
+                    {"Content-Encoding": "deflate"})
+    check(st == 200 and h.get("Content-Encoding") is None, "no Accept-Encoding: plain reply")
+    # bad streams: 4xx with a JSON error, and the server keeps serving
+    st, _, b = http(addr, "POST", "/v2/models/ref-mlp/infer", gzip.compress(body)[:-12],
+                    {"Content-Encoding": "gzip"})
+    json_error(st, b, 400, ["gzip"], "truncated gzip")
+    bad = bytearray(gzip.compress(body))
+    bad[len(bad) - 8] ^= 0xFF  # the CRC-32 no longer matches
+    st, _, b = http(addr, "POST", "/v2/models/ref-mlp/infer", bytes(bad),
+                    {"Content-Encoding": "gzip"})
+    json_error(st, b, 400, ["corrupt"], "corrupt gzip")
+    st, _, b = http(addr, "POST", "/v2/models/ref-mlp/infer", body, {"Content-Encoding": "br"})
+    json_error(st, b, 415, ["br"], "unknown coding")
+    bomb = gzip.compress(b"\0" * (80 << 20), compresslevel=9)  # 80 MiB > --max-body 64M
+    st, _, b = http(addr, "POST", "/v2/models/ref-mlp/infer", bomb, {"Content-Encoding": "gzip"})
+    json_error(st, b, 413, ["max-body"], "a zip bomb")
+    r = c.infer("ref-mlp", [i])
+    check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "serving after bad bodies")
+
+
+def check_states(c, addr, x, want):
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    c.unload_model("ref-mlp", headers=ADMIN)
+    check(not c.is_model_ready("ref-mlp"), "unloaded: not ready")
+    check(not c.is_model_ready("ref-mlp", "1"), "unloaded: version not ready")
+    idx = {e["name"]: e for e in c.get_model_repository_index()}
+    check(idx["ref-mlp"]["state"] == "UNAVAILABLE" and "unloaded" in idx["ref-mlp"]["reason"],
+          f"unloaded: UNAVAILABLE with a reason in the index ({idx['ref-mlp']})")
+    st, _, b = http(addr, "POST", "/v2/repository/index", b'{"ready": true}')
+    check(all(e["name"] != "ref-mlp" for e in json.loads(b)), "ready index leaves it out")
+    try:
+        c.infer("ref-mlp", [i])
+        check(False, "infer on an unloaded model fails")
+    except InferenceServerException as e:
+        check(e.status() in ("400", "503") and "unloaded" in e.message(),
+              f"unloaded: infer {e.status()} naming the reason ({e.message()})")
+    c.load_model("ref-mlp", headers=ADMIN)
+    check(c.is_model_ready("ref-mlp"), "loaded again: ready")
+    r = c.infer("ref-mlp", [i])
+    check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "loaded again: infers")
+    idx = {e["name"]: e for e in c.get_model_repository_index()}
+    check(idx["ref-mlp"]["state"] == "READY" and idx["ref-mlp"]["reason"] == "",
+          "loaded again: READY in the index")
+
+
+def check_fit(addr, big):
+    """A model larger than every worker's device budget is refused at deploy."""
+    st, _, b = deploy(addr, big)
+    json_error(st, b, 400, ["device budget", "never"], "a model that can never fit")
+    st, _, _ = http(addr, "GET", "/v2/models/ref-big/ready")
+    check(st == 404 or st == 400, "the refused model is not there")
+
+
+def run_checks(addr, model, big, x, want):
+    st, _, b = deploy(addr, model)
+    check(st == 201, f"deploy: 201 ({b[:200]!r})")
+    c = httpclient.InferenceServerClient(url=addr)
+    meta = c.get_server_metadata()
+    check({"binary_tensor_data", "model_repository", "model_configuration",
+           "statistics"} <= set(meta["extensions"]), "server metadata: extensions")
+    check_config(c, addr)
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    for _ in range(5):
+        c.infer("ref-mlp", [i])
+    check_stats(c, x, 5)
+    check_compression(c, addr, x, want)
+    check_states(c, addr, x, want)
+    check_fit(addr, big)
+    check(c.is_server_live() and c.is_model_ready("ref-mlp"), "still serving")
+    c.close()
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="gf-tritontools-") as tmp:
+        model = make_model(tmp, "model", "32,24,5")
+        x = read_safetensors(os.path.join(model, "inputs.safetensors"))["x"]
+        want = read_safetensors(os.path.join(model, "expected.safetensors"))["y"]
+        # 2048*2048*4 bytes = 16 MiB of weights against 8 MiB device budgets
+        big = make_model(tmp, "big", "2048,2048,2")
+        with open(os.path.join(big, "manifest.json")) as f:
+            m = json.load(f)
+        m["name"] = "ref-big"
+        with open(os.path.join(big, "manifest.json"), "w") as f:
+            json.dump(m, f)
+        serve(tmp, TOKEN, lambda addr: run_checks(addr, model, big, x, want),
+              devices="cpu:2", device_memory="8M", host_memory="256M")
+    print(f"{len(CHECKS)} passed, 0 failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
