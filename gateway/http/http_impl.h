@@ -25,6 +25,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "gateway/core/gateway.h"
 #include "gateway/http/codec.h"
 #include "gateway/http/encoding.h"
@@ -165,5 +166,15 @@ void gf_http_async_done(gf_http_req *r);
 /* Run fn(r) on the admin thread (for blocking core calls), then
  * gf_http_async_done(r). The caller has called gf_http_async_begin. */
 void gf_http_run_admin(gf_http_req *r, gf_http_fn fn);
+
+/* routes.c: an optional small JSON object body (repository, logging and
+ * shared-memory calls), read with the tree's one grammar. Answers 4xx and
+ * returns false when it is bad; *doc is NULL for an empty body, else the
+ * caller frees it and *root is the object. */
+bool gf_http_small_json_body(gf_http_req *r, gf_json_doc **doc, const gf_json **root);
+
+/* logging.c: Triton's logging extension, GET and POST /v2/logging. */
+void gf_http_logging_get(gf_http_req *r);
+void gf_http_logging_set(gf_http_req *r);
 
 #endif /* GF_GATEWAY_HTTP_IMPL_H */

@@ -36,11 +36,7 @@ static bool has_dup_keys(const gf_json *v)
     return false;
 }
 
-/* An optional small JSON object body (repository calls), read with the
- * tree's one grammar (core/json.h). Answers 4xx and returns false when it
- * is bad; *doc is NULL for an empty body, else the caller frees it and *root
- * is the object. */
-static bool small_json_body(gf_http_req *r, gf_json_doc **doc, const gf_json **root)
+bool gf_http_small_json_body(gf_http_req *r, gf_json_doc **doc, const gf_json **root)
 {
     *doc = NULL;
     *root = NULL;
@@ -116,7 +112,8 @@ static void h_ready(gf_http_req *r)
 
 /* The extensions GET /v2 lists: the ones this table serves, and only those. */
 static const char *const extensions[] = {
-    "binary_tensor_data", "model_repository", "model_configuration", "statistics", NULL,
+    "binary_tensor_data", "model_repository", "model_configuration", "statistics", "logging",
+    NULL,
 };
 
 static void h_server_meta(gf_http_req *r)
@@ -262,7 +259,7 @@ static void h_repo_index(gf_http_req *r)
 {
     gf_json_doc *doc;
     const gf_json *body;
-    if (!small_json_body(r, &doc, &body))
+    if (!gf_http_small_json_body(r, &doc, &body))
         return;
     const gf_json *ready = gf_json_get(body, "ready");
     bool ready_only = ready != NULL && ready->type == GF_JSON_BOOL && ready->u.b;
@@ -302,7 +299,7 @@ static void repo_call(gf_http_req *r, gf_http_fn job)
 {
     gf_json_doc *doc;
     const gf_json *body;
-    if (!small_json_body(r, &doc, &body))
+    if (!gf_http_small_json_body(r, &doc, &body))
         return;
     gf_json_doc_free(doc); /* parameters (config, unload_dependents) do not apply */
     gf_http_async_begin(r, finish_empty);
@@ -314,7 +311,7 @@ static void h_repo_load(gf_http_req *r)
 {
     gf_json_doc *doc;
     const gf_json *body;
-    if (!small_json_body(r, &doc, &body))
+    if (!gf_http_small_json_body(r, &doc, &body))
         return;
     const gf_json *w = gf_json_get(gf_json_get(body, "parameters"), "worker");
     r->load_worker = -1;
@@ -474,6 +471,9 @@ const gf_route gf_http_routes[] = {
     {"POST", "/v2/repository/index", h_repo_index, 0},
     {"POST", "/v2/repository/models/{m}/load", h_repo_load, GF_ROUTE_ADMIN},
     {"POST", "/v2/repository/models/{m}/unload", h_repo_unload, GF_ROUTE_ADMIN},
+    /* the logging extension */
+    {"GET", "/v2/logging", gf_http_logging_get, 0},
+    {"POST", "/v2/logging", gf_http_logging_set, GF_ROUTE_ADMIN},
     /* the FaaS API */
     {"GET", "/v1/functions", h_fn_list, 0},
     {"POST", "/v1/functions", h_fn_deploy, GF_ROUTE_ADMIN | GF_ROUTE_UPLOAD},

@@ -201,6 +201,28 @@ def check_states(c, addr, x, want):
           "loaded again: READY in the index")
 
 
+def check_logging(c, addr):
+    ls = c.get_log_settings()
+    check(ls["log_info"] is True and ls["log_verbose_level"] == 0 and ls["log_file"] == "",
+          f"logging: the settings ({ls})")
+    ls = c.update_log_settings({"log_verbose_level": 1}, headers=ADMIN)
+    check(ls["log_verbose_level"] == 1 and ls["log_info"] is True, "logging: verbose 1")
+    ls = c.update_log_settings({"log_verbose_level": 0, "log_info": False}, headers=ADMIN)
+    check(ls["log_info"] is False and ls["log_warning"] is True, "logging: warnings only")
+    check(c.get_log_settings() == ls, "logging: read back")
+    for body, code, words in ((b'{"log_colour": true}', 400, ["log_colour"]),
+                              (b'{"log_file": "/tmp/x.log"}', 400, ["log_file"]),
+                              (b'{"log_info": 1}', 400, ["log_info"]),
+                              (b'{"log_verbose_level": -1}', 400, ["log_verbose_level"]),
+                              (b'[1]', 400, ["object"])):
+        st, _, b = http(addr, "POST", "/v2/logging", body, ADMIN)
+        json_error(st, b, code, words, f"logging {body!r}")
+    st, _, b = http(addr, "POST", "/v2/logging", b'{"log_info": true}')
+    json_error(st, b, 401, ["admin token"], "logging without the token")
+    check(c.update_log_settings({"log_info": True}, headers=ADMIN)["log_info"] is True,
+          "logging: info again")
+
+
 def check_fit(addr, big):
     """A model larger than every worker's device budget is refused at deploy."""
     st, _, b = deploy(addr, big)
@@ -215,7 +237,7 @@ def run_checks(addr, model, big, x, want):
     c = httpclient.InferenceServerClient(url=addr)
     meta = c.get_server_metadata()
     check({"binary_tensor_data", "model_repository", "model_configuration",
-           "statistics"} <= set(meta["extensions"]), "server metadata: extensions")
+           "statistics", "logging"} <= set(meta["extensions"]), "server metadata: extensions")
     check_config(c, addr)
     i = httpclient.InferInput("x", list(x.shape), "FP32")
     i.set_data_from_numpy(x)
@@ -225,6 +247,7 @@ def run_checks(addr, model, big, x, want):
     check_compression(c, addr, x, want)
     check_states(c, addr, x, want)
     check_fit(addr, big)
+    check_logging(c, addr)
     check(c.is_server_live() and c.is_model_ready("ref-mlp"), "still serving")
     c.close()
 
