@@ -5,6 +5,9 @@
 #   deploy/install-deps.sh --test   also what the tests need (Check, nginx, a
 #                                   Python virtual environment in .venv with
 #                                   numpy, kubectl, kubernetes-validate ...)
+#   deploy/install-deps.sh --perf   also Triton's perf_analyzer into .venv
+#                                   (deploy/install-perf-analyzer.sh; for
+#                                   tests/bench/bench_perf_analyzer.py)
 #   deploy/install-deps.sh --container
 #                                   also podman, buildah and debootstrap, for
 #                                   deploy/container/verify.sh
@@ -24,6 +27,7 @@ cd "$(dirname "$0")/.."
 say() { printf '==> %s\n' "$*"; }
 
 want_test=0
+want_perf=0
 pkgs=(build-essential pkg-config meson ninja-build
       libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev zlib1g-dev
       libopenblas-dev libdnnl-dev curl python3 python3-venv
@@ -32,6 +36,9 @@ case "${1:-}" in
   --test)
     want_test=1
     pkgs+=(check libsubunit-dev wrk libonnx-testdata nginx) ;;
+  --perf)
+    want_perf=1
+    pkgs+=(unzip) ;;
   --container)
     pkgs+=(podman buildah runc debootstrap uidmap fuse-overlayfs) ;;
   --runtime)
@@ -39,7 +46,7 @@ case "${1:-}" in
     mapfile -t pkgs < <(grep -v '^[[:space:]]*\(#\|$\)' "$runtime_list")
     pkgs+=(tini curl ca-certificates) ;;
   "") ;;
-  *) echo "usage: $0 [--test | --container | --runtime FILE]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--test | --perf | --container | --runtime FILE]" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -82,4 +89,8 @@ if [ "$want_test" = 1 ] || [ "${GF_WANT_PYTHON:-0}" = 1 ]; then
   else
     say "Python packages: all present"
   fi
+fi
+
+if [ "$want_perf" = 1 ]; then
+  ./deploy/install-perf-analyzer.sh
 fi
