@@ -29,7 +29,7 @@ say() { printf '==> %s\n' "$*"; }
 want_test=0
 want_perf=0
 pkgs=(build-essential pkg-config meson ninja-build
-      libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev zlib1g-dev
+      libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev zlib1g-dev libssl-dev
       libopenblas-dev libdnnl-dev curl python3 python3-venv
       libprotobuf-c-dev protobuf-c-compiler libonnx-dev)
 case "${1:-}" in

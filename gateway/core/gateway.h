@@ -198,6 +198,31 @@ gf_status gf_gw_repo_load(gf_gw *gw, const char *name, gf_err *err);
  * gf_gw_repo_load). GF_ERR_NOT_FOUND for a worker that does not exist,
  * GF_ERR_CLOSED when it is not up. */
 gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, gf_err *err);
+
+/* A repository load that brings a configuration or files (Triton's
+ * load_model(config=..., files=...)). */
+typedef struct gf_gw_load_req {
+    const char *name;        /* the model */
+    const char *config;      /* ModelConfig JSON text (config_len bytes), NULL = none: what
+                                it leaves out comes from the current version */
+    size_t config_len;
+    const char *staged;      /* a staged file in gf_gw_upload_dir(): new weights, or an ONNX
+                                model (staged_is_model); NULL = the current weights */
+    bool staged_is_model;
+    const char *sha256_hex;  /* of staged */
+    uint64_t bytes;
+    const char *data_tmp;    /* a staged ONNX model's external data, NULL = none */
+} gf_gw_load_req;
+
+/* Deploy a new version of req->name from the config (gateway/core/
+ * model_config.h's mapping) and the files, validated as gf_gw_deploy
+ * validates a deploy; the staged files are taken over (moved or removed,
+ * whatever happens). GF_ERR_INVALID naming what is wrong (a config field
+ * we do not know, a config that is not JSON, a new model without a config
+ * or a model file), GF_ERR_NOT_FOUND for a config alone naming a model that
+ * is not deployed, else what gf_gw_deploy answers. */
+gf_status gf_gw_repo_load_new(gf_gw *gw, const gf_gw_load_req *req, gf_gw_deployed *out,
+                              gf_err *err);
 gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, gf_err *err);
 
 /* ---- reading state (JSON text for the APIs, gateway/core/views.c) --------------- */

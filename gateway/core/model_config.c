@@ -277,7 +277,8 @@ static gf_status kind_from_platform(const char *field, const char *s, json_t *m,
 }
 
 gf_status gw_model_config_to_manifest(const json_t *cfg, const char *name,
-                                      const gf_manifest *base, gf_buf *out, gf_err *err)
+                                      const gf_manifest *base, bool derives_io, gf_buf *out,
+                                      gf_err *err)
 {
     static const char *const top[] = {"name", "platform", "backend", "runtime",
                                       "version_policy", "max_batch_size", "input", "output",
@@ -336,6 +337,8 @@ gf_status gw_model_config_to_manifest(const json_t *cfg, const char *name,
     const char *mkeys[2] = {"inputs", "outputs"};
     for (int i = 0; i < 2; i++) {
         if ((v = json_object_get(cfg, lists[i])) == NULL) {
+            if (base == NULL && derives_io)
+                continue;
             if (base == NULL) {
                 st = gf_err_set(err, GF_ERR_INVALID, "config: '%s' is needed to deploy a new "
                                 "model", lists[i]);
@@ -381,7 +384,7 @@ gf_status gw_model_config_to_manifest(const json_t *cfg, const char *name,
     }
     if ((v = json_object_get(cfg, "parameters")) != NULL && (st = params_from(v, m, err)) != GF_OK)
         goto out;
-    if (json_object_get(m, "kind") == NULL) {
+    if (json_object_get(m, "kind") == NULL && !derives_io) {
         st = gf_err_set(err, GF_ERR_INVALID, "config: no kind: give platform "
                         "\"gpufaas_<kind>\" or parameters.kind");
         goto out;

@@ -47,6 +47,7 @@ json_t *gw_model_config_of(const gf_manifest *mf, const gw_mc_extra *x);
  * range is GF_ERR_INVALID naming it. The result still goes through
  * gf_manifest_parse (the caller's), the one validation of manifests. */
 gf_status gw_model_config_to_manifest(const json_t *cfg, const char *name,
-                                      const gf_manifest *base, gf_buf *out, gf_err *err);
+                                      const gf_manifest *base, bool derives_io, gf_buf *out,
+                                      gf_err *err);
 
 #endif /* GF_GATEWAY_CORE_MODEL_CONFIG_H */

@@ -172,6 +172,14 @@ void gf_http_run_admin(gf_http_req *r, gf_http_fn fn);
  * returns false when it is bad; *doc is NULL for an empty body, else the
  * caller frees it and *root is the object. */
 bool gf_http_small_json_body(gf_http_req *r, gf_json_doc **doc, const gf_json **root);
+/* The same with a limit of limit bytes (a load that brings files). */
+bool gf_http_json_body(gf_http_req *r, uint64_t limit, gf_json_doc **doc, const gf_json **root);
+
+/* load_files.c: whether a load's parameters bring a config or files, and
+ * the load that deploys a new version from them (answers, or starts the
+ * admin job that will). */
+bool gf_http_load_has_files(const gf_json *params);
+void gf_http_load_files(gf_http_req *r, const gf_json *params);
 
 /* logging.c: Triton's logging extension, GET and POST /v2/logging. */
 void gf_http_logging_get(gf_http_req *r);

@@ -38,6 +38,11 @@ static bool has_dup_keys(const gf_json *v)
 
 bool gf_http_small_json_body(gf_http_req *r, gf_json_doc **doc, const gf_json **root)
 {
+    return gf_http_json_body(r, GF_SMALL_BODY_MAX, doc, root);
+}
+
+bool gf_http_json_body(gf_http_req *r, uint64_t limit, gf_json_doc **doc, const gf_json **root)
+{
     *doc = NULL;
     *root = NULL;
     size_t len = r->body.len;
@@ -48,8 +53,9 @@ bool gf_http_small_json_body(gf_http_req *r, gf_json_doc **doc, const gf_json **
     }
     if (len == 0)
         return true;
-    if (len > GF_SMALL_BODY_MAX) {
-        gf_http_fail(r, GF_ERR_TOO_LARGE, "request body larger than %u bytes", GF_SMALL_BODY_MAX);
+    if (len > limit) {
+        gf_http_fail(r, GF_ERR_TOO_LARGE, "request body larger than %llu bytes",
+                     (unsigned long long)limit);
         return false;
     }
     gf_err err;
@@ -306,14 +312,27 @@ static void repo_call(gf_http_req *r, gf_http_fn job)
     gf_http_run_admin(r, job);
 }
 
-/* gpufaas's extension: {"parameters": {"worker": N}} loads onto worker N. */
+/* gpufaas's extension: {"parameters": {"worker": N}} loads onto worker N.
+ * Triton's parameters "config" and "file:<v>/<name>" deploy a new version
+ * (load_files.c). */
 static void h_repo_load(gf_http_req *r)
 {
     gf_json_doc *doc;
     const gf_json *body;
-    if (!gf_http_small_json_body(r, &doc, &body))
+    if (!gf_http_json_body(r, r->srv->cfg.max_body, &doc, &body))
         return;
-    const gf_json *w = gf_json_get(gf_json_get(body, "parameters"), "worker");
+    const gf_json *params = gf_json_get(body, "parameters");
+    if (params != NULL && params->type != GF_JSON_OBJECT) {
+        gf_json_doc_free(doc);
+        gf_http_fail(r, GF_ERR_INVALID, "parameters must be an object");
+        return;
+    }
+    if (gf_http_load_has_files(params)) {
+        gf_http_load_files(r, params); /* it copies what it keeps */
+        gf_json_doc_free(doc);
+        return;
+    }
+    const gf_json *w = gf_json_get(params, "worker");
     r->load_worker = -1;
     bool bad = w != NULL && (w->type != GF_JSON_NUMBER || !w->u.num.is_int || w->u.num.i < 0 ||
                              w->u.num.i > INT_MAX);

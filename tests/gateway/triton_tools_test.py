@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import zlib
@@ -33,6 +34,7 @@ except ImportError as e:
     sys.exit(77)
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+ADDR = []
 
 
 def http(addr, method, path, body=None, headers=None):
@@ -101,7 +103,13 @@ def check_config(c, addr):
 
 
 def check_stats(c, x, n_requests):
-    st = c.get_inference_statistics("ref-mlp")["model_stats"]
+    # the workers' LOADED events travel apart from the answers: wait for them
+    deadline = time.monotonic() + 10
+    while True:
+        st = c.get_inference_statistics("ref-mlp")["model_stats"]
+        if st[0]["gpufaas"]["swap_in"]["count"] >= 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     check(len(st) == 1 and st[0]["name"] == "ref-mlp" and st[0]["version"] == "1",
           "stats: one entry for the one version")
     s = st[0]
@@ -223,6 +231,97 @@ def check_logging(c, addr):
           "logging: info again")
 
 
+def expect_fail(what, code, words, fn, *args, **kw):
+    try:
+        fn(*args, **kw)
+        check(False, f"{what} fails")
+    except InferenceServerException as e:
+        check(e.status() == code, f"{what}: {code} (got {e.status()}: {e.message()})")
+        for w in words:
+            check(w in e.message(), f"{what}: the message names {w!r} ({e.message()})")
+
+
+def check_load(c, model, x, want):
+    """load_model(config=..., files=...) deploys through the v2 API alone."""
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    # both ways: the config we answer, loaded back, is the same model
+    cfg = c.get_model_config("ref-mlp")
+    c.load_model("ref-mlp", config=json.dumps(cfg), headers=ADMIN)
+    again = c.get_model_config("ref-mlp")
+    check(again["parameters"]["version"]["string_value"] == "2", "config round trip: version 2")
+    del cfg["parameters"]["version"], again["parameters"]["version"]
+    check(again == cfg, "config round trip: the same configuration")
+    # a config overrides batching settings
+    cfg["max_batch_size"] = 16
+    cfg["dynamic_batching"]["max_queue_delay_microseconds"] = 1500
+    c.load_model("ref-mlp", config=json.dumps(cfg), headers=ADMIN)
+    now = c.get_model_config("ref-mlp")
+    check(now["max_batch_size"] == 16 and
+          now["dynamic_batching"]["max_queue_delay_microseconds"] == 1500,
+          "load with a config: batching settings applied")
+    r = c.infer("ref-mlp", [i])
+    check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "after the config: infers")
+    # a new model through v2 alone: a config and its weights
+    with open(os.path.join(model, "weights.safetensors"), "rb") as f:
+        weights = f.read()
+    new = {k: cfg[k] for k in ("platform", "max_batch_size", "input", "output", "parameters")}
+    new["name"] = "v2-mlp"
+    c.load_model("v2-mlp", config=json.dumps(new), files={"file:1/model.safetensors": weights},
+                 headers=ADMIN)
+    check(c.is_model_ready("v2-mlp"), "v2 deploy: ready")
+    r = c.infer("v2-mlp", [i])
+    check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "v2 deploy: infers")
+    # an ONNX model through v2 alone: its inputs and outputs come from the graph
+    try:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        onnx = None
+    if onnx is not None:
+        W = (np.arange(12, dtype=np.float32).reshape(4, 3) - 5) / 10
+        g = helper.make_graph(
+            [helper.make_node("MatMul", ["in0", "W"], ["out0"])], "g",
+            [helper.make_tensor_value_info("in0", TensorProto.FLOAT, ["batch", 4])],
+            [helper.make_tensor_value_info("out0", TensorProto.FLOAT, ["batch", 3])],
+            [numpy_helper.from_array(W, "W")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        c.load_model("v2-onnx", files={"file:1/model.onnx": m.SerializeToString()},
+                     config=json.dumps({"max_batch_size": 8}), headers=ADMIN)
+        oc = c.get_model_config("v2-onnx")
+        check(oc["platform"] == "gpufaas_onnx" and oc["max_batch_size"] == 8,
+              f"onnx v2 deploy: platform and batch ({oc['platform']}, {oc['max_batch_size']})")
+        check(oc["input"][0]["name"] == "in0" and oc["input"][0]["dims"] == [4] and
+              oc["output"][0]["name"] == "out0" and oc["output"][0]["dims"] == [3],
+              f"onnx v2 deploy: derived input and output in the config ({oc['input']})")
+        a = np.arange(8, dtype=np.float32).reshape(2, 4)
+        j = httpclient.InferInput("in0", [2, 4], "FP32")
+        j.set_data_from_numpy(a)
+        r = c.infer("v2-onnx", [j])
+        check(np.allclose(r.as_numpy("out0"), a @ W, rtol=1e-5, atol=1e-5),
+              "onnx v2 deploy: infers")
+    # bad loads: a 4xx naming the problem
+    bad = dict(cfg, instance_group_count=2)
+    expect_fail("a config naming an unknown field", "400", ["instance_group_count"],
+                c.load_model, "ref-mlp", config=json.dumps(bad), headers=ADMIN)
+    expect_fail("a config that is not JSON", "400", ["not JSON"],
+                c.load_model, "ref-mlp", config="{max_batch_size: 2", headers=ADMIN)
+    expect_fail("an unknown data type", "400", ["TYPE_FP33"], c.load_model, "ref-mlp",
+                config=json.dumps(dict(cfg, input=[dict(cfg["input"][0],
+                                                        data_type="TYPE_FP32".replace("2", "3"))])),
+                headers=ADMIN)
+    expect_fail("a config alone for an unknown model", "404", ["not deployed"],
+                c.load_model, "nope", config=json.dumps(new), headers=ADMIN)
+    expect_fail("a file of no known kind", "400", ["safetensors", "onnx"], c.load_model,
+                "v2-mlp", files={"file:1/model.pt": b"x"}, headers=ADMIN)
+    expect_fail("weights that do not fit the manifest", "400", [], c.load_model, "v2-mlp",
+                files={"file:1/model.safetensors": weights[:100]}, headers=ADMIN)
+    st, _, b = http(ADDR[0], "POST", "/v2/repository/models/v2-mlp/load",
+                    b'{"parameters": {"file:1/model.safetensors": "@@not base64@@"}}', ADMIN)
+    json_error(st, b, 400, ["base64"], "a file that is not base64")
+    check(c.is_model_ready("v2-mlp") and c.is_model_ready("ref-mlp"), "still serving")
+
+
 def check_fit(addr, big):
     """A model larger than every worker's device budget is refused at deploy."""
     st, _, b = deploy(addr, big)
@@ -248,6 +347,8 @@ def run_checks(addr, model, big, x, want):
     check_states(c, addr, x, want)
     check_fit(addr, big)
     check_logging(c, addr)
+    ADDR[:] = [addr]
+    check_load(c, model, x, want)
     check(c.is_server_live() and c.is_model_ready("ref-mlp"), "still serving")
     c.close()
 
