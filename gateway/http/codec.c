@@ -33,7 +33,15 @@ typedef struct gf_parse_ctx {
     size_t bin_len;
     size_t bin_used; /* claimed by inputs so far */
     gf_codec_request *r;
+    gf_shm_table *shm; /* NULL: shared memory refused */
 } gf_parse_ctx;
+
+/* A tensor's shared_memory_* parameters. */
+typedef struct gf_shm_ref {
+    bool has, has_size;
+    char region[GF_SHM_NAME_MAX + 1];
+    uint64_t size, offset;
+} gf_shm_ref;
 
 /* An input as it is being read: members may come in any order. */
 typedef struct gf_input_acc {
@@ -50,6 +58,7 @@ typedef struct gf_input_acc {
     size_t data_pos;   /* where "data"'s value starts */
     size_t data_depth; /* scanner depth there */
     uint64_t leaves;   /* scalars in "data" */
+    gf_shm_ref shm;
 } gf_input_acc;
 
 static bool key_is(const gf_buf *k, const char *s)
@@ -239,8 +248,47 @@ static gf_status parse_shape(gf_parse_ctx *c, gf_input_acc *in)
 
 /* An input's or output's "parameters" object. For an input, binary_data_size
  * is read; for an output, binary_data. */
+/* A non-negative integer parameter. */
+static gf_status param_u64(gf_parse_ctx *c, const char *what, const char *name, uint64_t *out)
+{
+    gf_json_lexer *j = &c->j;
+    gf_json_num n;
+    int ch = gf_json_lex_peek(j);
+    if ((ch != '-' && (ch < '0' || ch > '9')) || gf_json_lex_number(j, &n) != GF_OK ||
+        !n.integral || !n.is_uint)
+        return gf_err_set(j->err, GF_ERR_INVALID, "%s '%s': %s must be a non-negative integer",
+                          what, name, c->key.data);
+    *out = n.u;
+    return GF_OK;
+}
+
+/* shared_memory_region / _byte_size / _offset into ref. */
+static gf_status parse_shm_param(gf_parse_ctx *c, const char *what, const char *name,
+                                 gf_shm_ref *ref)
+{
+    gf_json_lexer *j = &c->j;
+    if (c->shm == NULL)
+        return gf_err_set(j->err, GF_ERR_UNSUPPORTED,
+                          "%s '%s': the shared-memory extension is not supported here", what,
+                          name);
+    if (key_is(&c->key, "shared_memory_byte_size")) {
+        ref->has_size = true;
+        return param_u64(c, what, name, &ref->size);
+    }
+    if (key_is(&c->key, "shared_memory_offset"))
+        return param_u64(c, what, name, &ref->offset);
+    gf_status st;
+    if (gf_json_lex_peek(j) != '"' || (st = gf_json_lex_string(j, &c->str)) != GF_OK ||
+        c->str.len == 0 || c->str.len > GF_SHM_NAME_MAX || strlen(c->str.data) != c->str.len)
+        return gf_err_set(j->err, GF_ERR_INVALID, "%s '%s': shared_memory_region must name a "
+                          "region", what, name);
+    ref->has = true;
+    memcpy(ref->region, c->str.data, c->str.len + 1);
+    return GF_OK;
+}
+
 static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const char *name,
-                                     gf_input_acc *in, int *binary)
+                                     gf_input_acc *in, int *binary, gf_shm_ref *shm)
 {
     gf_json_lexer *j = &c->j;
     bool first = true, done;
@@ -268,9 +316,11 @@ static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const ch
             else
                 return gf_err_set(j->err, GF_ERR_INVALID,
                                   "%s '%s': binary_data must be true or false", what, name);
-        } else if (key_is(&c->key, "shared_memory_region")) {
-            return gf_err_set(j->err, GF_ERR_UNSUPPORTED,
-                              "%s '%s': the shared-memory extension is not supported", what, name);
+        } else if (key_is(&c->key, "shared_memory_region") ||
+                   key_is(&c->key, "shared_memory_byte_size") ||
+                   key_is(&c->key, "shared_memory_offset")) {
+            if ((st = parse_shm_param(c, what, name, shm)) != GF_OK)
+                return st;
         } else if (key_is(&c->key, "classification")) {
             return gf_err_set(j->err, GF_ERR_UNSUPPORTED,
                               "%s '%s': the classification extension is not supported", what, name);
@@ -278,6 +328,43 @@ static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const ch
             return st;
         }
     }
+}
+
+/* An input whose bytes are in a shared memory region: copied from it. */
+static gf_status input_from_shm(gf_parse_ctx *c, gf_input_acc *in, uint64_t nbytes,
+                                gf_gw_tensor *out)
+{
+    gf_err *err = c->j.err;
+    char what[96];
+    snprintf(what, sizeof what, "input '%s'", in->name);
+    if (in->has_bin || in->has_data)
+        return gf_err_set(err, GF_ERR_INVALID, "%s has data and a shared memory region", what);
+    if (!in->shm.has || !in->shm.has_size)
+        return gf_err_set(err, GF_ERR_INVALID, "%s: shared_memory_region and "
+                          "shared_memory_byte_size go together", what);
+    if (in->shm.size != nbytes)
+        return gf_err_set(err, GF_ERR_INVALID, "%s: shared_memory_byte_size is %" PRIu64 " but "
+                          "its shape needs %" PRIu64 " bytes", what, in->shm.size, nbytes);
+    gf_shm_region *r = gf_shm_get(c->shm, in->shm.region);
+    if (r == NULL)
+        return gf_err_set(err, GF_ERR_INVALID, "%s: no shared memory region '%s' is registered",
+                          what, in->shm.region);
+    const void *src = gf_shm_span(r, in->shm.offset, nbytes, what, err);
+    void *data = src != NULL ? malloc(nbytes > 0 ? (size_t)nbytes : 1) : NULL;
+    gf_status st = src == NULL ? GF_ERR_INVALID : data == NULL ? js_nomem(&c->j) : GF_OK;
+    if (st == GF_OK) {
+        memcpy(data, src, (size_t)nbytes);
+        memset(out, 0, sizeof *out);
+        st = gf_tensor_init(&out->t, in->dtype, in->rank, in->shape, data, GF_MEM_HOST, -1, err);
+    }
+    gf_shm_put(r);
+    if (st != GF_OK) {
+        free(data);
+        return st;
+    }
+    out->name = in->name;
+    in->name = NULL;
+    return GF_OK;
 }
 
 static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *out)
@@ -308,6 +395,8 @@ static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *o
         return gf_err_set(err, GF_ERR_INVALID,
                           "input '%s' has both \"data\" and the binary_data_size parameter",
                           in->name);
+    if (in->shm.has || in->shm.has_size)
+        return input_from_shm(c, in, nbytes, out);
     if (!in->has_bin && !in->has_data)
         return gf_err_set(err, GF_ERR_INVALID,
                           "input '%s' has no \"data\" (nor a binary_data_size parameter)",
@@ -440,7 +529,7 @@ static gf_status parse_input(gf_parse_ctx *c)
                 goto out;
             }
             if ((st = parse_tensor_params(c, "input", in.name != NULL ? in.name : "?", &in,
-                                          NULL)) != GF_OK)
+                                          NULL, &in.shm)) != GF_OK)
                 goto out;
         } else if (bit == 1u << 4) {
             gf_json_lex_peek(j);
@@ -468,7 +557,8 @@ out:
 static gf_status parse_output_sel(gf_parse_ctx *c)
 {
     gf_json_lexer *j = &c->j;
-    gf_codec_output_sel sel = {NULL, -1};
+    gf_codec_output_sel sel = {NULL, -1, NULL, 0, 0};
+    gf_shm_ref shm = {0};
     bool first = true, done;
     gf_status st;
     if (gf_json_lex_peek(j) != '{')
@@ -492,7 +582,7 @@ static gf_status parse_output_sel(gf_parse_ctx *c)
                 goto fail;
             }
             if ((st = parse_tensor_params(c, "output", sel.name != NULL ? sel.name : "?", NULL,
-                                          &sel.binary)) != GF_OK)
+                                          &sel.binary, &shm)) != GF_OK)
                 goto fail;
         } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             goto fail;
@@ -501,6 +591,26 @@ static gf_status parse_output_sel(gf_parse_ctx *c)
     if (sel.name == NULL) {
         st = gf_err_set(j->err, GF_ERR_INVALID, "an entry of \"outputs\" has no \"name\"");
         goto fail;
+    }
+    if (shm.has || shm.has_size) {
+        char what[96];
+        snprintf(what, sizeof what, "output '%s'", sel.name);
+        if (!shm.has || !shm.has_size) {
+            st = gf_err_set(j->err, GF_ERR_INVALID, "%s: shared_memory_region and "
+                            "shared_memory_byte_size go together", what);
+            goto fail;
+        }
+        if ((sel.shm = gf_shm_get(c->shm, shm.region)) == NULL) {
+            st = gf_err_set(j->err, GF_ERR_INVALID, "%s: no shared memory region '%s' is "
+                            "registered", what, shm.region);
+            goto fail;
+        }
+        sel.shm_offset = shm.offset;
+        sel.shm_size = shm.size;
+        if (gf_shm_span(sel.shm, shm.offset, shm.size, what, j->err) == NULL) {
+            st = GF_ERR_INVALID;
+            goto fail;
+        }
     }
     for (size_t i = 0; i < c->r->n_outputs; i++)
         if (strcmp(c->r->outputs[i].name, sel.name) == 0) {
@@ -516,6 +626,7 @@ static gf_status parse_output_sel(gf_parse_ctx *c)
     return GF_OK;
 fail:
     free(sel.name);
+    gf_shm_put(sel.shm);
     return st;
 }
 
@@ -623,8 +734,10 @@ void gf_codec_request_deinit(gf_codec_request *r)
     if (r == NULL)
         return;
     gf_gw_tensors_free(r->inputs, r->n_inputs);
-    for (size_t i = 0; i < r->n_outputs; i++)
+    for (size_t i = 0; i < r->n_outputs; i++) {
         free(r->outputs[i].name);
+        gf_shm_put(r->outputs[i].shm);
+    }
     free(r->outputs);
     free(r->id);
     memset(r, 0, sizeof *r);
@@ -663,6 +776,7 @@ gf_status gf_codec_request_parse(const char *body, size_t len, const char *heade
                        opts != NULL && opts->max_depth != 0 ? opts->max_depth : GF_CODEC_MAX_DEPTH,
                        err);
     c.half_as_json = opts != NULL && opts->half_as_json;
+    c.shm = opts != NULL ? opts->shm : NULL;
     c.bin = bin;
     c.bin_len = bin_len;
     c.r = out;

@@ -34,6 +34,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "gateway/core/gateway.h"
+#include "gateway/http/shm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,6 +48,8 @@ extern "C" {
 typedef struct gf_codec_output_sel {
     char *name; /* malloc'd */
     int binary; /* the "binary_data" parameter: -1 absent, 0 false, 1 true */
+    gf_shm_region *shm; /* shared_memory_region: the output goes there (a reference) */
+    uint64_t shm_offset, shm_size;
 } gf_codec_output_sel;
 
 /* A parsed inference request. Owned by the caller: gf_codec_request_deinit. */
@@ -62,6 +65,7 @@ typedef struct gf_codec_request {
 typedef struct gf_codec_opts {
     bool half_as_json; /* accept FP16/BF16 "data" as JSON numbers (v1); v2: binary only */
     size_t max_depth;  /* 0 = GF_CODEC_MAX_DEPTH */
+    gf_shm_table *shm; /* the system shared memory regions; NULL: the extension is refused */
 } gf_codec_opts;
 
 /* Parse a request body (len bytes at body, borrowed; need not be
@@ -83,7 +87,9 @@ void gf_codec_request_deinit(gf_codec_request *r);
  *    "shape", "data" | "parameters": {"binary_data_size"}}]}
  * followed by the binary outputs. req (borrowed; NULL = all outputs as JSON)
  * selects outputs and their encoding; FP16 and BF16 outputs always go as
- * binary (JSON has no such numbers). *header_len is the JSON length when a
+ * binary (JSON has no such numbers). An output with a shared memory region
+ * is written there, and its entry says so instead of carrying data (400
+ * when it does not fit the span the request gave). *header_len is the JSON length when a
  * binary part follows (the response's Inference-Header-Content-Length), else
  * 0. A requested output the function does not have is GF_ERR_INVALID; a
  * result that cannot be rendered GF_ERR_NOMEM or GF_ERR_INTERNAL. */

@@ -80,6 +80,7 @@ struct gf_http {
     pthread_cond_t cond;
     gf_http_job *jobs, *jobs_tail; /* FIFO */
     bool admin_stop;
+    gf_shm_table *shm; /* the system shared memory extension's regions */
 };
 
 struct gf_http_req {
@@ -88,6 +89,7 @@ struct gf_http_req {
     const gf_route *route; /* NULL when nothing matched */
     char method[8];
     char name[72];   /* the {m} segment, "" when none */
+    char region[GF_SHM_NAME_MAX + 1]; /* the {r} segment (a shared memory region) */
     int64_t version; /* the {v} segment; 0 = current */
     uint64_t t0_ns;  /* first callback, monotonic */
     /* the body */
@@ -180,6 +182,13 @@ bool gf_http_json_body(gf_http_req *r, uint64_t limit, gf_json_doc **doc, const 
  * admin job that will). */
 bool gf_http_load_has_files(const gf_json *params);
 void gf_http_load_files(gf_http_req *r, const gf_json *params);
+
+/* shm_routes.c: Triton's system shared memory extension (and CUDA shared
+ * memory's refusal). */
+void gf_http_shm_status(gf_http_req *r);
+void gf_http_shm_register(gf_http_req *r);
+void gf_http_shm_unregister(gf_http_req *r);
+void gf_http_cuda_shm(gf_http_req *r);
 
 /* logging.c: Triton's logging extension, GET and POST /v2/logging. */
 void gf_http_logging_get(gf_http_req *r);

@@ -151,6 +151,33 @@ static gf_status put_output(gf_buf *b, const gf_gw_tensor *o, bool binary)
     return st;
 }
 
+/* An output the request put in a shared memory region: written there, and
+ * announced without data. */
+static gf_status put_output_shm(gf_buf *b, const gf_gw_tensor *o, const gf_codec_output_sel *sel,
+                                gf_err *err)
+{
+    char what[96];
+    snprintf(what, sizeof what, "output '%s'", o->name);
+    if (o->t.nbytes > sel->shm_size)
+        return gf_err_set(err, GF_ERR_INVALID, "%s has %zu bytes, more than its "
+                          "shared_memory_byte_size %" PRIu64, what, o->t.nbytes, sel->shm_size);
+    void *dst = gf_shm_span(sel->shm, sel->shm_offset, o->t.nbytes, what, err);
+    if (dst == NULL)
+        return GF_ERR_INVALID;
+    if (o->t.nbytes > 0)
+        memcpy(dst, o->t.data, o->t.nbytes);
+    gf_status st = gf_buf_append_str(b, "{\"name\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(b, o->name, strlen(o->name));
+    if (st == GF_OK)
+        st = gf_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":", gf_dtype_kserve_name(o->t.dtype));
+    if (st == GF_OK)
+        st = put_shape(b, &o->t);
+    /* no data and no parameters, as Triton answers: clients (perf_analyzer) read
+     * binary_data_size from any parameters an output has */
+    return st == GF_OK ? gf_buf_append(b, "}", 1) : st;
+}
+
 /* The outputs a request selects: indices into res->outputs, and whether
  * each goes as binary. */
 typedef struct gf_sel {
@@ -208,12 +235,15 @@ static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, 
         if (dt == GF_DT_F16 || dt == GF_DT_BF16)
             s->bin[k] = true; /* JSON has no such numbers */
     }
+    for (size_t k = 0; req != NULL && k < req->n_outputs && k < s->n; k++)
+        if (req->outputs[k].shm != NULL)
+            s->bin[k] = false; /* it goes to its region */
     return GF_OK;
 }
 
 /* ,"id":...,"outputs":[...] */
 static gf_status put_id_outputs(gf_buf *out, const gf_gw_result *res, const gf_codec_request *req,
-                                const gf_sel *s)
+                                const gf_sel *s, gf_err *err)
 {
     gf_status st = GF_OK;
     if (req != NULL && req->id != NULL) {
@@ -226,7 +256,10 @@ static gf_status put_id_outputs(gf_buf *out, const gf_gw_result *res, const gf_c
     for (size_t k = 0; k < s->n && st == GF_OK; k++) {
         if (k > 0)
             st = gf_buf_append(out, ",", 1);
-        if (st == GF_OK)
+        const gf_codec_output_sel *o = req != NULL && req->n_outputs > 0 ? &req->outputs[k] : NULL;
+        if (st == GF_OK && o != NULL && o->shm != NULL)
+            st = put_output_shm(out, &res->outputs[s->idx[k]], o, err);
+        else if (st == GF_OK)
             st = put_output(out, &res->outputs[s->idx[k]], s->bin[k]);
     }
     return st == GF_OK ? gf_buf_append(out, "]", 1) : st;
@@ -238,6 +271,8 @@ static gf_status render_fail(gf_buf *out, size_t start, gf_status st, gf_err *er
     out->len = start;
     if (out->data != NULL)
         out->data[start] = '\0';
+    if (st == GF_ERR_INVALID) /* the request's: a shared memory span too small */
+        return st;
     /* a result that cannot be rendered is the server's failure, not the client's */
     if (st == GF_ERR_NOMEM || st == GF_ERR_OVERFLOW || st == GF_ERR_TOO_LARGE)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory rendering the response");
@@ -262,7 +297,7 @@ gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
     if (st == GF_OK)
         st = gf_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", res->version);
     if (st == GF_OK)
-        st = put_id_outputs(out, res, req, &s);
+        st = put_id_outputs(out, res, req, &s, err);
     if (st == GF_OK)
         st = gf_buf_append(out, "}", 1);
     size_t json_len = out->len - start;
@@ -296,7 +331,7 @@ gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *re
     if (st == GF_OK)
         st = gf_buf_printf(out, ",\"version\":%" PRId64, res->version);
     if (st == GF_OK)
-        st = put_id_outputs(out, res, req, &s);
+        st = put_id_outputs(out, res, req, &s, err);
     if (st == GF_OK)
         st = gf_buf_printf(out,
                            ",\"worker\":%d,\"cold\":%s,\"batch_size\":%" PRIu32

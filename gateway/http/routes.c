@@ -119,7 +119,7 @@ static void h_ready(gf_http_req *r)
 /* The extensions GET /v2 lists: the ones this table serves, and only those. */
 static const char *const extensions[] = {
     "binary_tensor_data", "model_repository", "model_configuration", "statistics", "logging",
-    NULL,
+    "system_shared_memory", NULL,
 };
 
 static void h_server_meta(gf_http_req *r)
@@ -220,7 +220,7 @@ static void infer_finish_v1(gf_http_req *r)
 
 static void infer_start(gf_http_req *r, bool v1)
 {
-    gf_codec_opts opts = {.half_as_json = v1, .max_depth = 0};
+    gf_codec_opts opts = {.half_as_json = v1, .max_depth = 0, .shm = v1 ? NULL : r->srv->shm};
     gf_err err;
     gf_status st = gf_codec_request_parse(r->body.data != NULL ? r->body.data : "", r->body.len,
                                           gf_http_req_header(r, "Inference-Header-Content-Length"),
@@ -490,6 +490,18 @@ const gf_route gf_http_routes[] = {
     {"POST", "/v2/repository/index", h_repo_index, 0},
     {"POST", "/v2/repository/models/{m}/load", h_repo_load, GF_ROUTE_ADMIN},
     {"POST", "/v2/repository/models/{m}/unload", h_repo_unload, GF_ROUTE_ADMIN},
+    /* the system shared memory extension; CUDA shared memory is refused */
+    {"GET", "/v2/systemsharedmemory/status", gf_http_shm_status, 0},
+    {"GET", "/v2/systemsharedmemory/region/{r}/status", gf_http_shm_status, 0},
+    {"POST", "/v2/systemsharedmemory/region/{r}/register", gf_http_shm_register, GF_ROUTE_ADMIN},
+    {"POST", "/v2/systemsharedmemory/region/{r}/unregister", gf_http_shm_unregister,
+     GF_ROUTE_ADMIN},
+    {"POST", "/v2/systemsharedmemory/unregister", gf_http_shm_unregister, GF_ROUTE_ADMIN},
+    {"GET", "/v2/cudasharedmemory/status", gf_http_cuda_shm, 0},
+    {"GET", "/v2/cudasharedmemory/region/{r}/status", gf_http_cuda_shm, 0},
+    {"POST", "/v2/cudasharedmemory/region/{r}/register", gf_http_cuda_shm, 0},
+    {"POST", "/v2/cudasharedmemory/region/{r}/unregister", gf_http_cuda_shm, 0},
+    {"POST", "/v2/cudasharedmemory/unregister", gf_http_cuda_shm, 0},
     /* the logging extension */
     {"GET", "/v2/logging", gf_http_logging_get, 0},
     {"POST", "/v2/logging", gf_http_logging_set, GF_ROUTE_ADMIN},

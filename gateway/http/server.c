@@ -324,7 +324,7 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
     gf_http *h = r->srv;
     r->reply_coding = gf_http_coding_accept(gf_http_req_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING));
     const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
-    char name[72], ver[32];
+    char name[72], ver[96]; /* ver: the {v} or {r} segment */
     bool path_matched = false;
     char allow[64] = "";
     for (size_t i = 0; i < gf_http_nroutes; i++) {
@@ -362,6 +362,16 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
             return;
         }
         snprintf(r->name, sizeof r->name, "%s", name);
+    }
+    if (strstr(r->route->pattern, "{r}") != NULL) {
+        if (!gf_shm_name_valid(ver)) {
+            gf_http_fail(r, GF_ERR_INVALID,
+                         "invalid shared memory region name '%.64s' (1 to %d letters, digits, "
+                         "'_', '.', '-')",
+                         ver, GF_SHM_NAME_MAX);
+            return;
+        }
+        memcpy(r->region, ver, strlen(ver) + 1); /* valid: at most GF_SHM_NAME_MAX */
     }
     if (strstr(r->route->pattern, "{v}") != NULL && !parse_version(ver, &r->version)) {
         gf_http_fail(r, GF_ERR_INVALID, "invalid version '%.24s' (a positive integer)", ver);
@@ -701,6 +711,10 @@ gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cond, NULL);
     atomic_init(&h->active, 0);
+    if (gf_shm_table_new(&h->shm) != GF_OK) {
+        gf_http_free(h);
+        return gf_err_set(err, GF_ERR_NOMEM, "%s: out of memory", __func__);
+    }
     atomic_init(&h->quiesced, false);
     h->listen = strdup(cfg->listen != NULL ? cfg->listen : GF_HTTP_DEFAULT_LISTEN);
     if (cfg->admin_token != NULL && cfg->admin_token[0] != '\0') {
@@ -801,5 +815,6 @@ void gf_http_free(gf_http *h)
     pthread_cond_destroy(&h->cond);
     free(h->listen);
     free(h->token);
+    gf_shm_table_free(h->shm);
     free(h);
 }

@@ -39,8 +39,8 @@ def run_pa(exe, addr, tmp, mode, quick):
     else:
         args += ["--concurrency-range", "1:8", "--measurement-interval", "3000",
                  "--stability-percentage", "30"]
-    if mode == "shm":
-        args += ["--shared-memory", "system"]
+    if mode == "shm":  # registering regions is an admin call: perf_analyzer sends the token
+        args += ["--shared-memory", "system", "-H", f"Authorization: Bearer {TOKEN}"]
     p = subprocess.run(args, capture_output=True, text=True, timeout=900)
     if p.returncode != 0:
         sys.stderr.write(p.stdout[-3000:] + p.stderr[-3000:])
@@ -62,7 +62,7 @@ def main():
     if exe is None:
         print("skipped: perf_analyzer is not installed (./deploy/install-deps.sh --perf)")
         return 77
-    modes = [m for m in ("http",) if f"--no-{m}" not in sys.argv]
+    modes = [m for m in ("http", "shm") if f"--no-{m}" not in sys.argv]
     with tempfile.TemporaryDirectory(prefix="gf-perfanalyzer-") as tmp:
         model = make_model(tmp, "model", "32,24,5")
 

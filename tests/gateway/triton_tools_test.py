@@ -322,6 +322,75 @@ def check_load(c, model, x, want):
     check(c.is_model_ready("v2-mlp") and c.is_model_ready("ref-mlp"), "still serving")
 
 
+def check_shm(c, addr, x, want):
+    """Inputs and outputs in system shared memory (tritonclient.utils.shared_memory)."""
+    import tritonclient.utils.shared_memory as shm
+    key_in, key_out = f"/gf_in_{os.getpid()}", f"/gf_out_{os.getpid()}"
+    h_in = shm.create_shared_memory_region("in", key_in, x.nbytes + 64)
+    h_out = shm.create_shared_memory_region("out", key_out, want.size * 4 + 64)
+    try:
+        shm.set_shared_memory_region(h_in, [x], offset=64)
+        c.register_system_shared_memory("in", key_in, x.nbytes + 64, headers=ADMIN)
+        c.register_system_shared_memory("out", key_out, want.size * 4 + 64, headers=ADMIN)
+        st = {e["name"]: e for e in c.get_system_shared_memory_status()}
+        check(st["in"]["key"] == key_in and int(st["in"]["byte_size"]) == x.nbytes + 64,
+              f"shm: status ({st})")
+        i = httpclient.InferInput("x", list(x.shape), "FP32")
+        i.set_shared_memory("in", x.nbytes, offset=64)
+        o = httpclient.InferRequestedOutput("y")
+        o.set_shared_memory("out", want.size * 4, offset=0)
+        r = c.infer("ref-mlp", [i], outputs=[o])
+        out = r.get_output("y")
+        check(out["shape"] == list(want.shape) and "data" not in out,
+              f"shm: the output comes without data ({out})")
+        y = shm.get_contents_as_numpy(h_out, np.float32, list(want.shape))
+        check(np.allclose(y, want, rtol=1e-4, atol=1e-5), "shm: input read and output written")
+        # mixed: input from shm, output over HTTP
+        r = c.infer("ref-mlp", [i])
+        check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "shm input, HTTP output")
+        # bad input: a 4xx naming the problem, and the server keeps serving
+        def bad_infer(region, size, offset, what, words, code="400"):
+            j = httpclient.InferInput("x", list(x.shape), "FP32")
+            j.set_shared_memory(region, size, offset=offset)
+            expect_fail(what, code, words, c.infer, "ref-mlp", [j])
+        bad_infer("nope", x.nbytes, 0, "shm: unknown region", ["nope", "registered"])
+        bad_infer("in", x.nbytes, 128, "shm: offset past the end", ["past the end", "in"])
+        bad_infer("in", x.nbytes - 4, 0, "shm: wrong byte size", ["shared_memory_byte_size"])
+        bad_infer("in", x.nbytes, 2**64 - 8, "shm: offset overflow", ["past the end"])
+        small = httpclient.InferRequestedOutput("y")
+        small.set_shared_memory("out", 8)
+        expect_fail("shm: output larger than its span", "400", ["shared_memory_byte_size"],
+                    c.infer, "ref-mlp", [i], outputs=[small])
+        expect_fail("shm: register twice", "400", ["already registered"],
+                    c.register_system_shared_memory, "in", key_in, 16, headers=ADMIN)
+        expect_fail("shm: a key that does not exist", "400", ["/gf_no_such_key"],
+                    c.register_system_shared_memory, "x2", "/gf_no_such_key", 16, headers=ADMIN)
+        expect_fail("shm: a range past the object", "400", ["past the end"],
+                    c.register_system_shared_memory, "x3", key_in, 1 << 30, headers=ADMIN)
+        expect_fail("shm: unregister unknown", "404", ["nope"],
+                    c.unregister_system_shared_memory, "nope", headers=ADMIN)
+        expect_fail("cuda shm: not supported", "400", ["not supported"],
+                    c.get_cuda_shared_memory_status)
+        st, _, b = http(addr, "POST", "/v2/systemsharedmemory/region/bad%20name/register",
+                        b'{"key": "/x", "byte_size": 4}', ADMIN)
+        check(400 <= st < 500, "shm: a bad region name is a 4xx")
+        c.unregister_system_shared_memory("in", headers=ADMIN)
+        bad_infer("in", x.nbytes, 64, "shm: unregistered region", ["in", "registered"])
+        c.unregister_system_shared_memory(headers=ADMIN)
+        check(c.get_system_shared_memory_status() == [], "shm: every region unregistered")
+        r = c.infer("ref-mlp", [_inp(x)])
+        check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "shm: serving after")
+    finally:
+        shm.destroy_shared_memory_region(h_in)
+        shm.destroy_shared_memory_region(h_out)
+
+
+def _inp(x):
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    return i
+
+
 def check_fit(addr, big):
     """A model larger than every worker's device budget is refused at deploy."""
     st, _, b = deploy(addr, big)
@@ -336,7 +405,7 @@ def run_checks(addr, model, big, x, want):
     c = httpclient.InferenceServerClient(url=addr)
     meta = c.get_server_metadata()
     check({"binary_tensor_data", "model_repository", "model_configuration",
-           "statistics", "logging"} <= set(meta["extensions"]), "server metadata: extensions")
+           "statistics", "logging", "system_shared_memory"} <= set(meta["extensions"]), "server metadata: extensions")
     check_config(c, addr)
     i = httpclient.InferInput("x", list(x.shape), "FP32")
     i.set_data_from_numpy(x)
@@ -349,6 +418,7 @@ def run_checks(addr, model, big, x, want):
     check_logging(c, addr)
     ADDR[:] = [addr]
     check_load(c, model, x, want)
+    check_shm(c, addr, x, want)
     check(c.is_server_live() and c.is_model_ready("ref-mlp"), "still serving")
     c.close()
 
