@@ -1,6 +1,7 @@
 /* gpufaas — inference request parsing (gateway/http/codec.h); render.c writes the answers. */
 #include "gateway/http/codec.h"
 
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -288,7 +289,8 @@ static gf_status parse_shm_param(gf_parse_ctx *c, const char *what, const char *
 }
 
 static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const char *name,
-                                     gf_input_acc *in, int *binary, gf_shm_ref *shm)
+                                     gf_input_acc *in, int *binary, gf_shm_ref *shm,
+                                     int64_t *classify)
 {
     gf_json_lexer *j = &c->j;
     bool first = true, done;
@@ -322,8 +324,16 @@ static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const ch
             if ((st = parse_shm_param(c, what, name, shm)) != GF_OK)
                 return st;
         } else if (key_is(&c->key, "classification")) {
-            return gf_err_set(j->err, GF_ERR_UNSUPPORTED,
-                              "%s '%s': the classification extension is not supported", what, name);
+            uint64_t k;
+            if (classify == NULL)
+                return gf_err_set(j->err, GF_ERR_INVALID, "%s '%s': classification is a "
+                                  "parameter of an output", what, name);
+            if ((st = param_u64(c, what, name, &k)) != GF_OK)
+                return st;
+            if (k < 1 || k > (1u << 20))
+                return gf_err_set(j->err, GF_ERR_INVALID, "%s '%s': classification must be a "
+                                  "class count >= 1", what, name);
+            *classify = (int64_t)k;
         } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             return st;
         }
@@ -529,7 +539,7 @@ static gf_status parse_input(gf_parse_ctx *c)
                 goto out;
             }
             if ((st = parse_tensor_params(c, "input", in.name != NULL ? in.name : "?", &in,
-                                          NULL, &in.shm)) != GF_OK)
+                                          NULL, &in.shm, NULL)) != GF_OK)
                 goto out;
         } else if (bit == 1u << 4) {
             gf_json_lex_peek(j);
@@ -557,7 +567,7 @@ out:
 static gf_status parse_output_sel(gf_parse_ctx *c)
 {
     gf_json_lexer *j = &c->j;
-    gf_codec_output_sel sel = {NULL, -1, NULL, 0, 0};
+    gf_codec_output_sel sel = {NULL, -1, NULL, 0, 0, 0};
     gf_shm_ref shm = {0};
     bool first = true, done;
     gf_status st;
@@ -582,7 +592,7 @@ static gf_status parse_output_sel(gf_parse_ctx *c)
                 goto fail;
             }
             if ((st = parse_tensor_params(c, "output", sel.name != NULL ? sel.name : "?", NULL,
-                                          &sel.binary, &shm)) != GF_OK)
+                                          &sel.binary, &shm, &sel.classify)) != GF_OK)
                 goto fail;
         } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             goto fail;

@@ -50,6 +50,7 @@ typedef struct gf_codec_output_sel {
     int binary; /* the "binary_data" parameter: -1 absent, 0 false, 1 true */
     gf_shm_region *shm; /* shared_memory_region: the output goes there (a reference) */
     uint64_t shm_offset, shm_size;
+    int64_t classify; /* the "classification" parameter: top K classes; 0 = none */
 } gf_codec_output_sel;
 
 /* A parsed inference request. Owned by the caller: gf_codec_request_deinit. */

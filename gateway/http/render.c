@@ -3,6 +3,8 @@
  * extension; the requests are parsed in codec.c. */
 #include "gateway/http/codec.h"
 
+#include "gateway/http/classify.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -151,6 +153,36 @@ static gf_status put_output(gf_buf *b, const gf_gw_tensor *o, bool binary)
     return st;
 }
 
+/* A classified output (classify.h): its BYTES answer. */
+typedef struct gf_cls {
+    bool on;
+    gf_buf bytes;
+    int32_t rank;
+    int64_t shape[GF_MAX_RANK];
+} gf_cls;
+
+/* A classified output: BYTES, as JSON strings or announced as binary. */
+static gf_status put_output_bytes(gf_buf *b, const char *name, const gf_cls *c, bool binary)
+{
+    gf_status st = gf_buf_append_str(b, "{\"name\":");
+    if (st == GF_OK)
+        st = gf_buf_append_json_str(b, name, strlen(name));
+    if (st == GF_OK)
+        st = gf_buf_append_str(b, ",\"datatype\":\"BYTES\",\"shape\":[");
+    for (int32_t d = 0; d < c->rank && st == GF_OK; d++)
+        st = gf_buf_printf(b, d == 0 ? "%" PRId64 : ",%" PRId64, c->shape[d]);
+    if (st == GF_OK && binary)
+        st = gf_buf_printf(b, "],\"parameters\":{\"binary_data_size\":%zu}}", c->bytes.len);
+    else if (st == GF_OK) {
+        st = gf_buf_append_str(b, "],\"data\":");
+        if (st == GF_OK)
+            st = gf_bytes_put_json(b, c->bytes.data, c->bytes.len);
+        if (st == GF_OK)
+            st = gf_buf_append(b, "}", 1);
+    }
+    return st;
+}
+
 /* An output the request put in a shared memory region: written there, and
  * announced without data. */
 static gf_status put_output_shm(gf_buf *b, const gf_gw_tensor *o, const gf_codec_output_sel *sel,
@@ -183,13 +215,17 @@ static gf_status put_output_shm(gf_buf *b, const gf_gw_tensor *o, const gf_codec
 typedef struct gf_sel {
     size_t *idx;
     bool *bin;
+    gf_cls *cls;
     size_t n;
 } gf_sel;
 
 static void sel_free(gf_sel *s)
 {
+    for (size_t k = 0; s->cls != NULL && k < s->n; k++)
+        gf_buf_deinit(&s->cls[k].bytes);
     free(s->idx);
     free(s->bin);
+    free(s->cls);
 }
 
 static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, bool binary_allowed,
@@ -198,8 +234,9 @@ static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, 
     size_t cap = res->n_outputs + (req != NULL ? req->n_outputs : 0) + 1;
     s->idx = calloc(cap, sizeof *s->idx);
     s->bin = calloc(cap, sizeof *s->bin);
+    s->cls = calloc(cap, sizeof *s->cls);
     s->n = 0;
-    if (s->idx == NULL || s->bin == NULL) {
+    if (s->idx == NULL || s->bin == NULL || s->cls == NULL) {
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory rendering the response");
     }
     bool dflt = binary_allowed && req != NULL && req->binary_output;
@@ -235,9 +272,22 @@ static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, 
         if (dt == GF_DT_F16 || dt == GF_DT_BF16)
             s->bin[k] = true; /* JSON has no such numbers */
     }
-    for (size_t k = 0; req != NULL && k < req->n_outputs && k < s->n; k++)
-        if (req->outputs[k].shm != NULL)
+    for (size_t k = 0; req != NULL && k < req->n_outputs && k < s->n; k++) {
+        const gf_codec_output_sel *o = &req->outputs[k];
+        if (o->classify > 0) {
+            gf_cls *c = &s->cls[k];
+            const gf_gw_tensor *t = &res->outputs[s->idx[k]];
+            gf_buf_init(&c->bytes);
+            c->on = true;
+            gf_status st = gf_classify(t->name, &t->t, o->classify, NULL, 0, &c->bytes,
+                                       &c->rank, c->shape, err);
+            if (st != GF_OK)
+                return st;
+            s->bin[k] = binary_allowed && (o->binary < 0 ? dflt : o->binary == 1);
+        }
+        if (o->shm != NULL)
             s->bin[k] = false; /* it goes to its region */
+    }
     return GF_OK;
 }
 
@@ -257,7 +307,9 @@ static gf_status put_id_outputs(gf_buf *out, const gf_gw_result *res, const gf_c
         if (k > 0)
             st = gf_buf_append(out, ",", 1);
         const gf_codec_output_sel *o = req != NULL && req->n_outputs > 0 ? &req->outputs[k] : NULL;
-        if (st == GF_OK && o != NULL && o->shm != NULL)
+        if (st == GF_OK && s->cls[k].on)
+            st = put_output_bytes(out, res->outputs[s->idx[k]].name, &s->cls[k], s->bin[k]);
+        else if (st == GF_OK && o != NULL && o->shm != NULL)
             st = put_output_shm(out, &res->outputs[s->idx[k]], o, err);
         else if (st == GF_OK)
             st = put_output(out, &res->outputs[s->idx[k]], s->bin[k]);
@@ -305,7 +357,9 @@ gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
     for (size_t k = 0; k < s.n && st == GF_OK; k++) {
         const gf_tensor *t = &res->outputs[s.idx[k]].t;
         any_bin |= s.bin[k];
-        if (s.bin[k] && t->nbytes > 0)
+        if (s.bin[k] && s.cls[k].on && s.cls[k].bytes.len > 0)
+            st = gf_buf_append(out, s.cls[k].bytes.data, s.cls[k].bytes.len);
+        else if (s.bin[k] && !s.cls[k].on && t->nbytes > 0)
             st = gf_buf_append(out, t->data, t->nbytes);
     }
     sel_free(&s);

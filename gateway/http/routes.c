@@ -119,7 +119,7 @@ static void h_ready(gf_http_req *r)
 /* The extensions GET /v2 lists: the ones this table serves, and only those. */
 static const char *const extensions[] = {
     "binary_tensor_data", "model_repository", "model_configuration", "statistics", "logging",
-    "system_shared_memory", NULL,
+    "system_shared_memory", "classification", NULL,
 };
 
 static void h_server_meta(gf_http_req *r)

@@ -391,6 +391,35 @@ def _inp(x):
     return i
 
 
+def check_classification(c, x, want):
+    """class_count=K: the top K as BYTES "score:index", best first."""
+    i = _inp(x)
+    for binary in (True, False):
+        o = httpclient.InferRequestedOutput("y", binary_data=binary, class_count=3)
+        r = c.infer("ref-mlp", [i], outputs=[o])
+        got = r.as_numpy("y")
+        check(got.shape == (want.shape[0], 3) and r.get_output("y")["datatype"] == "BYTES",
+              f"classification ({binary}): BYTES of shape [rows, 3] ({got.shape})")
+        for row in range(want.shape[0]):
+            best = np.argsort(-want[row], kind="stable")[:3]
+            for k in range(3):
+                e = got[row][k]
+                e = e.decode() if isinstance(e, bytes) else e
+                score, index = e.split(":")
+                check(int(index) == best[k] and abs(float(score) - want[row][best[k]]) < 1e-5,
+                      f"classification ({binary}): row {row} rank {k} is {e}")
+    o = httpclient.InferRequestedOutput("y", class_count=50)  # more than the classes: all
+    check(c.infer("ref-mlp", [i], outputs=[o]).as_numpy("y").shape == (want.shape[0], 5),
+          "classification: K past the classes gives them all")
+    for body, words in ((b'"classification": 0', ["classification"]),
+                        (b'"classification": "3"', ["classification"])):
+        req = (b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 32], "data": '
+               + json.dumps([0.0] * 32).encode() + b'}], "outputs": [{"name": "y", '
+               b'"parameters": {' + body + b'}}]}')
+        st, _, b = http(ADDR[0], "POST", "/v2/models/ref-mlp/infer", req)
+        json_error(st, b, 400, words, f"classification {body!r}")
+
+
 def check_fit(addr, big):
     """A model larger than every worker's device budget is refused at deploy."""
     st, _, b = deploy(addr, big)
@@ -405,7 +434,8 @@ def run_checks(addr, model, big, x, want):
     c = httpclient.InferenceServerClient(url=addr)
     meta = c.get_server_metadata()
     check({"binary_tensor_data", "model_repository", "model_configuration",
-           "statistics", "logging", "system_shared_memory"} <= set(meta["extensions"]), "server metadata: extensions")
+           "statistics", "logging", "system_shared_memory",
+           "classification"} <= set(meta["extensions"]), "server metadata: extensions")
     check_config(c, addr)
     i = httpclient.InferInput("x", list(x.shape), "FP32")
     i.set_data_from_numpy(x)
@@ -419,6 +449,7 @@ def run_checks(addr, model, big, x, want):
     ADDR[:] = [addr]
     check_load(c, model, x, want)
     check_shm(c, addr, x, want)
+    check_classification(c, x, want)
     check(c.is_server_live() and c.is_model_ready("ref-mlp"), "still serving")
     c.close()
 
