@@ -58,8 +58,12 @@ static void io_free(gf_manifest_io *io, size_t n)
 {
     if (io == NULL)
         return;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(io[i].name);
+        for (size_t k = 0; k < io[i].n_labels; k++)
+            free(io[i].labels[k]);
+        free(io[i].labels);
+    }
     free(io);
 }
 
@@ -134,6 +138,34 @@ static gf_status get_int(const gf_json *v, int64_t lo, int64_t hi, int64_t *out,
     return GF_OK;
 }
 
+/* An output's "labels": an array of 1..GF_MANIFEST_MAX_LABELS strings of
+ * 1..GF_MANIFEST_MAX_LABEL_LEN bytes, without control characters. */
+static gf_status parse_labels(const gf_json *v, const char *where, gf_manifest_io *io,
+                              gf_err *err)
+{
+    if (v->type != GF_JSON_ARRAY || v->u.arr.n == 0 || v->u.arr.n > GF_MANIFEST_MAX_LABELS)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: %s: \"labels\" must be an array of 1 "
+                          "to %d strings", where, GF_MANIFEST_MAX_LABELS);
+    io->labels = calloc(v->u.arr.n, sizeof *io->labels);
+    if (io->labels == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < v->u.arr.n; i++) {
+        const gf_json *e = v->u.arr.items[i];
+        bool ok = e->type == GF_JSON_STRING && e->u.str.len > 0 &&
+                  e->u.str.len <= GF_MANIFEST_MAX_LABEL_LEN;
+        for (size_t k = 0; ok && k < e->u.str.len; k++)
+            ok = (unsigned char)e->u.str.s[k] >= 0x20 && e->u.str.s[k] != 0x7f;
+        if (!ok)
+            return gf_err_set(err, GF_ERR_INVALID, "manifest: %s: labels[%zu] must be 1 to %d "
+                              "bytes of text without control characters", where, i,
+                              GF_MANIFEST_MAX_LABEL_LEN);
+        if ((io->labels[i] = strdup(e->u.str.s)) == NULL)
+            return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        io->n_labels = i + 1;
+    }
+    return GF_OK;
+}
+
 static gf_status parse_io_list(const gf_json *v, const char *field, gf_manifest_io **out,
                                size_t *n_out, gf_err *err)
 {
@@ -155,11 +187,13 @@ static gf_status parse_io_list(const gf_json *v, const char *field, gf_manifest_
             st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s must be an object", where);
             break;
         }
-        const gf_json *name = NULL, *dt = NULL, *shape = NULL;
+        const gf_json *name = NULL, *dt = NULL, *shape = NULL, *labels = NULL;
         for (size_t k = 0; k < e->u.obj.n; k++) {
             const gf_json_member *mm = &e->u.obj.m[k];
             if (strcmp(mm->key, "name") == 0)
                 name = mm->value;
+            else if (strcmp(mm->key, "labels") == 0 && strcmp(field, "outputs") == 0)
+                labels = mm->value;
             else if (strcmp(mm->key, "datatype") == 0)
                 dt = mm->value;
             else if (strcmp(mm->key, "shape") == 0)
@@ -224,6 +258,8 @@ static gf_status parse_io_list(const gf_json *v, const char *field, gf_manifest_
             }
             io[i].shape[k] = d->u.num.i;
         }
+        if (st == GF_OK && labels != NULL)
+            st = parse_labels(labels, where, &io[i], err);
     }
     if (st != GF_OK) {
         io_free(io, n);
@@ -367,7 +403,16 @@ static gf_status append_io(gf_buf *b, const char *field, const gf_manifest_io *i
         for (int32_t k = 0; st == GF_OK && k < io[i].rank; k++)
             st = gf_buf_printf(b, k ? ",%lld" : "%lld", (long long)io[i].shape[k]);
         if (st == GF_OK)
-            st = gf_buf_append_str(b, "]}");
+            st = gf_buf_append_str(b, "]");
+        for (size_t k = 0; st == GF_OK && k < io[i].n_labels; k++) {
+            st = gf_buf_append_str(b, k ? "," : ",\"labels\":[");
+            if (st == GF_OK)
+                st = gf_buf_append_json_str(b, io[i].labels[k], strlen(io[i].labels[k]));
+            if (st == GF_OK && k + 1 == io[i].n_labels)
+                st = gf_buf_append_str(b, "]");
+        }
+        if (st == GF_OK)
+            st = gf_buf_append_str(b, "}");
     }
     return st != GF_OK ? st : gf_buf_append_str(b, "]");
 }

@@ -41,7 +41,13 @@ typedef struct gf_manifest_io {
     gf_dtype dtype;
     int32_t rank;
     int64_t shape[GF_MAX_RANK]; /* -1 = any size */
+    char **labels;              /* an output's class labels: labels[i] names class i (the */
+    size_t n_labels;            /* classification extension); 0 = none */
 } gf_manifest_io;
+
+/* Bounds on an output's "labels": how many, and the bytes of one. */
+#define GF_MANIFEST_MAX_LABELS 100000
+#define GF_MANIFEST_MAX_LABEL_LEN 256
 
 typedef struct gf_manifest {
     char *name;

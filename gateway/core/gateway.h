@@ -212,7 +212,20 @@ typedef struct gf_gw_load_req {
     const char *sha256_hex;  /* of staged */
     uint64_t bytes;
     const char *data_tmp;    /* a staged ONNX model's external data, NULL = none */
+    const struct gf_gw_text_file {
+        const char *name;    /* "labels.txt": what a config's label_filename names */
+        const char *text;    /* its bytes, one label a line */
+        size_t len;
+    } *label_files;
+    size_t n_label_files;
 } gf_gw_load_req;
+
+/* Copies of the labels of output `output` of function name's version
+ * (0 = current): *labels (malloc'd array of malloc'd strings; free with
+ * gf_gw_labels_free) and *n; *n is 0 when it has none or is unknown. */
+gf_status gf_gw_output_labels(gf_gw *gw, const char *name, int64_t version, const char *output,
+                              char ***labels, size_t *n);
+void gf_gw_labels_free(char **labels, size_t n);
 
 /* Deploy a new version of req->name from the config (gateway/core/
  * model_config.h's mapping) and the files, validated as gf_gw_deploy

@@ -77,10 +77,6 @@ struct gw_version {
     char key[96];            /* "name@version", the worker's model key */
     gf_store_vstate state;
     char *reason;            /* why broken */
-    char *labels_name;       /* the classification labels' file name (config's
-                                label_filename), NULL = none */
-    char **labels;           /* its lines: labels[i] names class i */
-    size_t n_labels;
     atomic_int refs;         /* the registry's + one per pinned request/batch */
     bool batchable;          /* every input's dim 0 is -1: requests can be concatenated */
     /* batcher (gw->qlock) */

@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 
 #define PLATFORM_PREFIX "gpufaas_"
+#define LABELS_SUFFIX "_labels.txt" /* the label_filename shown for an output's labels */
 
 /* TYPE_FP32 for FP32 (Triton's data_type names). */
 static void type_name(gf_dtype dt, char *out, size_t cap)
@@ -25,8 +26,7 @@ static bool batches(const gf_manifest *mf)
     return mf->n_inputs > 0;
 }
 
-static json_t *io_of(const gf_manifest_io *io, size_t n, bool strip_batch, bool is_input,
-                     const char *labels)
+static json_t *io_of(const gf_manifest_io *io, size_t n, bool strip_batch, bool is_input)
 {
     json_t *arr = json_array();
     for (size_t i = 0; i < n && arr != NULL; i++) {
@@ -43,8 +43,10 @@ static json_t *io_of(const gf_manifest_io *io, size_t n, bool strip_batch, bool 
             json_object_set_new(e, "allow_ragged_batch", json_false());
             json_object_set_new(e, "optional", json_false());
         } else if (e != NULL) {
-            json_object_set_new(e, "label_filename",
-                                json_string(i == 0 && labels != NULL ? labels : ""));
+            char lf[96] = "";
+            if (io[i].n_labels > 0)
+                snprintf(lf, sizeof lf, "%s" LABELS_SUFFIX, io[i].name);
+            json_object_set_new(e, "label_filename", json_string(lf));
         }
         json_array_append_new(arr, e);
     }
@@ -89,8 +91,8 @@ json_t *gw_model_config_of(const gf_manifest *mf, const gw_mc_extra *x)
         "{s:s, s:s, s:s, s:{s:{s:i}}, s:I, s:o, s:o, s:[{s:s, s:s, s:i, s:o}], s:s, s:o}",
         "name", mf->name, "platform", platform, "backend", "gpufaas", "version_policy", "latest",
         "num_versions", 1, "max_batch_size", (json_int_t)(b ? mf->max_batch_size : 0), "input",
-        io_of(mf->inputs, mf->n_inputs, b, true, NULL), "output",
-        io_of(mf->outputs, mf->n_outputs, b, false, x->labels), "instance_group", "name", iname,
+        io_of(mf->inputs, mf->n_inputs, b, true), "output",
+        io_of(mf->outputs, mf->n_outputs, b, false), "instance_group", "name", iname,
         "kind", x->gpu ? "KIND_GPU" : "KIND_CPU", "count", x->n_workers > 0 ? x->n_workers : 1,
         "gpus", gpus, "default_model_filename", "", "parameters", params);
     if (cfg != NULL && b)
@@ -211,8 +213,18 @@ static gf_status io_from(const json_t *arr, const char *what, bool add_batch, js
             json_decref(shape);
             break;
         }
-        json_array_append_new(list, json_pack("{s:s, s:s, s:o}", "name", name, "datatype", dt,
-                                              "shape", shape));
+        json_t *entry = json_pack("{s:s, s:s, s:o}", "name", name, "datatype", dt, "shape",
+                                  shape);
+        const char *lf = json_string_value(json_object_get(e, "label_filename"));
+        if (json_object_get(e, "label_filename") != NULL && lf == NULL) {
+            json_decref(entry);
+            st = gf_err_set(err, GF_ERR_INVALID, "config: output '%.60s': label_filename must "
+                            "be a string", name);
+            break;
+        }
+        if (lf != NULL && lf[0] != '\0') /* repo_load.c reads the file it names */
+            json_object_set_new(entry, "labels_file", json_string(lf));
+        json_array_append_new(list, entry);
     }
     if (st != GF_OK) {
         json_decref(list);

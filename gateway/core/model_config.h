@@ -10,6 +10,10 @@
  *   shape [-1, d...] (every input)   max_batch_size = manifest's, dims [d...]
  *   shape otherwise                  max_batch_size 0, dims = shape
  *   max_queue_delay_us               dynamic_batching.max_queue_delay_microseconds
+ *   an output's labels               its label_filename "<output>_labels.txt"; read
+ *                                    back, a label_filename names a file of the load
+ *                                    (the manifest output's "labels_file", which
+ *                                    repo_load.c replaces by its lines)
  *   slo_ms, config, ignore_weights   parameters.slo_ms / config / ignore_weights
  *                                    ({"string_value": ...}; config and
  *                                    ignore_weights as JSON text)
@@ -33,7 +37,6 @@ typedef struct gw_mc_extra {
     int64_t version;       /* the version described (parameters.version) */
     int n_workers;         /* instance_group count */
     bool gpu;              /* KIND_GPU, else KIND_CPU */
-    const char *labels;    /* label_filename of the first output, NULL = none */
 } gw_mc_extra;
 
 /* The ModelConfig JSON of mf (new reference; NULL when out of memory). */

@@ -46,10 +46,6 @@ static void version_destroy(gw_version *v)
     free(v->manifest_json);
     free(v->weights_path);
     free(v->reason);
-    free(v->labels_name);
-    for (size_t i = 0; i < v->n_labels; i++)
-        free(v->labels[i]);
-    free(v->labels);
     free(v);
 }
 

@@ -60,6 +60,74 @@ static gf_status stage_link(gf_gw *gw, const char *weights, char **out, gf_err *
     return st;
 }
 
+/* The lines of a labels file as a JSON array (a last empty line and \r
+ * before \n dropped). */
+static json_t *lines_of(const char *text, size_t len)
+{
+    json_t *arr = json_array();
+    size_t at = 0;
+    while (arr != NULL && at < len) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl != NULL ? (size_t)(nl - text) : len, n = end - at;
+        if (n > 0 && text[at + n - 1] == '\r')
+            n--;
+        json_array_append_new(arr, json_stringn(text + at, n));
+        at = end + 1;
+    }
+    return arr;
+}
+
+/* Replace every output's "labels_file" (a config's label_filename) in the
+ * manifest text m by the "labels" of the file of the load it names, or the
+ * base's labels when it names those. */
+static gf_status resolve_labels(gf_buf *m, const gf_gw_load_req *req, const gf_manifest *base,
+                                gf_err *err)
+{
+    json_t *j = json_loadb(m->data, m->len, 0, NULL);
+    json_t *outs = json_object_get(j, "outputs");
+    gf_status st = j != NULL ? GF_OK : gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    size_t i;
+    json_t *o;
+    json_array_foreach(outs, i, o) {
+        const char *lf = json_string_value(json_object_get(o, "labels_file"));
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (lf == NULL || name == NULL || st != GF_OK)
+            continue;
+        json_t *labels = NULL;
+        for (size_t k = 0; k < req->n_label_files && labels == NULL; k++)
+            if (strcmp(req->label_files[k].name, lf) == 0)
+                labels = lines_of(req->label_files[k].text, req->label_files[k].len);
+        char mine[96];
+        snprintf(mine, sizeof mine, "%s_labels.txt", name);
+        long bo = base != NULL ? gf_manifest_output_index(base, name) : -1;
+        if (labels == NULL && bo >= 0 && strcmp(lf, mine) == 0 &&
+            base->outputs[bo].n_labels > 0) {
+            labels = json_array();
+            for (size_t k = 0; k < base->outputs[bo].n_labels; k++)
+                json_array_append_new(labels, json_string(base->outputs[bo].labels[k]));
+        }
+        if (labels == NULL) {
+            st = gf_err_set(err, GF_ERR_INVALID,
+                            "config: output '%.60s': label_filename '%.80s' names no file of the "
+                            "load (give it as file:1/%.80s)",
+                            name, lf, lf);
+            break;
+        }
+        json_object_del(o, "labels_file");
+        json_object_set_new(o, "labels", labels);
+    }
+    char *text = st == GF_OK ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (st == GF_OK) {
+        gf_buf_reset(m);
+        st = text != NULL ? gf_buf_append_str(m, text) : GF_ERR_NOMEM;
+        if (st != GF_OK)
+            gf_err_set(err, st, "out of memory");
+    }
+    free(text);
+    return st;
+}
+
 gf_status gf_gw_repo_load_new(gf_gw *gw, const gf_gw_load_req *req, gf_gw_deployed *out,
                               gf_err *err)
 {
@@ -113,6 +181,8 @@ gf_status gf_gw_repo_load_new(gf_gw *gw, const gf_gw_load_req *req, gf_gw_deploy
     }
     if (cfg != NULL) {
         st = gw_model_config_to_manifest(cfg, req->name, base, req->staged_is_model, &m, err);
+        if (st == GF_OK)
+            st = resolve_labels(&m, req, base, err);
     } else if (base != NULL) { /* new weights, the current manifest */
         st = gf_manifest_to_json(base, &m);
         if (st != GF_OK)

@@ -315,7 +315,7 @@ gf_status gf_gw_model_config(gf_gw *gw, const char *name, int64_t version, gf_bu
                         name, version != 0 ? " (that version)" : "");
     } else {
         bool gpu = gw->n_workers > 0 && strncmp(gw->workers[0].device, "cuda", 4) == 0;
-        gw_mc_extra x = {v->version, gw->n_workers, gpu, v->labels_name};
+        gw_mc_extra x = {v->version, gw->n_workers, gpu};
         j = gw_model_config_of(v->mf, &x);
     }
     pthread_mutex_unlock(&gw->lock);
@@ -355,4 +355,38 @@ gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out)
         gw_metric_set(gw->metrics, GW_M_STORE_DROPPED, NULL, (double)ss.dropped);
     }
     return gw_metrics_write(gw->metrics, out);
+}
+
+gf_status gf_gw_output_labels(gf_gw *gw, const char *name, int64_t version, const char *output,
+                              char ***labels, size_t *n)
+{
+    *labels = NULL;
+    *n = 0;
+    gf_status st = GF_OK;
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    long o = v != NULL ? gf_manifest_output_index(v->mf, output) : -1;
+    size_t count = o >= 0 ? v->mf->outputs[o].n_labels : 0;
+    char **copy = count > 0 ? calloc(count, sizeof *copy) : NULL;
+    if (count > 0 && copy == NULL)
+        st = GF_ERR_NOMEM;
+    for (size_t i = 0; i < count && st == GF_OK; i++)
+        if ((copy[i] = strdup(v->mf->outputs[o].labels[i])) == NULL)
+            st = GF_ERR_NOMEM;
+    pthread_mutex_unlock(&gw->lock);
+    if (st != GF_OK) {
+        gf_gw_labels_free(copy, count);
+        return st;
+    }
+    *labels = copy;
+    *n = count;
+    return GF_OK;
+}
+
+void gf_gw_labels_free(char **labels, size_t n)
+{
+    for (size_t i = 0; labels != NULL && i < n; i++)
+        free(labels[i]);
+    free(labels);
 }

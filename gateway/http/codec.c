@@ -567,7 +567,7 @@ out:
 static gf_status parse_output_sel(gf_parse_ctx *c)
 {
     gf_json_lexer *j = &c->j;
-    gf_codec_output_sel sel = {NULL, -1, NULL, 0, 0, 0};
+    gf_codec_output_sel sel = {NULL, -1, NULL, 0, 0, 0, NULL, 0};
     gf_shm_ref shm = {0};
     bool first = true, done;
     gf_status st;
@@ -739,6 +739,16 @@ static gf_status parse_request(gf_parse_ctx *c)
     return GF_OK;
 }
 
+void gf_codec_set_labels(gf_codec_request *r, size_t k, char **labels, size_t n)
+{
+    gf_codec_output_sel *o = &r->outputs[k];
+    for (size_t i = 0; i < o->n_labels; i++)
+        free(o->labels[i]);
+    free(o->labels);
+    o->labels = labels;
+    o->n_labels = n;
+}
+
 void gf_codec_request_deinit(gf_codec_request *r)
 {
     if (r == NULL)
@@ -747,6 +757,9 @@ void gf_codec_request_deinit(gf_codec_request *r)
     for (size_t i = 0; i < r->n_outputs; i++) {
         free(r->outputs[i].name);
         gf_shm_put(r->outputs[i].shm);
+        for (size_t k = 0; k < r->outputs[i].n_labels; k++)
+            free(r->outputs[i].labels[k]);
+        free(r->outputs[i].labels);
     }
     free(r->outputs);
     free(r->id);

@@ -51,6 +51,8 @@ typedef struct gf_codec_output_sel {
     gf_shm_region *shm; /* shared_memory_region: the output goes there (a reference) */
     uint64_t shm_offset, shm_size;
     int64_t classify; /* the "classification" parameter: top K classes; 0 = none */
+    char **labels;    /* the output's class labels (gf_codec_set_labels), owned */
+    size_t n_labels;
 } gf_codec_output_sel;
 
 /* A parsed inference request. Owned by the caller: gf_codec_request_deinit. */
@@ -78,6 +80,10 @@ typedef struct gf_codec_opts {
  * be NULL (v2 defaults). */
 gf_status gf_codec_request_parse(const char *body, size_t len, const char *header_len,
                                  const gf_codec_opts *opts, gf_codec_request *out, gf_err *err);
+
+/* Give requested output k the class labels its classification names
+ * (labels: malloc'd array of malloc'd strings, taken over). */
+void gf_codec_set_labels(gf_codec_request *r, size_t k, char **labels, size_t n);
 
 /* Free what r holds (inputs not yet handed over, outputs, id) and zero it.
  * NULL is a no-op. */

@@ -98,7 +98,8 @@ struct gf_http_req {
     gf_http_coding body_coding;  /* Content-Encoding: inflated before the handler runs */
     gf_http_coding reply_coding; /* from Accept-Encoding: replies are deflated with it */
     bool started;      /* the handler ran */
-    gf_upload *upload; /* GF_ROUTE_UPLOAD */
+    gf_upload *upload; /* GF_ROUTE_UPLOAD, or a load's files */
+    struct gf_http_load_labels *load_labels; /* a load's label files (load_files.c) */
     struct MHD_PostProcessor *pp;
     /* the reply */
     unsigned status;
@@ -182,6 +183,7 @@ bool gf_http_json_body(gf_http_req *r, uint64_t limit, gf_json_doc **doc, const 
  * admin job that will). */
 bool gf_http_load_has_files(const gf_json *params);
 void gf_http_load_files(gf_http_req *r, const gf_json *params);
+void gf_http_load_labels_free(struct gf_http_load_labels *l);
 
 /* shm_routes.c: Triton's system shared memory extension (and CUDA shared
  * memory's refusal). */

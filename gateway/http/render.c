@@ -279,7 +279,8 @@ static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, 
             const gf_gw_tensor *t = &res->outputs[s->idx[k]];
             gf_buf_init(&c->bytes);
             c->on = true;
-            gf_status st = gf_classify(t->name, &t->t, o->classify, NULL, 0, &c->bytes,
+            gf_status st = gf_classify(t->name, &t->t, o->classify,
+                                       (const char *const *)o->labels, o->n_labels, &c->bytes,
                                        &c->rank, c->shape, err);
             if (st != GF_OK)
                 return st;

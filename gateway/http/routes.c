@@ -187,6 +187,14 @@ static void infer_finish(gf_http_req *r, bool v1)
                      res->message[0] != '\0' ? res->message : gf_strerror(res->status));
         return;
     }
+    for (size_t k = 0; k < r->creq.n_outputs; k++) { /* classification's labels */
+        char **labels;
+        size_t n;
+        if (r->creq.outputs[k].classify > 0 &&
+            gf_gw_output_labels(r->srv->gw, res->function, res->version,
+                                r->creq.outputs[k].name, &labels, &n) == GF_OK)
+            gf_codec_set_labels(&r->creq, k, labels, n);
+    }
     gf_buf out;
     gf_buf_init(&out);
     gf_err err;

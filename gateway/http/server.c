@@ -533,6 +533,7 @@ static void req_free(gf_http_req *r)
     if (r->pp != NULL)
         MHD_destroy_post_processor(r->pp);
     gf_upload_free(r->upload);
+    gf_http_load_labels_free(r->load_labels);
     if (r->resp != NULL)
         MHD_destroy_response(r->resp);
     gf_buf_deinit(&r->body);

@@ -286,7 +286,7 @@ START_TEST(test_bad_tensors)
                "input 'x' appears twice");
     expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1],"
                   "\"parameters\":{\"shared_memory_region\":\"r\"}"),
-               "shared-memory extension is not supported");
+               "shared-memory extension is not supported here"); /* no region table: /v1 */
     expect_bad("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],"
                "\"outputs\":[{\"name\":\"y\"},{\"name\":\"y\"}]}",
                "output 'y' is requested twice");
@@ -294,8 +294,11 @@ START_TEST(test_bad_tensors)
                "\"outputs\":[{\"parameters\":{}}]}",
                "has no \"name\"");
     expect_bad("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],"
-               "\"outputs\":[{\"name\":\"y\",\"parameters\":{\"classification\":3}}]}",
-               "classification extension is not supported");
+               "\"outputs\":[{\"name\":\"y\",\"parameters\":{\"classification\":0}}]}",
+               "classification must be a class count >= 1");
+    expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1],"
+                  "\"parameters\":{\"classification\":2}"),
+               "classification is a parameter of an output");
     expect_bad("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],"
                "\"outputs\":[{\"name\":\"y\",\"parameters\":{\"binary_data\":1}}]}",
                "binary_data must be true or false");

@@ -411,6 +411,28 @@ def check_classification(c, x, want):
     o = httpclient.InferRequestedOutput("y", class_count=50)  # more than the classes: all
     check(c.infer("ref-mlp", [i], outputs=[o]).as_numpy("y").shape == (want.shape[0], 5),
           "classification: K past the classes gives them all")
+    # labels: a labels file loaded with the function (Triton's label_filename)
+    cfg = c.get_model_config("ref-mlp")
+    cfg["output"][0]["label_filename"] = "classes.txt"
+    names = ["zero", "one", "two", "three", "four"]
+    c.load_model("ref-mlp", config=json.dumps(cfg), headers=ADMIN,
+                 files={"file:1/classes.txt": ("\n".join(names) + "\n").encode()})
+    check(c.get_model_config("ref-mlp")["output"][0]["label_filename"] == "y_labels.txt",
+          "labels: the config names them")
+    o = httpclient.InferRequestedOutput("y", class_count=2)
+    got = c.infer("ref-mlp", [i], outputs=[o]).as_numpy("y")
+    for row in range(want.shape[0]):
+        best = np.argsort(-want[row], kind="stable")[:2]
+        e = got[row][0].decode()
+        check(e.split(":")[1:] == [str(best[0]), names[best[0]]],
+              f"labels: row {row} answers score:index:label ({e})")
+    # loaded back unchanged, the labels stay
+    c.load_model("ref-mlp", config=json.dumps(c.get_model_config("ref-mlp")), headers=ADMIN)
+    got = c.infer("ref-mlp", [i], outputs=[o]).as_numpy("y")
+    check(got[0][0].decode().count(":") == 2, "labels: kept by a config round trip")
+    cfg["output"][0]["label_filename"] = "missing.txt"
+    expect_fail("labels: a label_filename naming no file", "400", ["missing.txt"],
+                c.load_model, "ref-mlp", config=json.dumps(cfg), headers=ADMIN)
     for body, words in ((b'"classification": 0', ["classification"]),
                         (b'"classification": "3"', ["classification"])):
         req = (b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 32], "data": '
