@@ -255,10 +255,82 @@ static gf_status constant_to_init(gf_onnx_parsed *p, const Onnx__NodeProto *n,
     return add_init(p, &t, n->output[0], data_name, err);
 }
 
+/* An initializer named "<node>.<what>" (made unique) holding bytes data
+ * (dtype 1 F32 or 7 I64, dims[rank]); its value index in *v. */
+static gf_status lifted_init(gf_onnx_parsed *p, int32_t ni, const char *what,
+                             const Onnx__TensorProto *t, const char **data_name, int32_t *v,
+                             gf_err *err)
+{
+    gf_onnx_graph *g = p->g;
+    const gf_onnx_node *n = &g->nodes[ni];
+    const char *base = n->name[0] ? n->name : (n->n_out > 0 && n->out[0] >= 0
+                                                   ? g->values[n->out[0]].name : "ml");
+    char name[GF_ONNX_MAX_NAME + 80];
+    snprintf(name, sizeof name, "%.900s.%.64s", base, what);
+    for (int u = 2; gf_onnx_value_find(g, name) >= 0 && u < 1000; u++)
+        snprintf(name, sizeof name, "%.900s.%.64s.%d", base, what, u);
+    gf_status st = add_init(p, t, name, data_name, err);
+    if (st == GF_OK)
+        *v = gf_onnx_value_find(g, name);
+    return st;
+}
+
+/* A raw tensor over buf (owned by p from here on, also on failure). */
+static gf_status raw_init(gf_onnx_parsed *p, int32_t ni, const char *what, void *buf,
+                          int32_t dtype, int64_t numel, const char **data_name, int32_t *v,
+                          gf_err *err)
+{
+    gf_status st = own(p, buf, err);
+    if (st != GF_OK)
+        return st;
+    Onnx__TensorProto t = ONNX__TENSOR_PROTO__INIT;
+    t.has_data_type = 1;
+    t.data_type = dtype;
+    t.n_dims = 1;
+    t.dims = &numel;
+    t.has_raw_data = 1;
+    t.raw_data.data = buf;
+    t.raw_data.len = (size_t)numel * (dtype == 1 ? 4 : 8);
+    return lifted_init(p, ni, what, &t, data_name, v, err);
+}
+
+/* A tree ensemble's tables (import_trees.c) as inputs first..first+5. */
+static gf_status lift_trees(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_t ni,
+                            int first, bool classifier, const char *lb, const char **data_name,
+                            gf_err *err)
+{
+    gf_onnx_trees tt;
+    gf_status st = gf_onnx_trees_build(np, classifier, lb, &tt, err);
+    if (st != GF_OK)
+        return st;
+    int64_t *meta = malloc(sizeof tt.meta);
+    if (meta != NULL)
+        memcpy(meta, tt.meta, sizeof tt.meta);
+    struct { const char *what; void *buf; int32_t dtype; int64_t numel; } tab[] = {
+        {"trees.feature", tt.feat, 7, tt.m}, {"trees.threshold", tt.thr, 1, tt.m},
+        {"trees.next", tt.next, 7, 3 * tt.m}, {"trees.leaf", tt.leaf, 1, tt.m * tt.c},
+        {"trees.roots", tt.roots, 7, tt.t}, {"trees.meta", meta, 7, GF_ONNX_TREE_META}};
+    if (meta == NULL) {
+        gf_onnx_trees_free(&tt);
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < GF_ONNX_TREE_TABLES; k++) {
+        int32_t v = -1;
+        if (st == GF_OK)
+            st = raw_init(p, ni, tab[k].what, tab[k].buf, tab[k].dtype, tab[k].numel, data_name,
+                          &v, err);
+        else
+            free(tab[k].buf);
+        p->g->nodes[ni].in[first + k] = v;
+    }
+    return st;
+}
+
 /* The weights an ai.onnx.ml op keeps in attributes (its spec's W and J
  * entries) become initializers named "<node>.<attribute>", appended as
  * inputs 1, 2, ...; *lifted_by is then the op (whose spec says which
- * attributes the node no longer has).
+ * attributes the node no longer has). A tree ensemble's trees become the
+ * tables import_trees.c makes, appended after those.
  * ZipMap is refused here, before its output type is: it is how skl2onnx
  * outputs probabilities unless told otherwise. */
 static gf_status lift_attrs(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_t ni,
@@ -278,16 +350,19 @@ static gf_status lift_attrs(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_
     int nl = op != NULL ? gf_onnx_lifted_count(op) : 0;
     if (nl == 0)
         return GF_OK;
+    bool cls = strcmp(op->type, "TreeEnsembleClassifier") == 0;
+    bool trees = cls || strcmp(op->type, "TreeEnsembleRegressor") == 0;
+    int extra = trees ? GF_ONNX_TREE_TABLES : 0;
     if (n->n_in != 1)
         return gf_err_set(err, GF_ERR_INVALID, "node %s: %d inputs, expected 1",
                           gf_onnx_node_label(g, n, lb, sizeof lb), n->n_in);
-    int32_t *in = realloc(n->in, (size_t)(1 + nl) * sizeof *in);
+    int32_t *in = realloc(n->in, (size_t)(1 + nl + extra) * sizeof *in);
     if (in == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     n->in = in;
-    for (int k = 1; k <= nl; k++)
+    for (int k = 1; k <= nl + extra; k++)
         n->in[k] = -1;
-    n->n_in = 1 + nl;
+    n->n_in = 1 + nl + extra;
     *lifted_by = op;
     gf_onnx_node_label(g, n, lb, sizeof lb);
     for (size_t k = 0; k < np->n_attribute; k++) {
@@ -320,19 +395,13 @@ static gf_status lift_attrs(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_
             t.n_int64_data = cnt;
             t.int64_data = a->ints;
         }
-        const char *base = n->name[0] ? n->name : (n->n_out > 0 && n->out[0] >= 0
-                                                       ? g->values[n->out[0]].name : "ml");
-        char name[GF_ONNX_MAX_NAME + 80];
-        snprintf(name, sizeof name, "%.900s.%.64s", base, a->name);
-        for (int u = 2; gf_onnx_value_find(g, name) >= 0 && u < 1000; u++)
-            snprintf(name, sizeof name, "%.900s.%.64s.%d", base, a->name, u);
-        gf_status st = add_init(p, &t, name, data_name, err);
+        int32_t v;
+        gf_status st = lifted_init(p, ni, a->name, &t, data_name, &v, err);
         if (st != GF_OK)
             return st;
-        n = &g->nodes[ni];
-        n->in[at] = gf_onnx_value_find(g, name);
+        g->nodes[ni].in[at] = v;
     }
-    return GF_OK;
+    return trees ? lift_trees(p, np, ni, 1 + nl, cls, lb, data_name, err) : GF_OK;
 }
 
 gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
@@ -470,7 +539,9 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
         for (size_t k = 0; k < np->n_attribute; k++) {
             char code;
             if (lop != NULL && np->attribute[k]->name != NULL &&
-                gf_onnx_lifted_input(lop, np->attribute[k]->name, &code) > 0)
+                (gf_onnx_lifted_input(lop, np->attribute[k]->name, &code) > 0 ||
+                 (strncmp(lop->type, "TreeEnsemble", 12) == 0 &&
+                  gf_onnx_trees_consumes(np->attribute[k]->name))))
                 continue;
             if ((st = convert_attr(np->attribute[k], &n->attrs[n->n_attrs], err)) != GF_OK) {
                 n->n_attrs++;

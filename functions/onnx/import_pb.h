@@ -1,5 +1,6 @@
 /* gpufaas — what the two halves of the ONNX protobuf reader share
- * (functions/onnx; internal: only import_pb.c and import_graph.c include it).
+ * (functions/onnx; internal: only import_pb.c, import_graph.c and import_trees.c include
+ * it).
  *
  * import_pb.c maps the files, checks the wire format's nesting, decodes
  * tensors and owns the parsed model; import_graph.c turns the decoded
@@ -8,11 +9,14 @@
 #ifndef GF_FUNCTIONS_ONNX_IMPORT_PB_H
 #define GF_FUNCTIONS_ONNX_IMPORT_PB_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "functions/onnx/graph.h"
 #include "functions/onnx/import.h"
+#include "functions/onnx/optable.h"
 #include "onnx.pb-c.h"
 
 typedef struct gf_onnx_mapped {
@@ -53,6 +57,27 @@ gf_status gf_onnx_pb_tensor_bytes(const Onnx__TensorProto *t, const char *name, 
                                   size_t nbytes, const gf_onnx_mapped *data,
                                   const char *data_name, const void **out, void **owned,
                                   gf_err *err);
+
+/* A tree ensemble's tables (import_trees.c): m nodes of t trees, c leaf
+ * columns; feat[m], thr[m], next[3 * m], leaf[m * c], roots[t] (malloc'd);
+ * meta = [levels, NaN step, binary scores, aggregate (0 SUM, 1 AVERAGE,
+ * 2 MIN, 3 MAX), features read]. */
+typedef struct gf_onnx_trees {
+    int64_t m, t, c, features;
+    int agg;
+    int64_t *feat, *next, *roots;
+    float *thr, *leaf;
+    int64_t meta[GF_ONNX_TREE_META];
+} gf_onnx_trees;
+
+/* Build the tables of node np (a TreeEnsembleClassifier when classifier,
+ * else a TreeEnsembleRegressor; lb names it in messages), checking every id.
+ * On failure nothing is left to free. */
+gf_status gf_onnx_trees_build(const Onnx__NodeProto *np, bool classifier, const char *lb,
+                              gf_onnx_trees *tt, gf_err *err);
+void gf_onnx_trees_free(gf_onnx_trees *tt);
+/* True for the attributes the tables replace (they leave the node). */
+bool gf_onnx_trees_consumes(const char *name);
 
 /* Build p->g from p->model: values, nodes (Constant nodes become
  * initializers; ai.onnx.ml weights lifted), inputs and outputs, then wire

@@ -16,15 +16,14 @@
 #include <string.h>
 
 #include "core/dtype.h"
-#include "functions/onnx/optable.h"
+#include "functions/onnx/ops_ml.h"
 
-#define MASK_IN ((1u << GF_DT_F32) | (1u << GF_DT_F64) | (1u << GF_DT_I64) | (1u << GF_DT_I32))
+#define MASK_IN GF_ONNX_ML_MASK_IN
 
-/* Scratch carving: 256-byte aligned pieces of one block. */
-static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+size_t gf_onnx_ml_align(size_t n) { return (n + 255) / 256 * 256; }
+#define align256 gf_onnx_ml_align
 
-/* X as F32 [rows, cols]: rank 1 is one row, rank 2 as it is. */
-static gf_status matrix_in(gf_onnx_infer_ctx *c, const gf_onnx_tinfo *x, int64_t *rows,
+gf_status gf_onnx_ml_matrix_in(gf_onnx_infer_ctx *c, const gf_onnx_tinfo *x, int64_t *rows,
                            int64_t *cols)
 {
     if (!((1u << x->dtype) & MASK_IN))
@@ -37,8 +36,7 @@ static gf_status matrix_in(gf_onnx_infer_ctx *c, const gf_onnx_tinfo *x, int64_t
     return GF_OK;
 }
 
-/* A lifted weight (input k): F32 (I64 for labels) with n elements, or absent. */
-static gf_status weight_in(gf_onnx_infer_ctx *c, int k, gf_dtype dt, const char *what,
+gf_status gf_onnx_ml_weight_in(gf_onnx_infer_ctx *c, int k, gf_dtype dt, const char *what,
                            int64_t *n)
 {
     const gf_onnx_tinfo *t = c->n->n_in > k ? c->in[k] : NULL;
@@ -51,8 +49,7 @@ static gf_status weight_in(gf_onnx_infer_ctx *c, int k, gf_dtype dt, const char 
     return GF_OK;
 }
 
-/* X converted to F32 in scratch when it is not F32 already. */
-static int x_f32(const gf_onnx_run_ctx *c, const float **x, void *at)
+int gf_onnx_ml_x_f32(const gf_onnx_run_ctx *c, const float **x, void *at)
 {
     const gf_onnx_tinfo *t = c->in[0].t;
     if (t->dtype == GF_DT_F32) {
@@ -76,8 +73,8 @@ static gf_status scaler_infer(gf_onnx_infer_ctx *c)
         return gf_onnx_fail(c, GF_ERR_INVALID, "X must have rank 1 or more");
     int64_t cols = x->shape[x->rank - 1], n_off, n_scale;
     gf_status st;
-    if ((st = weight_in(c, 1, GF_DT_F32, "offset", &n_off)) != GF_OK ||
-        (st = weight_in(c, 2, GF_DT_F32, "scale", &n_scale)) != GF_OK)
+    if ((st = gf_onnx_ml_weight_in(c, 1, GF_DT_F32, "offset", &n_off)) != GF_OK ||
+        (st = gf_onnx_ml_weight_in(c, 2, GF_DT_F32, "scale", &n_scale)) != GF_OK)
         return st;
     if ((n_off > 1 && n_off != cols) || (n_scale > 1 && n_scale != cols))
         return gf_onnx_fail(c, GF_ERR_INVALID, "offset has %" PRId64 " values and scale %"
@@ -113,7 +110,7 @@ static gf_status scaler_run(const gf_onnx_run_ctx *c)
 static gf_status normalizer_infer(gf_onnx_infer_ctx *c)
 {
     int64_t rows = 0, cols = 0;
-    gf_status st = matrix_in(c, c->in[0], &rows, &cols);
+    gf_status st = gf_onnx_ml_matrix_in(c, c->in[0], &rows, &cols);
     if (st != GF_OK)
         return st;
     const char *norm = gf_onnx_attr_str(c->n, "norm", "MAX");
@@ -188,15 +185,15 @@ static gf_status post_transform(gf_onnx_infer_ctx *c, bool binary, int64_t *pt)
 static gf_status linclass_infer(gf_onnx_infer_ctx *c)
 {
     int64_t rows = 0, cols = 0, n_coef, n_icpt, n_labels;
-    gf_status st = matrix_in(c, c->in[0], &rows, &cols);
+    gf_status st = gf_onnx_ml_matrix_in(c, c->in[0], &rows, &cols);
     if (st != GF_OK)
         return st;
     if (gf_onnx_attr_find(c->n, "classlabels_strings") != NULL)
         return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "the class labels are strings, which "
                             "gpufaas does not output: train with integer class labels");
-    if ((st = weight_in(c, 1, GF_DT_F32, "coefficients", &n_coef)) != GF_OK ||
-        (st = weight_in(c, 2, GF_DT_F32, "intercepts", &n_icpt)) != GF_OK ||
-        (st = weight_in(c, 3, GF_DT_I64, "classlabels_ints", &n_labels)) != GF_OK)
+    if ((st = gf_onnx_ml_weight_in(c, 1, GF_DT_F32, "coefficients", &n_coef)) != GF_OK ||
+        (st = gf_onnx_ml_weight_in(c, 2, GF_DT_F32, "intercepts", &n_icpt)) != GF_OK ||
+        (st = gf_onnx_ml_weight_in(c, 3, GF_DT_I64, "classlabels_ints", &n_labels)) != GF_OK)
         return st;
     if (cols == 0 || n_coef == 0 || n_coef % cols != 0)
         return gf_onnx_fail(c, GF_ERR_INVALID, "%" PRId64 " coefficients do not make rows of %"
@@ -240,7 +237,7 @@ static gf_status linclass_run(const gf_onnx_run_ctx *c)
     int64_t rows = c->aux[0], cols = c->aux[1], nc = c->aux[2], pt = c->aux[3];
     char *sc = c->scratch;
     const float *x;
-    int rc = x_f32(c, &x, sc + c->aux[5]);
+    int rc = gf_onnx_ml_x_f32(c, &x, sc + c->aux[5]);
     const void *coef = c->in[1].data;
     const void *icpt = c->n->n_in > 2 ? c->in[2].data : NULL;
     const int64_t *labels = c->in[3].data;
@@ -302,11 +299,11 @@ static gf_status linclass_run(const gf_onnx_run_ctx *c)
 static gf_status linreg_infer(gf_onnx_infer_ctx *c)
 {
     int64_t rows = 0, cols = 0, n_coef, n_icpt;
-    gf_status st = matrix_in(c, c->in[0], &rows, &cols);
+    gf_status st = gf_onnx_ml_matrix_in(c, c->in[0], &rows, &cols);
     if (st != GF_OK)
         return st;
-    if ((st = weight_in(c, 1, GF_DT_F32, "coefficients", &n_coef)) != GF_OK ||
-        (st = weight_in(c, 2, GF_DT_F32, "intercepts", &n_icpt)) != GF_OK)
+    if ((st = gf_onnx_ml_weight_in(c, 1, GF_DT_F32, "coefficients", &n_coef)) != GF_OK ||
+        (st = gf_onnx_ml_weight_in(c, 2, GF_DT_F32, "intercepts", &n_icpt)) != GF_OK)
         return st;
     int64_t targets = gf_onnx_attr_int(c->n, "targets", 1);
     if (targets < 1 || cols == 0 || n_coef != targets * cols)
@@ -333,7 +330,7 @@ static gf_status linreg_run(const gf_onnx_run_ctx *c)
 {
     int64_t rows = c->aux[0], cols = c->aux[1], targets = c->aux[2];
     const float *x;
-    int rc = x_f32(c, &x, c->scratch);
+    int rc = gf_onnx_ml_x_f32(c, &x, c->scratch);
     if (rc == 0)
         rc = c->k->gemm(c->k->ctx, c->s, 0, 1, rows, targets, cols, 1.0f, x, GF_DT_F32, cols,
                         c->in[1].data, GF_DT_F32, cols, 0.0f, c->out[0].data, targets);
@@ -418,8 +415,8 @@ static gf_status imputer_infer(gf_onnx_infer_ctx *c)
     const gf_onnx_tinfo *x = c->in[0];
     int64_t nf, ni;
     gf_status st;
-    if ((st = weight_in(c, 1, GF_DT_F32, "imputed_value_floats", &nf)) != GF_OK ||
-        (st = weight_in(c, 2, GF_DT_I64, "imputed_value_int64s", &ni)) != GF_OK)
+    if ((st = gf_onnx_ml_weight_in(c, 1, GF_DT_F32, "imputed_value_floats", &nf)) != GF_OK ||
+        (st = gf_onnx_ml_weight_in(c, 2, GF_DT_I64, "imputed_value_int64s", &ni)) != GF_OK)
         return st;
     bool fl = x->dtype == GF_DT_F32;
     if (!fl && x->dtype != GF_DT_I64)

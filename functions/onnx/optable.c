@@ -12,7 +12,7 @@
 
 static const gf_onnx_op *const gf_onnx_lists[] = {
     gf_onnx_ops_elementwise, gf_onnx_ops_shape, gf_onnx_ops_gather, gf_onnx_ops_scan,
-    gf_onnx_ops_nn, gf_onnx_ops_ml,
+    gf_onnx_ops_nn, gf_onnx_ops_ml, gf_onnx_ops_trees,
 };
 #define N_LISTS (sizeof gf_onnx_lists / sizeof gf_onnx_lists[0])
 
@@ -72,6 +72,15 @@ const gf_onnx_op *gf_onnx_op_find(const char *domain, const char *type, int64_t 
     if (opset <= 0) {
         snprintf(why, why_cap, "the model imports no opset for domain '%.64s'",
                  domain[0] ? domain : "ai.onnx");
+        return NULL;
+    }
+    /* an opset newer than ONNX's newest the table was checked against (onnx
+     * 1.23: ai.onnx 28, ai.onnx.ml 5) may have changed what the op means */
+    int64_t newest = domain_default(domain) ? GF_ONNX_OPSET_NEWEST : GF_ONNX_ML_OPSET_NEWEST;
+    if (opset > newest) {
+        snprintf(why, why_cap, "opset %" PRId64 " is newer than the newest this gpufaas knows "
+                 "(%" PRId64 "): export with an opset of at most %" PRId64, opset, newest,
+                 newest);
         return NULL;
     }
     int v = gf_onnx_op_version(op, opset);

@@ -39,6 +39,18 @@ extern "C" {
 /* Per-step integers infer leaves for run. */
 #define GF_ONNX_AUX 48
 
+/* The newest opsets whose op versions the table was checked against (ONNX
+ * 1.23): a model importing a newer one is refused, since a version the table
+ * does not list may have changed an op's meaning. */
+#define GF_ONNX_OPSET_NEWEST 28
+#define GF_ONNX_ML_OPSET_NEWEST 5
+
+/* A tree ensemble's tables, inputs after its lifted attributes (made by
+ * the importer, import_trees.c; read by ops_trees.c): feature, threshold,
+ * next, leaf, roots, meta; meta has GF_ONNX_TREE_META values. */
+#define GF_ONNX_TREE_TABLES 6
+#define GF_ONNX_TREE_META 5
+
 /* What plan-time inference knows of a value. */
 typedef struct gf_onnx_tinfo {
     gf_dtype dtype;
@@ -119,7 +131,8 @@ typedef struct gf_onnx_op {
 
 /* The op for (domain, type) at the model's opset for that domain, or NULL
  * with a message saying what is missing (unknown op, a domain we do not
- * implement, an opset newer than the versions we implement). */
+ * implement, an opset that selects a version we do not implement, an opset
+ * newer than GF_ONNX_OPSET_NEWEST / GF_ONNX_ML_OPSET_NEWEST). */
 const gf_onnx_op *gf_onnx_op_find(const char *domain, const char *type, int64_t opset,
                                   char *why, size_t why_cap);
 
@@ -206,6 +219,7 @@ extern const gf_onnx_op gf_onnx_ops_gather[];
 extern const gf_onnx_op gf_onnx_ops_scan[];
 extern const gf_onnx_op gf_onnx_ops_nn[];
 extern const gf_onnx_op gf_onnx_ops_ml[];
+extern const gf_onnx_op gf_onnx_ops_trees[];
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@ The files are made here with the onnx package from a small good model:
 truncated protobuf, fields of the wrong wire type, an attribute and a
 tensor of the wrong type, a cycle, an input consumed but never produced,
 unsupported ops (unknown, onnxruntime's contrib domain, skl2onnx's ZipMap),
+opsets too old, too new or not imported, tree ensembles that are not trees,
 absurd dims, external data missing or shorter than the tensors claim, and
 misuse of the parts; then graphs that take a shape or a scalar as an input
 deploy and run. Run by meson with GF_GPUFAAS, GF_WORKER and
@@ -98,6 +99,41 @@ def cases(src, tmp):
                 ["FusedMatMul", "com.microsoft", "contrib"]))
     with open(os.path.join(src, "tests/functions/onnx/ml/logreg_zipmap.onnx"), "rb") as f:
         out.append(("zipmap", {"model": f.read()}, 400, ["ZipMap", "'zipmap': False"]))
+    # opsets: older than any version implemented, newer than any known, not imported
+    m = good()
+    m.opset_import[0].version = 5
+    out.append(("old-opset", {"model": m.SerializeToString()}, 400,
+                ["opset 5", "Add", "Relu", "older than those implemented"]))
+    m = good()
+    m.opset_import[0].version = 99
+    out.append(("future-opset", {"model": m.SerializeToString()}, 400,
+                ["opset 99", "newer than the newest", "at most 28"]))
+    sc = model([helper.make_node("Scaler", ["x"], ["y"], name="sc", domain="ai.onnx.ml",
+                                 offset=[0.0], scale=[2.0])],
+               [helper.make_tensor_value_info("x", F, ["n", 4])],
+               [helper.make_tensor_value_info("y", F, ["n", 4])])
+    out.append(("no-ml-opset", {"model": sc.SerializeToString()}, 400,
+                ["Scaler", "ai.onnx.ml", "imports no opset"]))
+    # tree ensembles whose ids do not make trees
+    for name, change, words in (
+            ("tree-cycle", {"nodes_truenodeids": [1, 0, 0], "nodes_falsenodeids": [2, 0, 0],
+                            "nodes_modes": ["BRANCH_LEQ", "BRANCH_LEQ", "LEAF"]},
+             ["trees", "not a tree"]),
+            ("tree-child", {"nodes_falsenodeids": [7, 0, 0]}, ["trees", "child", "not in the tree"]),
+            ("tree-rule", {"nodes_modes": ["BRANCH_EQ", "LEAF", "LEAF"]},
+             ["trees", "BRANCH_EQ", "supported"])):
+        attrs = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[1, 0, 0],
+                     nodes_values=[0.5, 0, 0], nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"],
+                     nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0],
+                     target_ids=[0, 0], target_treeids=[0, 0], target_nodeids=[1, 2],
+                     target_weights=[1.0, 2.0], n_targets=1)
+        attrs.update(change)
+        tm = model([helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], name="trees",
+                                     domain="ai.onnx.ml", **attrs)],
+                   [helper.make_tensor_value_info("x", F, ["n", 4])],
+                   [helper.make_tensor_value_info("y", F, ["n", 1])],
+                   opsets=(("", 17), ("ai.onnx.ml", 3)))
+        out.append((name, {"model": tm.SerializeToString()}, 400, words))
     m = good()
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1 << 50
     out.append(("absurd-dim", {"model": m.SerializeToString()}, 400, ["absurd"]))

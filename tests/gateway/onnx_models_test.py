@@ -3,8 +3,7 @@
 
 The networks users serve (torchvision's resnet18, mobilenet_v3_small,
 efficientnet_b0 and vit_b_16, BERT and RoBERTa encoders, a scikit-learn
-pipeline),
-exported as users export them (tests/functions/onnx/gen_fixtures.py), are
+pipeline, scikit-learn tree ensembles), exported as users export them (tests/functions/onnx/gen_fixtures.py), are
 deployed over HTTP as the docs say (the part `model`, a `name` part or a
 partial manifest) and invoked with the stock Triton client (KServe v2,
 binary tensors). onnxruntime, the independent reference, runs the same
@@ -193,6 +192,20 @@ def run_checks(addr, tmp, only):
         sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
         x = np.random.default_rng(11).uniform(0, 16, size=(5, 64)).astype(np.float32)
         compare(c, "digits-mlp", sess, {sess.get_inputs()[0].name: x}, "sklearn batch 5")
+        # tree ensembles: a random forest pipeline and a binary gradient boosting
+        # model (TreeEnsembleClassifier), a gradient boosting regressor
+        for case, rows in (("random_forest", 6), ("gradient_boosting_binary", 4),
+                           ("gradient_boosting_regressor", 5)):
+            with open(os.path.join(src, f"tests/functions/onnx/ml/test_sklearn_{case}/model.onnx"),
+                      "rb") as f:
+                tdata = f.read()
+            fn = case.replace("_", "-")
+            status, ans = post(addr, {"model": tdata, "name": fn.encode()})
+            check(status == 201, f"{fn}: deploy 201 ({status} {ans})")
+            tsess = ort.InferenceSession(tdata, providers=["CPUExecutionProvider"])
+            tin = tsess.get_inputs()[0]
+            xt = np.random.default_rng(21).uniform(-2, 16, size=(rows, tin.shape[1]))
+            compare(c, fn, tsess, {tin.name: xt.astype(np.float32)}, f"{fn} batch {rows}")
         # the same with the command line, as docs/cli.md says
         env = dict(os.environ, GPUFAAS_SERVER=f"http://{addr}", GPUFAAS_TOKEN=TOKEN)
         p = subprocess.run([os.environ["GF_GPUFAAS"], "deploy", "digits-cli", "--onnx", path,

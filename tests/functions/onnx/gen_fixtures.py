@@ -126,9 +126,75 @@ def gen_ml(out):
     cases["imputer_value"] = (one_node("Imputer", [("x", F, [None, 5])], [("y", F, [None, 5])],
                                        imputed_value_floats=[-7.0],
                                        replaced_value_float=0.0), [xc])
+    cases.update(tree_cases(rng))
     for name, (m, ins) in cases.items():
         write_case(os.path.join(out, "test_" + name), m, ins)
     gen_sklearn(out)
+
+
+def tree_cases(rng):
+    """Hand-made tree ensembles: every rule, missing values tracked both
+    ways, several trees, the regressor's aggregates and the classifier's
+    post transforms (skl2onnx's exports below use only BRANCH_LEQ)."""
+    F, I64 = TensorProto.FLOAT, TensorProto.INT64
+    # two trees over 3 features; tree 0: node 0 (f0 < 0.5) -> 1 | 2, node 2
+    # (f1 >= -0.25) -> 3 | 4; tree 1: node 0 (f2 > 0) -> 1 | 2; node 1 (f0 <= 1) -> 3 | 4
+    nodes = dict(
+        nodes_treeids=[0, 0, 0, 0, 0, 1, 1, 1, 1, 1],
+        nodes_nodeids=[0, 1, 2, 3, 4, 0, 1, 2, 3, 4],
+        nodes_featureids=[0, 0, 1, 0, 0, 2, 0, 0, 0, 0],
+        nodes_values=[0.5, 0, -0.25, 0, 0, 0.0, 1.0, 0, 0, 0],
+        nodes_modes=["BRANCH_LT", "LEAF", "BRANCH_GTE", "LEAF", "LEAF",
+                     "BRANCH_GT", "BRANCH_LEQ", "LEAF", "LEAF", "LEAF"],
+        nodes_truenodeids=[1, 0, 3, 0, 0, 1, 3, 0, 0, 0],
+        nodes_falsenodeids=[2, 0, 4, 0, 0, 2, 4, 0, 0, 0],
+        nodes_missing_value_tracks_true=[1, 0, 0, 0, 0, 0, 1, 0, 0, 0])
+    leaves = [(0, 1), (0, 3), (0, 4), (1, 2), (1, 3), (1, 4)]
+    x = rng.normal(size=(12, 3)).astype(np.float32)
+    x[0] = [0.5, -0.25, 0.0]  # on every threshold
+    x[1] = [np.nan, 0.3, np.nan]
+    x[2] = [0.2, np.nan, 1.0]
+    x[3] = [1.0, -0.25, 0.5]
+    out = {}
+    for pt in ("NONE", "LOGISTIC", "SOFTMAX"):
+        ids, tids, nids, ws = [], [], [], []
+        for k, (t, n) in enumerate(leaves):
+            for c in range(3):
+                tids.append(t)
+                nids.append(n)
+                ids.append(c)
+                ws.append(float(rng.normal()))
+        out[f"treeensembleclassifier_{pt.lower()}"] = (one_node(
+            "TreeEnsembleClassifier", [("x", F, [None, 3])],
+            [("label", I64, [None]), ("scores", F, [None, 3])], class_ids=ids,
+            class_treeids=tids, class_nodeids=nids, class_weights=ws,
+            classlabels_int64s=[4, 5, 6], base_values=[0.1, -0.2, 0.3], post_transform=pt,
+            **nodes), [x])
+        # binary: weights for one class only, of both signs or all >= 0
+        # (onnxruntime makes the two scores and the label differently)
+        for sign, w in (("", rng.normal(size=len(leaves))),
+                        ("_positive", rng.uniform(0, 0.5, size=len(leaves)))):
+            out[f"treeensembleclassifier_binary{sign}_{pt.lower()}"] = (one_node(
+                "TreeEnsembleClassifier", [("x", F, [None, 3])],
+                [("label", I64, [None]), ("scores", F, [None, 2])],
+                class_ids=[0] * len(leaves), class_treeids=[t for t, _ in leaves],
+                class_nodeids=[n for _, n in leaves], class_weights=[float(v) for v in w],
+                classlabels_int64s=[0, 1], base_values=[0.05], post_transform=pt, **nodes),
+                [x])
+    for agg in ("SUM", "AVERAGE", "MIN", "MAX"):
+        tids, nids, ids, ws = [], [], [], []
+        for t, n in leaves:
+            for c in range(2):
+                tids.append(t)
+                nids.append(n)
+                ids.append(c)
+                ws.append(float(rng.normal()))
+        out[f"treeensembleregressor_{agg.lower()}"] = (one_node(
+            "TreeEnsembleRegressor", [("x", F, [None, 3])], [("y", F, [None, 2])],
+            n_targets=2, target_ids=ids, target_treeids=tids, target_nodeids=nids,
+            target_weights=ws, aggregate_function=agg,
+            base_values=[0.5, -1.0] if agg != "MIN" else None, **nodes), [x])
+    return out
 
 
 def gen_sklearn(out):
@@ -165,6 +231,27 @@ def gen_sklearn(out):
         "pca_logreg": (make_pipeline(PCA(8, random_state=0), LogisticRegression(max_iter=300)),
                        X, y),
     }
+    from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
+                                  GradientBoostingRegressor, RandomForestClassifier)
+    from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+    yb = (y > 4).astype(np.int64)
+    models.update({
+        "decision_tree": (DecisionTreeClassifier(max_depth=8, random_state=0), X, y),
+        "random_forest": (make_pipeline(StandardScaler(), RandomForestClassifier(
+            n_estimators=8, max_depth=6, random_state=0)), X, y),
+        "random_forest_binary": (RandomForestClassifier(n_estimators=6, max_depth=5,
+                                                        random_state=0), X, yb),
+        "gradient_boosting": (GradientBoostingClassifier(n_estimators=4, max_depth=3,
+                                                         random_state=0), X, y),
+        "gradient_boosting_binary": (GradientBoostingClassifier(n_estimators=6, max_depth=3,
+                                                                random_state=0), X, yb),
+        "gradient_boosting_regressor": (GradientBoostingRegressor(n_estimators=10, max_depth=3,
+                                                                  random_state=0), Xr, yr),
+        "extra_trees_regressor": (ExtraTreesRegressor(n_estimators=5, max_depth=6,
+                                                      random_state=0), Xr, yr),
+        "decision_tree_regressor_2": (DecisionTreeRegressor(max_depth=5, random_state=0), Xr,
+                                      np.stack([yr, -yr / 2], axis=1)),
+    })
     for name, (m, XX, yy) in models.items():
         m.fit(XX, yy)
         try:

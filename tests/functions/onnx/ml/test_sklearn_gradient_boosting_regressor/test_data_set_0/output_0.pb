@@ -1,0 +1,1 @@
+BvariableJp’ä@p’ä@½pDÃÊ÷Cä±¥Â«wBdÌ…¿
