@@ -1,8 +1,9 @@
 /* The ONNX plan compiler (functions/onnx/plan.c, plan_fuse.c) and the
  * graph's stored form (graph_json.c), on graphs built here with the graph
  * API: constant folding of a torch-style shape chain, the liveness arena
- * (reuse, and the exact peak), fusion, the order of the weights, and the
- * JSON form read back to the same graph. Runs on the cpu backend's kernel
+ * (reuse, and the exact peak), fusion, the order of the weights, the JSON
+ * form read back to the same graph, topological order, and plans per batch
+ * size. Runs on the cpu backend's kernel
  * table where a plan is executed. */
 #include <check.h>
 #include <math.h>
@@ -258,6 +259,43 @@ static gf_status env_upload(void *ctx, void *dst, const void *src, size_t bytes,
     return GF_OK;
 }
 
+/* Run plan p on the cpu backend: params[n_params] (bytes each), input x,
+ * output y (host arrays of nx / ny floats, copied in and out). */
+static void run_on_cpu(gf_onnx_plan *p, int n_params, const void *const *params,
+                       const size_t *param_bytes, const float *x, size_t nx, float *y, size_t ny)
+{
+    gf_backend *be;
+    gf_backend_config cfg = {.device = "cpu", .device_budget = 64 << 20};
+    ck_assert(gf_backend_open(&cfg, &be, NULL) == GF_OK);
+    void *dp[4] = {NULL}, *dx, *dy, *arena = NULL;
+    ck_assert_int_le(n_params, 4);
+    for (int i = 0; i < n_params; i++) {
+        ck_assert(gf_dev_alloc(be, param_bytes[i], &dp[i], NULL) == GF_OK);
+        memcpy(dp[i], params[i], param_bytes[i]);
+    }
+    ck_assert(gf_dev_alloc(be, nx * sizeof *x, &dx, NULL) == GF_OK);
+    ck_assert(gf_dev_alloc(be, ny * sizeof *y, &dy, NULL) == GF_OK);
+    if (gf_onnx_plan_arena_bytes(p) > 0)
+        ck_assert(gf_dev_alloc(be, gf_onnx_plan_arena_bytes(p), &arena, NULL) == GF_OK);
+    memcpy(dx, x, nx * sizeof *x);
+    run_env re = {be, NULL, dp};
+    gf_onnx_env env = {.ctx = &re, .k = gf_backend_kernels(be),
+                       .s = gf_backend_stream(be, GF_STREAM_COMPUTE), .param = env_param,
+                       .upload = env_upload};
+    gf_err e;
+    ck_assert_msg(gf_onnx_plan_run(p, &env, (void *[]){dx}, (void *[]){dy}, arena, &e) == GF_OK,
+                  "%s", e.msg);
+    ck_assert(env.k->sync(env.k->ctx, env.s) == 0);
+    memcpy(y, dy, ny * sizeof *y);
+    for (int i = 0; i < n_params; i++)
+        gf_dev_free(be, dp[i]);
+    gf_dev_free(be, dx);
+    gf_dev_free(be, dy);
+    if (arena != NULL)
+        gf_dev_free(be, arena);
+    gf_backend_free(be);
+}
+
 /* Conv -> Add(residual x) -> Relu is one step, and computes what the three
  * ops compute; Conv -> Sigmoid, Mul (SiLU) is one step too. */
 START_TEST(test_conv_fusions)
@@ -284,29 +322,10 @@ START_TEST(test_conv_fusions)
                                            &e) == GF_OK, "%s", e.msg);
         ck_assert_int_eq(gf_onnx_plan_steps(p), 1);
         /* run it and compare with the three ops by hand */
-        gf_backend *be;
-        gf_backend_config cfg = {.device = "cpu", .device_budget = 64 << 20};
-        ck_assert(gf_backend_open(&cfg, &be, NULL) == GF_OK);
         float x[50], y[50];
         for (int i = 0; i < 50; i++)
             x[i] = (float)((i * 7) % 11) - 5.0f;
-        void *dw, *dx, *dy, *arena = NULL;
-        ck_assert(gf_dev_alloc(be, sizeof w, &dw, NULL) == GF_OK);
-        ck_assert(gf_dev_alloc(be, sizeof x, &dx, NULL) == GF_OK);
-        ck_assert(gf_dev_alloc(be, sizeof y, &dy, NULL) == GF_OK);
-        if (gf_onnx_plan_arena_bytes(p) > 0)
-            ck_assert(gf_dev_alloc(be, gf_onnx_plan_arena_bytes(p), &arena, NULL) == GF_OK);
-        memcpy(dw, w, sizeof w);
-        memcpy(dx, x, sizeof x);
-        void *params[1] = {dw};
-        run_env re = {be, NULL, params};
-        gf_onnx_env env = {.ctx = &re, .k = gf_backend_kernels(be),
-                           .s = gf_backend_stream(be, GF_STREAM_COMPUTE), .param = env_param,
-                           .upload = env_upload};
-        ck_assert_msg(gf_onnx_plan_run(p, &env, (void *[]){dx}, (void *[]){dy}, arena, &e) ==
-                      GF_OK, "%s", e.msg);
-        ck_assert(env.k->sync(env.k->ctx, env.s) == 0);
-        memcpy(y, dy, sizeof y);
+        run_on_cpu(p, 1, (const void *[]){w}, (size_t[]){sizeof w}, x, 50, y, 50);
         for (int o = 0; o < 2; o++)
             for (int i = 0; i < 25; i++) {
                 double cv = w[o * 2] * x[i] + w[o * 2 + 1] * x[25 + i];
@@ -315,12 +334,6 @@ START_TEST(test_conv_fusions)
                               "silu %d: y[%d] = %g, expected %g", silu, o * 25 + i,
                               y[o * 25 + i], want);
             }
-        gf_dev_free(be, dw);
-        gf_dev_free(be, dx);
-        gf_dev_free(be, dy);
-        if (arena != NULL)
-            gf_dev_free(be, arena);
-        gf_backend_free(be);
         gf_onnx_plan_free(p);
         gf_onnx_model_free(m);
     }
@@ -345,6 +358,92 @@ START_TEST(test_no_fusion_when_used_twice)
               GF_OK);
     ck_assert_int_eq(gf_onnx_plan_steps(p), 2);
     gf_onnx_plan_free(p);
+    gf_onnx_model_free(m);
+}
+END_TEST
+
+/* ---- order, shapes per batch size, errors ---------------------------------------------- */
+
+/* Nodes listed consumer first (a file may list them in any order; wiring
+ * sorts them topologically): y = -(relu(x) * 2) still runs in order. */
+START_TEST(test_topological_order)
+{
+    gf_onnx_graph *g = graph();
+    value(g, "x", GF_ONNX_V_INPUT, GF_DT_F32, 2, (int64_t[]){-1, 3});
+    int32_t two = init(g, "two", GF_DT_F32, 0, NULL);
+    value(g, "r", GF_ONNX_V_NODE, GF_DT_INVALID, -1, NULL);
+    value(g, "m", GF_ONNX_V_NODE, GF_DT_INVALID, -1, NULL);
+    node(g, "Neg", N("m"), N("y"), NULL, 0);
+    node(g, "Mul", N("r", "two"), N("m"), NULL, 0);
+    node(g, "Relu", N("x"), N("r"), NULL, 0);
+    output(g, "y");
+    float twof = 2.0f;
+    gf_onnx_model *m = model_of(g, 1, (int32_t[]){two}, (const void *[]){&twof},
+                                (size_t[]){4});
+    gf_onnx_plan *p;
+    gf_err e;
+    ck_assert_msg(gf_onnx_plan_compile(m, (const int64_t[][GF_MAX_RANK]){{2, 3}}, &p, &e) ==
+                  GF_OK, "%s", e.msg);
+    float x[6] = {-1, 0, 1, 2, -3, 0.5f}, y[6];
+    run_on_cpu(p, 1, (const void *[]){&twof}, (size_t[]){4}, x, 6, y, 6);
+    for (int i = 0; i < 6; i++)
+        ck_assert_float_eq(y[i], -(x[i] > 0 ? x[i] : 0.0f) * 2.0f);
+    gf_onnx_plan_free(p);
+    gf_onnx_model_free(m);
+    /* a cycle cannot be ordered: refused when the graph is wired */
+    g = graph();
+    value(g, "x", GF_ONNX_V_INPUT, GF_DT_F32, 1, (int64_t[]){3});
+    value(g, "b", GF_ONNX_V_NODE, GF_DT_INVALID, -1, NULL);
+    node(g, "Add", N("x", "b"), N("a"), NULL, 0);
+    node(g, "Relu", N("a"), N("b"), NULL, 0);
+    output(g, "a");
+    ck_assert(gf_onnx_graph_wire(g, &e) != GF_OK);
+    ck_assert_msg(strstr(e.msg, "cycle") != NULL, "%s", e.msg);
+    gf_onnx_graph_free(g);
+}
+END_TEST
+
+/* One plan per batch size: shapes resolved for it, the arena's peak scaled
+ * with it (known before any run); an input shape the graph does not allow
+ * is refused naming the input. */
+START_TEST(test_plans_per_batch_size)
+{
+    gf_onnx_graph *g = graph();
+    value(g, "x", GF_ONNX_V_INPUT, GF_DT_F32, 2, (int64_t[]){-1, 1000});
+    node(g, "Relu", N("x"), N("a"), NULL, 0);
+    node(g, "Exp", N("a"), N("b"), NULL, 0);
+    node(g, "Neg", N("b"), N("c"), NULL, 0);
+    node(g, "Sub", N("a", "c"), N("y"), NULL, 0);
+    output(g, "y");
+    gf_onnx_model *m = model_of(g, 0, NULL, NULL, NULL);
+    gf_err e;
+    for (int64_t n = 1; n <= 16; n *= 4) {
+        gf_onnx_plan *p;
+        ck_assert_msg(gf_onnx_plan_compile(m, (const int64_t[][GF_MAX_RANK]){{n, 1000}}, &p,
+                                           &e) == GF_OK, "%s", e.msg);
+        size_t block = ((size_t)n * 4000 + GF_ONNX_ARENA_ALIGN - 1) / GF_ONNX_ARENA_ALIGN *
+                       GF_ONNX_ARENA_ALIGN;
+        ck_assert_uint_eq(gf_onnx_plan_arena_bytes(p), 3 * block);
+        ck_assert_int_eq(gf_onnx_plan_output(p, 0)->shape[0], n);
+        ck_assert_int_eq(gf_onnx_plan_output(p, 0)->shape[1], 1000);
+        float x[4] = {-1, 0.5f, 2, 0};
+        if (n == 1) { /* and it computes y = a + exp(a), a = relu(x) */
+            float xs[1000], ys[1000];
+            for (int i = 0; i < 1000; i++)
+                xs[i] = x[i % 4];
+            run_on_cpu(p, 0, NULL, NULL, xs, 1000, ys, 1000);
+            for (int i = 0; i < 1000; i++) {
+                double a = xs[i] > 0 ? xs[i] : 0;
+                ck_assert(fabs(ys[i] - (a + exp(a))) <= 1e-5 * (1 + a + exp(a)));
+            }
+        }
+        gf_onnx_plan_free(p);
+    }
+    gf_onnx_plan *p = NULL;
+    ck_assert(gf_onnx_plan_compile(m, (const int64_t[][GF_MAX_RANK]){{2, 999}}, &p, &e) !=
+              GF_OK);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(e.msg, "'x'") != NULL, "%s", e.msg);
     gf_onnx_model_free(m);
 }
 END_TEST
@@ -414,6 +513,8 @@ int main(void)
     tcase_add_test(tc, test_conv_fusions);
     tcase_add_test(tc, test_no_fusion_when_used_twice);
     tcase_add_test(tc, test_init_order_and_json_round_trip);
+    tcase_add_test(tc, test_topological_order);
+    tcase_add_test(tc, test_plans_per_batch_size);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }

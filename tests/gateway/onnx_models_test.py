@@ -2,19 +2,21 @@
 """Whole ONNX models through a real `gpufaas serve`, against onnxruntime.
 
 The networks users serve (torchvision's resnet18, mobilenet_v3_small,
-efficientnet_b0 and vit_b_16, BERT and RoBERTa encoders, a scikit-learn
-pipeline, scikit-learn tree ensembles), exported as users export them (tests/functions/onnx/gen_fixtures.py), are
-deployed over HTTP as the docs say (the part `model`, a `name` part or a
-partial manifest) and invoked with the stock Triton client (KServe v2,
-binary tensors). onnxruntime, the independent reference, runs the same
-file; the largest difference over the largest reference value must be at
-most 1e-4 (FP32), at two batch sizes (and two sequence lengths for BERT).
+efficientnet_b0 and vit_b_16; BERT, RoBERTa and DistilBERT encoders;
+scikit-learn pipelines and tree ensembles), exported as users export them
+(tests/functions/onnx/gen_fixtures.py), are deployed over HTTP as the docs
+say (the part `model`, a `name` part or a partial manifest) and invoked
+with the stock Triton client (KServe v2, binary tensors). onnxruntime, the
+independent reference, runs the same file; the largest difference over the
+largest reference value must be at most 1e-4 (FP32), at two batch sizes
+(and two sequence lengths for the encoders).
 
 The committed graphs have their large weights stripped; fill() gives them
 seeded random values with the statistics their doc_string names, via the
-onnx package. Run by meson with GF_GPUFAAS, GF_WORKER and GF_SOURCE_ROOT set;
-GF_ONNX_MODELS (comma-separated) picks models. Exits 77 (skipped) when
-onnx, onnxruntime or tritonclient is missing.
+onnx package. Run by meson with GF_GPUFAAS, GF_WORKER and GF_SOURCE_ROOT
+set; GF_ONNX_MODELS (comma-separated) picks models; the full-size encoders
+(bert_base, distilbert_base) run only when it names them. Exits 77 (skipped)
+when onnx, onnxruntime or tritonclient is missing.
 """
 import json
 import os
@@ -169,9 +171,17 @@ def run_checks(addr, tmp, only):
         "bert_encoder": [("batch 2 seq 16", tokens(2, 16, 9)), ("batch 3 seq 7", tokens(3, 7, 10))],
         "roberta_encoder": [("batch 2 seq 12", tokens(2, 12, 12)),
                             ("batch 1 seq 20", tokens(1, 20, 13))],
+        "distilbert_encoder": [("batch 2 seq 16", tokens(2, 16, 14)),
+                               ("batch 3 seq 9", tokens(3, 9, 15))],
+        # full size (bert-base's and distilbert-base's shapes, 110M and 66M
+        # parameters): only when GF_ONNX_MODELS names them (docs/performance.md)
+        "bert_base": [("batch 2 seq 16", tokens(2, 16, 16)), ("batch 4 seq 64", tokens(4, 64, 17))],
+        "distilbert_base": [("batch 2 seq 16", tokens(2, 16, 18)),
+                            ("batch 4 seq 64", tokens(4, 64, 19))],
     }
+    by_hand = ("bert_base", "distilbert_base")
     for k, (name, cases) in enumerate(plan.items()):
-        if only and name not in only:
+        if (only and name not in only) or (not only and name in by_hand):
             continue
         run_model(addr, c, tmp, name.replace("_", "-"), os.path.join(models, name + ".onnx"),
                   cases, 100 + k)

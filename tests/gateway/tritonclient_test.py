@@ -13,7 +13,6 @@ installs tests/requirements.txt into .venv).
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ except ImportError as e:  # not installed: skipped, not failed
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gfserve import start_server  # noqa: E402
+from gfserve import serve  # noqa: E402
 
 TOKEN = "tc-token"
 CHECKS = []
@@ -81,19 +80,9 @@ def main():
                         "--mlp-acts", "tanh,identity", "--softmax", "--out", model], check=True)
         x = read_safetensors(os.path.join(model, "inputs.safetensors"))["x"]
         want = read_safetensors(os.path.join(model, "expected.safetensors"))["y"]
-        proc, addr = start_server(tmp, TOKEN, devices="cpu:2", device_memory="256M",
-                                  host_memory="256M")
-        try:
-            run_checks(addr, model, x, want)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            with open(os.path.join(tmp, "serve.log"), "rb") as f:
-                sys.stderr.write(f.read()[-4000:].decode(errors="replace"))
-            raise
-        proc.send_signal(signal.SIGTERM)
-        check(proc.wait(timeout=60) == 0, "SIGTERM: exit status 0")
-    print(f"{len(CHECKS)} passed, 0 failed")
+        serve(tmp, TOKEN, lambda addr: run_checks(addr, model, x, want), devices="cpu:2",
+              device_memory="256M", host_memory="256M")  # then SIGTERM: exit status 0
+    print(f"{len(CHECKS) + 1} passed, 0 failed")
     return 0
 
 

@@ -92,7 +92,8 @@ def export(module, args, path, input_names, output_names, dynamic_axes):
 
 def gen(out, only=None):
     import torchvision
-    from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
+    from transformers import (BertConfig, BertModel, DistilBertConfig, DistilBertModel,
+                              RobertaConfig, RobertaModel)
 
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
@@ -122,8 +123,15 @@ def gen(out, only=None):
         # RoBERTa numbers positions from the input ids (CumSum, a data-dependent gather)
         "roberta_encoder": lambda: RobertaModel(RobertaConfig(**small, pad_token_id=1),
                                                 add_pooling_layer=False),
+        "distilbert_encoder": lambda: DistilBertModel(DistilBertConfig(
+            vocab_size=1000, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+            max_position_embeddings=128)),
+        # full size (bert-base-uncased's and distilbert-base-uncased's shapes), run by
+        # hand: GF_ONNX_MODELS=bert_base,distilbert_base (docs/performance.md)
+        "bert_base": lambda: BertModel(BertConfig(), add_pooling_layer=False),
+        "distilbert_base": lambda: DistilBertModel(DistilBertConfig()),
     }
-    ids = torch.randint(0, 1000, (2, 16))
+    ids = torch.randint(0, 1000, (2, 16))  # within every vocabulary above
     mask = torch.ones(2, 16, dtype=torch.int64)
     for name, make in encoders.items():
         if only and name not in only:
