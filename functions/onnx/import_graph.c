@@ -326,11 +326,45 @@ static gf_status lift_trees(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_
     return st;
 }
 
+/* An SVMClassifier's matrices (import_svm.c) as inputs first..first+2. */
+static gf_status lift_svm(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_t ni, int first,
+                          const char *lb, const char **data_name, gf_err *err)
+{
+    gf_onnx_svm t;
+    gf_status st = gf_onnx_svm_build(np, lb, &t, err);
+    if (st != GF_OK)
+        return st;
+    struct { const char *what; void *buf; int64_t numel; } tab[GF_ONNX_SVM_TABLES] = {
+        {"svm.pairs", t.pairs, t.v * t.p}, {"svm.votes", t.votes, t.p * t.c},
+        {"svm.vote_base", t.vote_base, t.c}};
+    for (int k = 0; k < GF_ONNX_SVM_TABLES; k++) {
+        int32_t v = -1;
+        if (st == GF_OK)
+            st = raw_init(p, ni, tab[k].what, tab[k].buf, 1, tab[k].numel, data_name, &v, err);
+        else
+            free(tab[k].buf);
+        p->g->nodes[ni].in[first + k] = v;
+    }
+    return st;
+}
+
+/* Attributes a derived-table op's importer consumes (they leave the node). */
+static bool consumed(const gf_onnx_op *op, const char *name)
+{
+    if (strncmp(op->type, "TreeEnsemble", 12) == 0)
+        return gf_onnx_trees_consumes(name);
+    if (strcmp(op->type, "SVMClassifier") == 0)
+        return strcmp(name, "coefficients") == 0 || strcmp(name, "vectors_per_class") == 0 ||
+               strcmp(name, "prob_a") == 0 || strcmp(name, "prob_b") == 0;
+    return false;
+}
+
 /* The weights an ai.onnx.ml op keeps in attributes (its spec's W and J
  * entries) become initializers named "<node>.<attribute>", appended as
  * inputs 1, 2, ...; *lifted_by is then the op (whose spec says which
  * attributes the node no longer has). A tree ensemble's trees become the
- * tables import_trees.c makes, appended after those.
+ * tables import_trees.c makes, an SVMClassifier's coefficients the matrices
+ * import_svm.c makes, appended after those.
  * ZipMap is refused here, before its output type is: it is how skl2onnx
  * outputs probabilities unless told otherwise. */
 static gf_status lift_attrs(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_t ni,
@@ -352,7 +386,8 @@ static gf_status lift_attrs(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_
         return GF_OK;
     bool cls = strcmp(op->type, "TreeEnsembleClassifier") == 0;
     bool trees = cls || strcmp(op->type, "TreeEnsembleRegressor") == 0;
-    int extra = trees ? GF_ONNX_TREE_TABLES : 0;
+    bool svm = strcmp(op->type, "SVMClassifier") == 0;
+    int extra = trees ? GF_ONNX_TREE_TABLES : svm ? GF_ONNX_SVM_TABLES : 0;
     if (n->n_in != 1)
         return gf_err_set(err, GF_ERR_INVALID, "node %s: %d inputs, expected 1",
                           gf_onnx_node_label(g, n, lb, sizeof lb), n->n_in);
@@ -401,6 +436,8 @@ static gf_status lift_attrs(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_
             return st;
         g->nodes[ni].in[at] = v;
     }
+    if (svm)
+        return lift_svm(p, np, ni, 1 + nl, lb, data_name, err);
     return trees ? lift_trees(p, np, ni, 1 + nl, cls, lb, data_name, err) : GF_OK;
 }
 
@@ -540,8 +577,7 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
             char code;
             if (lop != NULL && np->attribute[k]->name != NULL &&
                 (gf_onnx_lifted_input(lop, np->attribute[k]->name, &code) > 0 ||
-                 (strncmp(lop->type, "TreeEnsemble", 12) == 0 &&
-                  gf_onnx_trees_consumes(np->attribute[k]->name))))
+                 consumed(lop, np->attribute[k]->name)))
                 continue;
             if ((st = convert_attr(np->attribute[k], &n->attrs[n->n_attrs], err)) != GF_OK) {
                 n->n_attrs++;

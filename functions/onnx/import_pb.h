@@ -1,6 +1,6 @@
 /* gpufaas — what the two halves of the ONNX protobuf reader share
- * (functions/onnx; internal: only import_pb.c, import_graph.c and import_trees.c include
- * it).
+ * (functions/onnx; internal: only import_pb.c, import_graph.c, import_trees.c and
+ * import_svm.c include it).
  *
  * import_pb.c maps the files, checks the wire format's nesting, decodes
  * tensors and owns the parsed model; import_graph.c turns the decoded
@@ -78,6 +78,20 @@ gf_status gf_onnx_trees_build(const Onnx__NodeProto *np, bool classifier, const 
 void gf_onnx_trees_free(gf_onnx_trees *tt);
 /* True for the attributes the tables replace (they leave the node). */
 bool gf_onnx_trees_consumes(const char *name);
+
+/* An SVMClassifier's matrices (import_svm.c): pairs[v * p] (support vectors
+ * by class pairs), votes[p * c] and vote_base[c] (malloc'd). */
+typedef struct gf_onnx_svm {
+    int64_t v, p, c;
+    float *pairs, *votes, *vote_base;
+} gf_onnx_svm;
+
+/* Build them from node np's attributes (lb names it), checking every count;
+ * probability estimates, string labels and the form without support
+ * vectors are refused. On failure nothing is left to free. */
+gf_status gf_onnx_svm_build(const Onnx__NodeProto *np, const char *lb, gf_onnx_svm *t,
+                            gf_err *err);
+void gf_onnx_svm_free(gf_onnx_svm *t);
 
 /* Build p->g from p->model: values, nodes (Constant nodes become
  * initializers; ai.onnx.ml weights lifted), inputs and outputs, then wire

@@ -50,6 +50,9 @@ extern "C" {
  * next, leaf, roots, meta; meta has GF_ONNX_TREE_META values. */
 #define GF_ONNX_TREE_TABLES 6
 #define GF_ONNX_TREE_META 5
+/* An SVMClassifier's matrices, inputs after its lifted attributes
+ * (import_svm.c; ops_svm.c): pairs, votes, vote_base. */
+#define GF_ONNX_SVM_TABLES 3
 
 /* What plan-time inference knows of a value. */
 typedef struct gf_onnx_tinfo {
@@ -220,6 +223,7 @@ extern const gf_onnx_op gf_onnx_ops_scan[];
 extern const gf_onnx_op gf_onnx_ops_nn[];
 extern const gf_onnx_op gf_onnx_ops_ml[];
 extern const gf_onnx_op gf_onnx_ops_trees[];
+extern const gf_onnx_op gf_onnx_ops_svm[];
 
 #ifdef __cplusplus
 }

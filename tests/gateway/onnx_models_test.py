@@ -3,9 +3,9 @@
 
 The networks users serve (torchvision's resnet18, mobilenet_v3_small,
 efficientnet_b0 and vit_b_16; BERT, RoBERTa and DistilBERT encoders;
-scikit-learn pipelines and tree ensembles), exported as users export them
-(tests/functions/onnx/gen_fixtures.py), are deployed over HTTP as the docs
-say (the part `model`, a `name` part or a partial manifest) and invoked
+scikit-learn pipelines, tree ensembles and SVMs), exported as users export
+them (tests/functions/onnx/gen_fixtures.py), are deployed over HTTP as the
+docs say (the part `model`, a `name` part or a partial manifest) and invoked
 with the stock Triton client (KServe v2, binary tensors). onnxruntime, the
 independent reference, runs the same file; the largest difference over the
 largest reference value must be at most 1e-4 (FP32), at two batch sizes
@@ -203,19 +203,22 @@ def run_checks(addr, tmp, only):
         x = np.random.default_rng(11).uniform(0, 16, size=(5, 64)).astype(np.float32)
         compare(c, "digits-mlp", sess, {sess.get_inputs()[0].name: x}, "sklearn batch 5")
         # tree ensembles: a random forest pipeline and a binary gradient boosting
-        # model (TreeEnsembleClassifier), a gradient boosting regressor
-        for case, rows in (("random_forest", 6), ("gradient_boosting_binary", 4),
-                           ("gradient_boosting_regressor", 5)):
-            with open(os.path.join(src, f"tests/functions/onnx/ml/test_sklearn_{case}/model.onnx"),
-                      "rb") as f:
+        # model (TreeEnsembleClassifier), a gradient boosting regressor; kernel
+        # SVMs: an SVC and an SVR pipeline (SVMClassifier, SVMRegressor)
+        for case in ("random_forest", "gradient_boosting_binary", "gradient_boosting_regressor",
+                     "svc_rbf", "svr_rbf"):
+            d = os.path.join(src, f"tests/functions/onnx/ml/test_sklearn_{case}")
+            with open(os.path.join(d, "model.onnx"), "rb") as f:
                 tdata = f.read()
             fn = case.replace("_", "-")
             status, ans = post(addr, {"model": tdata, "name": fn.encode()})
             check(status == 201, f"{fn}: deploy 201 ({status} {ans})")
             tsess = ort.InferenceSession(tdata, providers=["CPUExecutionProvider"])
-            tin = tsess.get_inputs()[0]
-            xt = np.random.default_rng(21).uniform(-2, 16, size=(rows, tin.shape[1]))
-            compare(c, fn, tsess, {tin.name: xt.astype(np.float32)}, f"{fn} batch {rows}")
+            # the rows the model was made from (random ones would sit far from every
+            # support vector and split), a few per request
+            xt = onnx.numpy_helper.to_array(
+                onnx.load_tensor(os.path.join(d, "test_data_set_0", "input_0.pb")))
+            compare(c, fn, tsess, {tsess.get_inputs()[0].name: xt[:5]}, f"{fn} batch 5")
         # the same with the command line, as docs/cli.md says
         env = dict(os.environ, GPUFAAS_SERVER=f"http://{addr}", GPUFAAS_TOKEN=TOKEN)
         p = subprocess.run([os.environ["GF_GPUFAAS"], "deploy", "digits-cli", "--onnx", path,

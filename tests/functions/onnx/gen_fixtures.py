@@ -127,6 +127,17 @@ def gen_ml(out):
                                        imputed_value_floats=[-7.0],
                                        replaced_value_float=0.0), [xc])
     cases.update(tree_cases(rng))
+    # SVMRegressor in liblinear's form (no support vectors) and one_class
+    cases["svmregressor_linear"] = (
+        one_node("SVMRegressor", [("x", F, [None, 5])], [("y", F, [None, 1])],
+                 coefficients=coef3[:5], rho=[0.25], kernel_type="LINEAR",
+                 kernel_params=[0.0, 0.0, 0.0]), [xc])
+    sv = rng.normal(size=(4, 5)).astype(np.float32)
+    cases["svmregressor_rbf_one_class"] = (
+        one_node("SVMRegressor", [("x", F, [None, 5])], [("y", F, [None, 1])],
+                 coefficients=[0.5, -0.25, 1.0, 0.75], rho=[-0.4], kernel_type="RBF",
+                 kernel_params=[0.3, 0.0, 3.0], n_supports=4, one_class=1,
+                 support_vectors=sv.ravel().tolist()), [xc])
     for name, (m, ins) in cases.items():
         write_case(os.path.join(out, "test_" + name), m, ins)
     gen_sklearn(out)
@@ -252,8 +263,27 @@ def gen_sklearn(out):
         "decision_tree_regressor_2": (DecisionTreeRegressor(max_depth=5, random_state=0), Xr,
                                       np.stack([yr, -yr / 2], axis=1)),
     })
+    from sklearn.svm import SVC, SVR, NuSVC, NuSVR, OneClassSVM
+    Xs = StandardScaler().fit_transform(Xr).astype(np.float32)
+    models.update({
+        "svr_rbf": (make_pipeline(StandardScaler(), SVR(C=10.0)), Xr, yr),
+        "svr_poly": (SVR(kernel="poly", degree=3, coef0=1.0, C=5.0), Xs, yr),
+        "svr_sigmoid": (SVR(kernel="sigmoid", gamma=0.01, coef0=0.5), Xs, yr),
+        "svr_linear_kernel": (SVR(kernel="linear"), Xs, yr),
+        "nusvr": (NuSVR(nu=0.3), Xs, yr),
+        "one_class_svm": (OneClassSVM(nu=0.2, gamma=0.05), Xs, None),
+        # SVMClassifier, one-vs-one (a subset of the digits: fewer support vectors)
+        "svc_rbf": (make_pipeline(StandardScaler(), SVC()), X[:240], y[:240] % 4),
+        "svc_binary": (SVC(gamma="scale"), X[:200], (y[:200] > 4).astype(np.int64)),
+        "svc_poly": (SVC(kernel="poly", degree=2, decision_function_shape="ovo"), X[:200],
+                     y[:200] % 3),
+        "nusvc_linear": (NuSVC(kernel="linear", nu=0.3), X[:200], y[:200] % 3),
+    })
     for name, (m, XX, yy) in models.items():
-        m.fit(XX, yy)
+        if yy is None:
+            m.fit(XX)
+        else:
+            m.fit(XX, yy)
         try:
             onx = to_onnx(m, XX[:1], options={"zipmap": False},
                           target_opset={"": 17, "ai.onnx.ml": 3})

@@ -1,0 +1,1 @@
+BprobabilitiesJ8·å¿·å?dËQ¿dËQ?!‘_¿!‘_?Änq¾Änq>UP¿UP?€?€¿n€?n€¿

@@ -1,0 +1,1 @@
+BvariableJb€¯Az:8Â±ıÂ&<ÌB)B¶Â"–çAS‘A
