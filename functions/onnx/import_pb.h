@@ -58,6 +58,9 @@ gf_status gf_onnx_pb_tensor_bytes(const Onnx__TensorProto *t, const char *name, 
                                   const char *data_name, const void **out, void **owned,
                                   gf_err *err);
 
+/* Node np's attribute called name, or NULL. */
+const Onnx__AttributeProto *gf_onnx_pb_attr(const Onnx__NodeProto *np, const char *name);
+
 /* A tree ensemble's tables (import_trees.c): m nodes of t trees, c leaf
  * columns; feat[m], thr[m], next[3 * m], leaf[m * c], roots[t] (malloc'd);
  * meta = [levels, NaN step, binary scores, aggregate (0 SUM, 1 AVERAGE,

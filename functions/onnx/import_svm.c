@@ -20,13 +20,7 @@
 
 #define MAX_SVM_FLOATS ((size_t)1 << 28)
 
-static const Onnx__AttributeProto *attr(const Onnx__NodeProto *np, const char *name)
-{
-    for (size_t k = 0; k < np->n_attribute; k++)
-        if (np->attribute[k]->name != NULL && strcmp(np->attribute[k]->name, name) == 0)
-            return np->attribute[k];
-    return NULL;
-}
+#define attr gf_onnx_pb_attr
 
 void gf_onnx_svm_free(gf_onnx_svm *t)
 {

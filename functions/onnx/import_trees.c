@@ -40,13 +40,14 @@ typedef struct tree_attrs {
         *n_targets, *aggregate;
 } tree_attrs;
 
-static const Onnx__AttributeProto *attr(const Onnx__NodeProto *np, const char *name)
+const Onnx__AttributeProto *gf_onnx_pb_attr(const Onnx__NodeProto *np, const char *name)
 {
     for (size_t k = 0; k < np->n_attribute; k++)
         if (np->attribute[k]->name != NULL && strcmp(np->attribute[k]->name, name) == 0)
             return np->attribute[k];
     return NULL;
 }
+#define attr gf_onnx_pb_attr
 
 bool gf_onnx_trees_consumes(const char *name)
 {

@@ -190,6 +190,20 @@ END_TEST
 
 /* ---- liveness ------------------------------------------------------------------------ */
 
+/* x [-1, 1000] -> a = Relu(x) -> b = Exp(a) -> c = Neg(b) -> y = a - c:
+ * a stays alive while b and c are made. */
+static gf_onnx_graph *late_use_graph(void)
+{
+    gf_onnx_graph *g = graph();
+    value(g, "x", GF_ONNX_V_INPUT, GF_DT_F32, 2, (int64_t[]){-1, 1000});
+    node(g, "Relu", N("x"), N("a"), NULL, 0);
+    node(g, "Exp", N("a"), N("b"), NULL, 0);
+    node(g, "Neg", N("b"), N("c"), NULL, 0);
+    node(g, "Sub", N("a", "c"), N("y"), NULL, 0);
+    output(g, "y");
+    return g;
+}
+
 /* x -> Relu -> Sigmoid -> Tanh -> ... (8 ops) -> y: each intermediate dies
  * when the next one is made, so two blocks suffice however long the chain;
  * the peak is exactly two tensors of 1000 floats (256-byte aligned). */
@@ -219,13 +233,7 @@ START_TEST(test_liveness_reuses_blocks)
     gf_onnx_plan_free(p);
     /* a value used late stays alive: x -> a -> b -> c, y = a + c needs a
      * third block while b and c are live with a */
-    g = graph();
-    value(g, "x", GF_ONNX_V_INPUT, GF_DT_F32, 2, (int64_t[]){-1, 1000});
-    node(g, "Relu", N("x"), N("a"), NULL, 0);
-    node(g, "Exp", N("a"), N("b"), NULL, 0);
-    node(g, "Neg", N("b"), N("c"), NULL, 0);
-    node(g, "Sub", N("a", "c"), N("y"), NULL, 0);
-    output(g, "y");
+    g = late_use_graph();
     gf_onnx_model *m2 = model_of(g, 0, NULL, NULL, NULL);
     ck_assert(gf_onnx_plan_compile(m2, (const int64_t[][GF_MAX_RANK]){{1, 1000}}, &p, NULL) ==
               GF_OK);
@@ -408,13 +416,7 @@ END_TEST
  * is refused naming the input. */
 START_TEST(test_plans_per_batch_size)
 {
-    gf_onnx_graph *g = graph();
-    value(g, "x", GF_ONNX_V_INPUT, GF_DT_F32, 2, (int64_t[]){-1, 1000});
-    node(g, "Relu", N("x"), N("a"), NULL, 0);
-    node(g, "Exp", N("a"), N("b"), NULL, 0);
-    node(g, "Neg", N("b"), N("c"), NULL, 0);
-    node(g, "Sub", N("a", "c"), N("y"), NULL, 0);
-    output(g, "y");
+    gf_onnx_graph *g = late_use_graph();
     gf_onnx_model *m = model_of(g, 0, NULL, NULL, NULL);
     gf_err e;
     for (int64_t n = 1; n <= 16; n *= 4) {
