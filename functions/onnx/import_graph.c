@@ -11,7 +11,9 @@
 #include "functions/onnx/import_pb.h"
 #include "functions/onnx/optable.h"
 
-static gf_status own(gf_onnx_parsed *p, void *buf, gf_err *err)
+#define own gf_onnx_pb_own
+
+gf_status gf_onnx_pb_own(gf_onnx_parsed *p, void *buf, gf_err *err)
 {
     if (buf == NULL)
         return GF_OK;
@@ -608,6 +610,8 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
         }
         g->outputs[g->n_outputs++] = v;
     }
+    if ((st = gf_onnx_pb_compute_f32(p, err)) != GF_OK)
+        return st;
     return gf_onnx_graph_wire(g, err);
 }
 

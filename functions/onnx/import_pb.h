@@ -1,6 +1,5 @@
 /* gpufaas — what the two halves of the ONNX protobuf reader share
- * (functions/onnx; internal: only import_pb.c, import_graph.c, import_trees.c and
- * import_svm.c include it).
+ * (functions/onnx; internal: only the importer's files, import_*.c, include it).
  *
  * import_pb.c maps the files, checks the wire format's nesting, decodes
  * tensors and owns the parsed model; import_graph.c turns the decoded
@@ -57,6 +56,13 @@ gf_status gf_onnx_pb_tensor_bytes(const Onnx__TensorProto *t, const char *name, 
                                   size_t nbytes, const gf_onnx_mapped *data,
                                   const char *data_name, const void **out, void **owned,
                                   gf_err *err);
+
+/* p owns buf from here on (also on failure, when it is freed). */
+gf_status gf_onnx_pb_own(gf_onnx_parsed *p, void *buf, gf_err *err);
+
+/* Rewrite a graph with FP16/BF16 inputs, initializers, Casts or outputs so
+ * that every intermediate is F32 (import_f16.c); before wiring. */
+gf_status gf_onnx_pb_compute_f32(gf_onnx_parsed *p, gf_err *err);
 
 /* Node np's attribute called name, or NULL. */
 const Onnx__AttributeProto *gf_onnx_pb_attr(const Onnx__NodeProto *np, const char *name);

@@ -9,7 +9,9 @@ docs say (the part `model`, a `name` part or a partial manifest) and invoked
 with the stock Triton client (KServe v2, binary tensors). onnxruntime, the
 independent reference, runs the same file; the largest difference over the
 largest reference value must be at most 1e-4 (FP32), at two batch sizes
-(and two sequence lengths for the encoders).
+(and two sequence lengths for the encoders). resnet18, mobilenet_v3_small
+and the BERT encoder are also converted to FP16 (as onnxconverter-common
+does) and must match FP32 on the same rounded weights within 2e-3.
 
 The committed graphs have their large weights stripped; fill() gives them
 seeded random values with the statistics their doc_string names, via the
@@ -102,8 +104,63 @@ def rel_err(got, want):
 
 
 def kserve_type(a):
-    return {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64",
-            np.dtype(np.int32): "INT32"}[a.dtype]
+    return {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16",
+            np.dtype(np.int64): "INT64", np.dtype(np.int32): "INT32"}[a.dtype]
+
+
+def to_half(m):
+    """The model in FP16 as onnxconverter-common's float16 conversion makes it
+    (FLOAT initializers, inputs, outputs, Casts and constants as FLOAT16), and
+    the FP32 model with the same rounded weights: the reference for a half
+    graph computed in FP32."""
+    from onnx import TensorProto, numpy_helper
+    h, r = onnx.ModelProto(), onnx.ModelProto()
+    h.CopyFrom(m)
+    r.CopyFrom(m)
+    for th, tr in zip(h.graph.initializer, r.graph.initializer):
+        if th.data_type == TensorProto.FLOAT:
+            # clamped to FP16's range as the converter does (torch's masks use
+            # float32's minimum)
+            a = np.clip(numpy_helper.to_array(th), -65504, 65504).astype(np.float16)
+            th.CopyFrom(numpy_helper.from_array(a, th.name))
+            tr.CopyFrom(numpy_helper.from_array(a.astype(np.float32), tr.name))
+    for vi in list(h.graph.input) + list(h.graph.output) + list(h.graph.value_info):
+        if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
+            vi.type.tensor_type.elem_type = TensorProto.FLOAT16
+    for n in h.graph.node:
+        for a in n.attribute:
+            if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.FLOAT:
+                a.t.CopyFrom(numpy_helper.from_array(
+                    np.clip(numpy_helper.to_array(a.t), -65504, 65504).astype(np.float16),
+                    a.t.name))
+    return h, r
+
+
+def run_half(addr, c, name, m, feeds, tol=2e-3):
+    """Model m converted to FP16, deployed and invoked with FP16 tensors, against
+    onnxruntime on the FP32 model with the same rounded weights and inputs."""
+    h, r = to_half(m)
+    status, ans = post(addr, {"model": h.SerializeToString(), "name": name.encode()})
+    check(status == 201, f"{name}: deploy 201 ({status} {ans})")
+    half = {k: a.astype(np.float16) if a.dtype == np.float32 else a for k, a in feeds.items()}
+    rounded = {k: a.astype(np.float32) if a.dtype == np.float16 else a for k, a in half.items()}
+    sess = ort.InferenceSession(r.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, rounded)
+    ins = []
+    for k, a in half.items():
+        i = httpclient.InferInput(k, list(a.shape), kserve_type(a))
+        i.set_data_from_numpy(a, binary_data=True)
+        ins.append(i)
+    res = c.infer(name, ins)
+    for o, w in zip(sess.get_outputs(), want):
+        got = res.as_numpy(o.name)
+        check(got is not None and got.dtype == np.float16 and got.shape == w.shape,
+              f"{name}: output {o.name} is FP16 {list(w.shape)}")
+        e = rel_err(got, w)
+        check(e <= tol, f"{name}: {o.name} within {tol} of FP32 on the same weights ({e:.2e})")
+        print(f"{name}: {o.name} max relative error {e:.2e} (FP16 graph, FP32 reference)")
 
 
 def compare(c, name, sess, feeds, what):
@@ -141,9 +198,11 @@ def tokens(batch, seq, seed):
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def run_model(addr, c, tmp, name, path, cases, seed):
+def run_model(addr, c, tmp, name, path, cases, seed, half=False):
     m = onnx.load(path)
     fill(m, seed)
+    if half:  # the same network exported in FP16, its first case
+        run_half(addr, c, name + "-fp16", m, cases[0][1])
     data = m.SerializeToString()
     t0 = time.monotonic()
     status, ans = post(addr, {"model": data, "name": name.encode()})
@@ -184,7 +243,7 @@ def run_checks(addr, tmp, only):
         if (only and name not in only) or (not only and name in by_hand):
             continue
         run_model(addr, c, tmp, name.replace("_", "-"), os.path.join(models, name + ".onnx"),
-                  cases, 100 + k)
+                  cases, 100 + k, half=name in ("resnet18", "mobilenet_v3_small", "bert_encoder"))
     if not only or "sklearn" in only:
         # a scikit-learn pipeline (StandardScaler + MLPClassifier, skl2onnx without
         # ZipMap), deployed with a partial manifest: a name and max_batch_size only
