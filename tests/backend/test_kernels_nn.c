@@ -259,6 +259,9 @@ START_TEST(test_conv2d_ex)
         {1, 8, 9, 9, 16, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1},
         {2, 8, 33, 32, 20, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},
         {1, 3, 23, 23, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1},  /* resnet's stem, small */
+        /* more output channels than 4x the positions: im2col + gemm, fused */
+        {1, 16, 3, 3, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+        {1, 8, 6, 6, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},
         {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
