@@ -6,13 +6,13 @@
     onnx_ref.py case MODEL DIR SEED BATCH  a test in ONNX's backend-test layout (the
                                            refilled model, inputs, onnxruntime's
                                            outputs), for onnx_conformance
-    onnx_ref.py time MODEL BATCH THREADS RUNS
-                                           median ms of onnxruntime's run on the
-                                           cpu, THREADS intra-op threads, after a
-                                           warm-up; prints ort_ms=...
+    onnx_ref.py serve MODEL BATCH THREADS  an onnxruntime session on the cpu with
+                                           THREADS intra-op threads: prints "ready"
+                                           after a warm-up, then for each line read
+                                           one run's "WALL_MS CPU_MS" (bench_onnx
+                                           interleaves them with its own runs)
 """
 import os
-import statistics
 import sys
 import time
 
@@ -51,7 +51,7 @@ def main():
     if sys.argv[1] == "case":
         return case(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     import onnxruntime as ort
-    path, batch, threads, runs = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    path, batch, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -60,12 +60,12 @@ def main():
     i = sess.get_inputs()[0]
     x = np.random.default_rng(0).normal(size=(batch, *i.shape[1:])).astype(np.float32)
     sess.run(None, {i.name: x})
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        t, c = time.perf_counter(), time.process_time()
         sess.run(None, {i.name: x})
-        times.append(time.perf_counter() - t)
-    print(f"ort_ms={statistics.median(times) * 1e3:.3f}")
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        print(f"{wall * 1e3:.3f} {cpu * 1e3:.3f}", flush=True)
     return 0
 
 
