@@ -46,7 +46,7 @@
 
 #include "core/error.h"
 #include "core/tier.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "core/path.h"
 #include "core/safetensors.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "gateway/core/internal.h"
 #include "gf_config.h"
 

@@ -353,14 +353,16 @@ gf_status gf_shared_object_get(gf_shared *s, const gf_shared_blob *b, const char
         rc = io_err(err, "create", tmp);
         goto out;
     }
-    gf_sha256 h;
-    gf_sha256_init(&h);
-    if ((rc = copy_fd(in, out, b->bytes, &h, src, tmp, err)) != GF_OK)
-        goto out;
-    unsigned char d[GF_SHA256_LEN];
+    gf_sha256 h = {0};
     char hex[GF_SHA256_HEX_LEN];
-    gf_sha256_final(&h, d);
-    gf_sha256_hex(d, hex);
+    rc = gf_sha256_init(&h, err);
+    if (rc == GF_OK)
+        rc = copy_fd(in, out, b->bytes, &h, src, tmp, err);
+    if (rc == GF_OK)
+        rc = gf_sha256_final(&h, hex, err);
+    gf_sha256_deinit(&h);
+    if (rc != GF_OK)
+        goto out;
     if (strcmp(hex, b->sha256) != 0) {
         rc = gf_err_set(err, GF_ERR_FORMAT, "shared store: object %s is corrupt (its content "
                         "hashes to %s)", src, hex);

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 
 #ifdef __cplusplus
 extern "C" {

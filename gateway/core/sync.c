@@ -26,7 +26,7 @@
 
 #include "core/log.h"
 #include "core/path.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "gateway/core/internal.h"
 #include "gateway/core/shared.h"
 

@@ -12,9 +12,9 @@
 
 #include "core/buf.h"
 #include "core/log.h"
-#include "core/sha256.h"
 #include "core/tensor.h"
 #include "functions/manifest.h"
+#include "store/sha256.h"
 
 /* A file part staged on disk. */
 typedef struct {
@@ -58,7 +58,11 @@ gf_status gf_upload_new(const char *dir, uint64_t max_weights, gf_upload **out, 
     u->manifest.limit = GF_MANIFEST_MAX_BYTES;
     gf_buf_init(&u->name);
     u->name.limit = NAME_PART_MAX;
-    gf_sha256_init(&u->sha);
+    gf_status st = gf_sha256_init(&u->sha, err);
+    if (st != GF_OK) {
+        gf_upload_free(u);
+        return st;
+    }
     *out = u;
     return GF_OK;
 }
@@ -81,6 +85,7 @@ void gf_upload_free(gf_upload *u)
     free(u->dir);
     gf_buf_deinit(&u->manifest);
     gf_buf_deinit(&u->name);
+    gf_sha256_deinit(&u->sha);
     free(u);
 }
 
@@ -277,9 +282,9 @@ gf_status gf_upload_finish(gf_upload *u, gf_err *err)
     staged_close(u, &u->data);
     if (u->failed)
         return gf_err_set(err, u->fail.code, "%s", u->fail.msg);
-    unsigned char d[GF_SHA256_LEN];
-    gf_sha256_final(&u->sha, d);
-    gf_sha256_hex(d, u->hex);
+    gf_status st = gf_sha256_final(&u->sha, u->hex, err);
+    if (st != GF_OK)
+        return st;
     u->finished = true;
     return GF_OK;
 }

@@ -8,32 +8,17 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "core/sha256.h"
+#include "core/path.h"
 #include "worker/worker_impl.h"
 
 /* ---- admin: LOAD and UNLOAD ----------------------------------------------------------- */
 
-/* <derived_dir>/<key made safe>-<16 hex of its SHA-256>.safetensors, malloc'd. */
+/* <derived_dir>/<gf_derived_name(key)>, malloc'd. */
 static char *derived_path(const gf_worker *w, const char *key)
 {
-    char safe[65];
-    size_t n = 0;
-    for (const char *p = key; *p != '\0' && n < sizeof safe - 1; p++) {
-        char c = *p;
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_' || c == '-' || (c == '.' && n > 0);
-        safe[n++] = ok ? c : '_';
-    }
-    safe[n] = '\0';
-    unsigned char dig[GF_SHA256_LEN];
-    char hex[GF_SHA256_HEX_LEN];
-    gf_sha256_buf(key, strlen(key), dig);
-    gf_sha256_hex(dig, hex);
-    hex[16] = '\0';
-    size_t len = strlen(w->derived_dir) + n + 16 + 32;
-    char *path = malloc(len);
-    if (path != NULL)
-        snprintf(path, len, "%s/%s-%s.safetensors", w->derived_dir, safe, hex);
+    char *name = gf_derived_name(key);
+    char *path = name != NULL ? gf_path_join(w->derived_dir, name) : NULL;
+    free(name);
     return path;
 }
 

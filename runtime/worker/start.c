@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "core/units.h"
 #include "worker/worker_impl.h"
 
@@ -209,7 +210,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
     pthread_cond_init(&w->ev_cond, NULL);
     w->device = wk_dup_str(cfg->device != NULL ? cfg->device : "cpu");
     w->state_dir = wk_dup_str(cfg->state_dir);
-    size_t dl = strlen(cfg->state_dir) + sizeof "/derived";
+    size_t dl = strlen(cfg->state_dir) + sizeof "/" GF_DERIVED_DIR;
     w->derived_dir = malloc(dl);
     w->evq = calloc(GF_WORKER_EVQ_MAX, sizeof *w->evq);
     if (w->device == NULL || w->state_dir == NULL || w->derived_dir == NULL || w->evq == NULL) {
@@ -218,7 +219,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
     }
     w->cfg.device = w->device;
     w->cfg.state_dir = w->state_dir;
-    snprintf(w->derived_dir, dl, "%s/derived", cfg->state_dir);
+    snprintf(w->derived_dir, dl, "%s/" GF_DERIVED_DIR, cfg->state_dir);
     if (mkdir(w->derived_dir, 0755) != 0 && errno != EEXIST) {
         st = gf_err_set(err, GF_ERR_INVALID, "mkdir(%s): %s", w->derived_dir, strerror(errno));
         goto fail;

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "core/safetensors.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "gateway/core/gateway.h"
 #include "gf_config.h"
 

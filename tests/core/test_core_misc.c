@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "core/tensor.h"
 #include "core/tier.h"
 #include "core/utf8.h"
@@ -261,6 +262,37 @@ START_TEST(test_fault_spec)
 }
 END_TEST
 
+/* Derived files are named by the model key: readable when the key is a safe
+ * file name, otherwise made safe with a hash, and never the same for two
+ * keys. */
+START_TEST(test_derived_name)
+{
+    char *n = gf_derived_name("resnet18@3");
+    ck_assert_str_eq(n, "resnet18@3.safetensors");
+    free(n);
+    const char *odd[] = {"a/b@1", "a_b@1", ".hidden@1", "", "x y@2", "x_y@2"};
+    char *names[6];
+    for (int i = 0; i < 6; i++) {
+        names[i] = gf_derived_name(odd[i]);
+        ck_assert_ptr_nonnull(names[i]);
+        ck_assert_ptr_null(strchr(names[i], '/'));
+        ck_assert(names[i][0] != '.');
+        for (int k = 0; k < i; k++)
+            ck_assert_str_ne(names[i], names[k]);
+    }
+    ck_assert_str_eq(names[1], "a_b@1.safetensors"); /* safe: no hash */
+    ck_assert_int_eq(strncmp(names[0], "a_b@1-", 6), 0);
+    for (int i = 0; i < 6; i++)
+        free(names[i]);
+    char long_key[400];
+    memset(long_key, 'k', sizeof long_key - 1);
+    long_key[sizeof long_key - 1] = '\0';
+    n = gf_derived_name(long_key);
+    ck_assert_uint_lt(strlen(n), 255); /* a file name fits NAME_MAX */
+    free(n);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core_misc");
@@ -274,6 +306,7 @@ int main(void)
     tcase_add_test(tc, test_fault_spec);
     tcase_add_test(tc, test_ema);
     tcase_add_test(tc, test_tier_names);
+    tcase_add_test(tc, test_derived_name);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "functions/manifest.h"
 #include "gateway/http/http.h"
 #include "gateway/http/upload.h"
@@ -103,10 +103,8 @@ START_TEST(test_feed_streams_to_disk)
     ck_assert_uint_eq(fl, n);
     ck_assert(memcmp(f, w, n) == 0);
     free(f);
-    unsigned char d[GF_SHA256_LEN];
     char hex[GF_SHA256_HEX_LEN];
-    gf_sha256_buf(w, n, d);
-    gf_sha256_hex(d, hex);
+    gf_sha256_buf(w, n, hex, NULL);
     ck_assert_str_eq(gf_upload_sha256(u), hex);
     ck_assert_ptr_null(gf_upload_name(u));
     ck_assert(!gf_upload_is_model(u));
@@ -382,10 +380,8 @@ START_TEST(test_multipart_through_mhd)
     gf_test_write_file(wpath, w, n);
     const char *m = "{\"name\":\"digits\",\"kind\":\"mlp\"}";
     gf_test_write_file(mpath, m, strlen(m));
-    unsigned char dg[GF_SHA256_LEN];
     char hex[GF_SHA256_HEX_LEN];
-    gf_sha256_buf(w, n, dg);
-    gf_sha256_hex(dg, hex);
+    gf_sha256_buf(w, n, hex, NULL);
 
     /* curl -F manifest=@m.json -F weights=@model.safetensors */
     const char *const ok[2][3] = {{"manifest", mpath, NULL}, {"weights", wpath, NULL}};

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "core/buf.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "testutil.h"
 
 sqlite3 *st_raw_open(const char *path, int flags)
@@ -130,10 +130,8 @@ int64_t st_deploy(gf_store *s, const char *dir, const char *function, size_t n, 
     for (size_t i = 0; i < n; i++)
         data[i] = (unsigned char)(i * 31 + (size_t)next);
     gf_test_write_file(path, data, n);
-    unsigned char d[GF_SHA256_LEN];
-    gf_sha256_buf(data, n, d);
     char hex[GF_SHA256_HEX_LEN];
-    gf_sha256_hex(d, hex);
+    gf_sha256_buf(data, n, hex, NULL);
     free(data);
     free(path);
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "core/fault.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "store/schema.h"
 #include "store/store.h"
 #include "store_testlib.h"

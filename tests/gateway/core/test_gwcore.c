@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "core/safetensors.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "gateway/core/gateway.h"
 #include "gateway/http/http.h"
 #include "mlp.h"

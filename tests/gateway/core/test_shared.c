@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/path.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "gateway/core/shared.h"
 #include "testutil.h"
 
@@ -35,11 +35,9 @@ static gf_shared_blob blob_file(const char *path, size_t n, int c)
     char *data = malloc(n);
     memset(data, c, n);
     gf_test_write_file(path, data, n);
-    unsigned char d[GF_SHA256_LEN];
     gf_shared_blob b;
     memset(&b, 0, sizeof b);
-    gf_sha256_buf(data, n, d);
-    gf_sha256_hex(d, b.sha256);
+    gf_sha256_buf(data, n, b.sha256, NULL);
     b.bytes = n;
     free(data);
     return b;

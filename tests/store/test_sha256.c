@@ -1,19 +1,19 @@
-/* Tests for runtime/core SHA-256: the FIPS 180-4 / NIST example vectors,
- * streaming in every split of a message, and random data of many lengths
- * against Python's hashlib (an independent implementation). */
+/* Tests for store/sha256 (SHA-256 through libcrypto's EVP): the FIPS 180-4 /
+ * NIST example vectors, streaming in every split of a message, files of many
+ * lengths against Python's hashlib (an independent implementation), errors,
+ * and a hash that stops when asked. */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "testutil.h"
 
 static void hex_of(const void *data, size_t n, char hex[GF_SHA256_HEX_LEN])
 {
-    unsigned char d[GF_SHA256_LEN];
-    gf_sha256_buf(data, n, d);
-    gf_sha256_hex(d, hex);
+    ck_assert_int_eq(gf_sha256_buf(data, n, hex, NULL), GF_OK);
 }
 
 /* The NIST CSRC example messages for SHA-256 (FIPS 180-4 examples). */
@@ -38,8 +38,8 @@ START_TEST(test_nist_vectors)
         ck_assert_str_eq(hex, v[i].hex);
     }
     /* one million 'a', fed in uneven chunks */
-    gf_sha256 c;
-    gf_sha256_init(&c);
+    gf_sha256 c = {0};
+    ck_assert_int_eq(gf_sha256_init(&c, NULL), GF_OK);
     char a[997];
     memset(a, 'a', sizeof a);
     size_t left = 1000000;
@@ -48,9 +48,9 @@ START_TEST(test_nist_vectors)
         gf_sha256_update(&c, a, n);
         left -= n;
     }
-    unsigned char d[GF_SHA256_LEN];
-    gf_sha256_final(&c, d);
-    gf_sha256_hex(d, hex);
+    ck_assert_int_eq(gf_sha256_final(&c, hex, NULL), GF_OK);
+    gf_sha256_deinit(&c);
+    gf_sha256_deinit(&c); /* a second deinit is a no-op */
     ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 END_TEST
@@ -62,26 +62,24 @@ START_TEST(test_streaming_splits)
     unsigned char msg[200];
     for (size_t i = 0; i < sizeof msg; i++)
         msg[i] = (unsigned char)(i * 7 + 3);
+    gf_sha256 c = {0}; /* reused: init after final starts afresh */
     for (size_t len = 0; len <= sizeof msg; len += 1) {
-        unsigned char want[GF_SHA256_LEN];
-        gf_sha256_buf(msg, len, want);
+        char want[GF_SHA256_HEX_LEN], got[GF_SHA256_HEX_LEN];
+        hex_of(msg, len, want);
         for (size_t cut = 0; cut <= len; cut += (len > 130 ? 13 : 1)) {
-            gf_sha256 c;
-            gf_sha256_init(&c);
+            ck_assert_int_eq(gf_sha256_init(&c, NULL), GF_OK);
             gf_sha256_update(&c, msg, cut);
             gf_sha256_update(&c, msg + cut, len - cut);
-            unsigned char got[GF_SHA256_LEN];
-            gf_sha256_final(&c, got);
-            ck_assert_msg(memcmp(got, want, GF_SHA256_LEN) == 0, "len %zu cut %zu", len, cut);
+            ck_assert_int_eq(gf_sha256_final(&c, got, NULL), GF_OK);
+            ck_assert_msg(strcmp(got, want) == 0, "len %zu cut %zu", len, cut);
         }
-        gf_sha256 c;
-        gf_sha256_init(&c);
+        ck_assert_int_eq(gf_sha256_init(&c, NULL), GF_OK);
         for (size_t i = 0; i < len; i++)
             gf_sha256_update(&c, msg + i, 1);
-        unsigned char got[GF_SHA256_LEN];
-        gf_sha256_final(&c, got);
-        ck_assert_msg(memcmp(got, want, GF_SHA256_LEN) == 0, "bytewise len %zu", len);
+        ck_assert_int_eq(gf_sha256_final(&c, got, NULL), GF_OK);
+        ck_assert_msg(strcmp(got, want) == 0, "bytewise len %zu", len);
     }
+    gf_sha256_deinit(&c);
 }
 END_TEST
 
@@ -166,12 +164,41 @@ START_TEST(test_file_errors)
     ck_assert_ptr_nonnull(strstr(err.msg, "/nonexistent/gf/weights.safetensors"));
     /* a directory opens but cannot be read */
     ck_assert_int_eq(gf_sha256_file("/", hex, NULL, &err), GF_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(err.msg, "read"));
+}
+END_TEST
+
+/* A background check stops as soon as it is asked to, and hashes the whole
+ * file when it is not. */
+START_TEST(test_file_until_stops)
+{
+    char *dir = gf_test_tmpdir();
+    char *path = gf_test_path(dir, "big.bin");
+    size_t n = 5u << 20; /* five of the reader's chunks */
+    char *data = calloc(1, n);
+    ck_assert_ptr_nonnull(data);
+    gf_test_write_file(path, data, n);
+    char want[GF_SHA256_HEX_LEN], hex[GF_SHA256_HEX_LEN];
+    hex_of(data, n, want);
+    free(data);
+    _Atomic bool stop = false;
+    uint64_t size = 0;
+    ck_assert_int_eq(gf_sha256_file_until(path, &stop, hex, &size, NULL), GF_OK);
+    ck_assert_str_eq(hex, want);
+    ck_assert_uint_eq(size, n);
+    atomic_store(&stop, true);
+    gf_err err;
+    ck_assert_int_eq(gf_sha256_file_until(path, &stop, hex, &size, &err), GF_ERR_CLOSED);
+    ck_assert_str_eq(hex, "");
+    ck_assert_ptr_nonnull(strstr(err.msg, path));
+    free(path);
+    gf_test_rmtree(dir);
 }
 END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("core_sha256");
+    Suite *s = suite_create("store_sha256");
     TCase *tc = tcase_create("sha256");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_nist_vectors);
@@ -179,6 +206,7 @@ int main(void)
     tcase_add_test(tc, test_hex_valid);
     tcase_add_test(tc, test_random_vs_hashlib);
     tcase_add_test(tc, test_file_errors);
+    tcase_add_test(tc, test_file_until_stops);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
