@@ -184,6 +184,17 @@ static const char gf_store_schema_v1[] =
     "FROM swap_events s\n"
     "WHERE s.at >= " GF_NOW_US " - 3600000000\n"
     "ORDER BY s.at DESC, s.id DESC;\n";
+
+/* Every answered inference request is one invocations row, refused ones
+ * included: why it was refused (or failed) is kept with it. A version's
+ * weights file is known at start by its size, mtime and inode (recorded at
+ * publish, checked without reading the file) and its sha256 is re-checked in
+ * the background: checked_at says when it last matched. */
+static const char gf_store_schema_v2[] =
+    "ALTER TABLE invocations ADD COLUMN reason TEXT;  -- why it was refused or failed; NULL when OK\n"
+    "ALTER TABLE function_versions ADD COLUMN file_mtime_ns INTEGER;  -- the file at publish\n"
+    "ALTER TABLE function_versions ADD COLUMN file_inode INTEGER;\n"
+    "ALTER TABLE function_versions ADD COLUMN checked_at INTEGER;  -- its sha256 last matched\n";
 /* clang-format on */
 
 const gf_store_migration gf_store_migrations[] = {
@@ -191,6 +202,10 @@ const gf_store_migration gf_store_migrations[] = {
      "initial schema: functions, versions, workers, placements, invocations, swap events "
      "and the operator views",
      gf_store_schema_v1},
+    {2,
+     "invocations.reason (refused requests are recorded too); the weights file's identity "
+     "(size, mtime, inode) and when its sha256 was last checked",
+     gf_store_schema_v2},
 };
 const size_t gf_store_migrations_n = sizeof gf_store_migrations / sizeof gf_store_migrations[0];
 

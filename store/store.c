@@ -43,8 +43,8 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
     [GF_SQL_ROLLBACK_TO] = "ROLLBACK TO gf_admin",
     [GF_SQL_INV_INSERT] =
         "INSERT INTO invocations (function, version, worker_id, status, http_code, batch_size,"
-        " cold, queue_us, load_us, exec_us, total_us, at)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        " cold, queue_us, load_us, exec_us, total_us, at, reason)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     [GF_SQL_SWAP_INSERT] =
         "INSERT INTO swap_events (worker_id, function, version, from_tier, to_tier, bytes,"
         " elapsed_us, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -75,8 +75,9 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
     [GF_SQL_V_NEXT] =
         "SELECT COALESCE(MAX(version), 0) + 1 FROM function_versions WHERE function = ?1",
     [GF_SQL_V_INSERT] = "INSERT INTO function_versions (function, version, kind, manifest,"
-                        " weights_path, bytes, sha256, created_at)"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        " weights_path, bytes, sha256, created_at, file_mtime_ns, file_inode,"
+                        " checked_at)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?8)",
     [GF_SQL_V_STATE] = "SELECT state FROM function_versions WHERE function = ?1 AND version = ?2",
     [GF_SQL_FN_PUBLISH] = "UPDATE functions SET current_version = ?2 WHERE name = ?1",
     [GF_SQL_FN_DELETE] = "UPDATE functions SET deleted_at = ?2, current_version = NULL"
@@ -85,6 +86,15 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
     [GF_SQL_PL_DELETE_FN] = "DELETE FROM placements WHERE function = ?1",
     [GF_SQL_V_BROKEN] = "UPDATE function_versions SET state = 'broken', state_reason = ?3"
                         " WHERE function = ?1 AND version = ?2 AND state <> 'deleted'",
+    [GF_SQL_V_DELETE_ONE] = "UPDATE function_versions SET state = 'deleted'"
+                            " WHERE function = ?1 AND version = ?2 AND state <> 'deleted'",
+    [GF_SQL_PL_DELETE_VERSION] = "DELETE FROM placements WHERE function = ?1 AND version = ?2",
+    [GF_SQL_FN_UNPUBLISH] = "UPDATE functions SET current_version = NULL"
+                            " WHERE name = ?1 AND current_version = ?2",
+    /* ?5: hashed, so checked_at moves; the identity is recorded either way */
+    [GF_SQL_V_CHECKED] = "UPDATE function_versions SET file_mtime_ns = ?3, file_inode = ?4,"
+                         " checked_at = CASE WHEN ?5 THEN ?6 ELSE checked_at END"
+                         " WHERE function = ?1 AND version = ?2 AND state = 'ready'",
     [GF_SQL_W_REGISTER] =
         "INSERT INTO workers (id, device, pid, state, device_budget, host_budget, started_at)"
         " VALUES (?1, ?2, ?3, 'starting', ?4, ?5, ?6)"
@@ -106,9 +116,14 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
 /* On the read-only connection. */
 static const char gf_store_sql_catalog[] =
     "SELECT v.function, v.version, v.kind, v.manifest, v.weights_path, v.bytes, v.sha256,"
-    " v.created_at, v.state, v.state_reason, (f.current_version IS v.version)"
+    " v.created_at, v.state, v.state_reason, (f.current_version IS v.version),"
+    " v.file_mtime_ns, v.file_inode, v.checked_at"
     " FROM function_versions v JOIN functions f ON f.name = v.function"
     " WHERE v.state <> 'deleted' ORDER BY v.function, v.version";
+static const char gf_store_sql_functions[] =
+    "SELECT f.name, (SELECT COALESCE(MAX(v.version), 0) FROM function_versions v"
+    "  WHERE v.function = f.name), f.deleted_at IS NOT NULL"
+    " FROM functions f ORDER BY f.name";
 
 /* ---- small helpers ----------------------------------------------------------- */
 
@@ -255,6 +270,7 @@ static void gf_store_destroy(gf_store *s)
     for (int i = 0; i < GF_SQL_COUNT_; i++)
         sqlite3_finalize(s->stmt[i]);
     sqlite3_finalize(s->rd_catalog);
+    sqlite3_finalize(s->rd_functions);
     if (s->rdb != NULL)
         sqlite3_close(s->rdb);
     if (s->db != NULL)
@@ -403,7 +419,8 @@ gf_status gf_store_open(const char *path, const gf_store_config *cfg, gf_store *
     st = gf_store_connect(path, SQLITE_OPEN_READONLY, c.busy_timeout_ms, &s->rdb, err);
     if (st != GF_OK)
         goto fail;
-    if ((st = gf_store_prepare(s->rdb, gf_store_sql_catalog, &s->rd_catalog, err)) != GF_OK)
+    if ((st = gf_store_prepare(s->rdb, gf_store_sql_catalog, &s->rd_catalog, err)) != GF_OK ||
+        (st = gf_store_prepare(s->rdb, gf_store_sql_functions, &s->rd_functions, err)) != GF_OK)
         goto fail;
 
     s->last_retention_us = (int64_t)gf_mono_us();
@@ -457,7 +474,10 @@ void gf_store_catalog_free(gf_store_catalog *c)
         free(v->weights_path);
         free(v->state_reason);
     }
+    for (size_t i = 0; i < c->n_functions; i++)
+        free(c->functions[i].name);
     free(c->versions);
+    free(c->functions);
     free(c);
 }
 
@@ -468,46 +488,65 @@ static char *gf_store_col_dup(sqlite3_stmt *st, int col)
     return t != NULL ? strdup((const char *)t) : NULL;
 }
 
+/* Make room for one more element of size sz in *arr (n used, *cap). */
+static bool gf_store_grow(void **arr, size_t n, size_t *cap, size_t sz)
+{
+    if (n < *cap)
+        return true;
+    size_t ncap = *cap == 0 ? 16 : *cap * 2;
+    void *na = ncap > SIZE_MAX / sz ? NULL : realloc(*arr, ncap * sz);
+    if (na == NULL)
+        return false;
+    *arr = na;
+    *cap = ncap;
+    return true;
+}
+
+/* One row of the catalog query into v (zeroed here). False when out of
+ * memory. */
+static bool gf_store_read_version(sqlite3_stmt *q, gf_store_version_info *v)
+{
+    memset(v, 0, sizeof *v);
+    v->function = gf_store_col_dup(q, 0);
+    v->version = sqlite3_column_int64(q, 1);
+    v->kind = gf_store_col_dup(q, 2);
+    v->manifest = gf_store_col_dup(q, 3);
+    v->weights_path = gf_store_col_dup(q, 4);
+    v->bytes = (uint64_t)sqlite3_column_int64(q, 5);
+    const char *sha = (const char *)sqlite3_column_text(q, 6);
+    snprintf(v->sha256, sizeof v->sha256, "%s", sha != NULL ? sha : "");
+    v->created_at_us = sqlite3_column_int64(q, 7);
+    v->state = gf_store_vstate_parse((const char *)sqlite3_column_text(q, 8));
+    v->state_reason = gf_store_col_dup(q, 9);
+    v->current = sqlite3_column_int(q, 10) != 0;
+    v->file.bytes = v->bytes;
+    v->file.mtime_ns = sqlite3_column_int64(q, 11);
+    int64_t ino = sqlite3_column_int64(q, 12);
+    v->file.inode = ino > 0 ? (uint64_t)ino : 0;
+    v->checked_at_us = sqlite3_column_int64(q, 13);
+    return v->function != NULL && v->kind != NULL && v->manifest != NULL &&
+           v->weights_path != NULL;
+}
+
 gf_status gf_store_catalog_load(gf_store *s, gf_store_catalog **out, gf_err *err)
 {
     *out = NULL;
     gf_store_catalog *c = calloc(1, sizeof *c);
     if (c == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "gf_store_catalog_load: out of memory");
-    size_t cap = 0;
+    size_t cap = 0, fcap = 0;
     gf_status st = GF_OK;
     pthread_mutex_lock(&s->rd_lock);
+    /* one read transaction, so that the versions and the functions agree */
+    sqlite3_exec(s->rdb, "BEGIN", NULL, NULL, NULL);
     sqlite3_stmt *q = s->rd_catalog;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (c->n == cap) {
-            size_t ncap = cap == 0 ? 16 : cap * 2;
-            gf_store_version_info *nv =
-                ncap > SIZE_MAX / sizeof *nv ? NULL : realloc(c->versions, ncap * sizeof *nv);
-            if (nv == NULL) {
-                st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_catalog_load: out of memory");
-                break;
-            }
-            c->versions = nv;
-            cap = ncap;
+        if (!gf_store_grow((void **)&c->versions, c->n, &cap, sizeof *c->versions)) {
+            st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_catalog_load: out of memory");
+            break;
         }
-        gf_store_version_info *v = &c->versions[c->n];
-        memset(v, 0, sizeof *v);
-        c->n++;
-        v->function = gf_store_col_dup(q, 0);
-        v->version = sqlite3_column_int64(q, 1);
-        v->kind = gf_store_col_dup(q, 2);
-        v->manifest = gf_store_col_dup(q, 3);
-        v->weights_path = gf_store_col_dup(q, 4);
-        v->bytes = (uint64_t)sqlite3_column_int64(q, 5);
-        const char *sha = (const char *)sqlite3_column_text(q, 6);
-        snprintf(v->sha256, sizeof v->sha256, "%s", sha != NULL ? sha : "");
-        v->created_at_us = sqlite3_column_int64(q, 7);
-        v->state = gf_store_vstate_parse((const char *)sqlite3_column_text(q, 8));
-        v->state_reason = gf_store_col_dup(q, 9);
-        v->current = sqlite3_column_int(q, 10) != 0;
-        if (v->function == NULL || v->kind == NULL || v->manifest == NULL ||
-            v->weights_path == NULL) {
+        if (!gf_store_read_version(q, &c->versions[c->n++])) {
             st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_catalog_load: out of memory");
             break;
         }
@@ -518,6 +557,26 @@ gf_status gf_store_catalog_load(gf_store *s, gf_store_catalog **out, gf_err *err
                         sqlite3_errmsg(s->rdb));
     }
     sqlite3_reset(q);
+    q = s->rd_functions;
+    while (st == GF_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (!gf_store_grow((void **)&c->functions, c->n_functions, &fcap, sizeof *c->functions)) {
+            st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_catalog_load: out of memory");
+            break;
+        }
+        gf_store_function_info *f = &c->functions[c->n_functions++];
+        f->name = gf_store_col_dup(q, 0);
+        f->max_version = sqlite3_column_int64(q, 1);
+        f->deleted = sqlite3_column_int(q, 2) != 0;
+        if (f->name == NULL)
+            st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_catalog_load: out of memory");
+    }
+    if (st == GF_OK && rc != SQLITE_DONE) {
+        gf_status code = gf_store_sqlite_status(rc);
+        st = gf_err_set(err, code == GF_OK ? GF_ERR_INTERNAL : code, "reading the functions: %s",
+                        sqlite3_errmsg(s->rdb));
+    }
+    sqlite3_reset(q);
+    sqlite3_exec(s->rdb, "COMMIT", NULL, NULL, NULL);
     pthread_mutex_unlock(&s->rd_lock);
     if (st != GF_OK) {
         gf_store_catalog_free(c);
@@ -527,40 +586,65 @@ gf_status gf_store_catalog_load(gf_store *s, gf_store_catalog **out, gf_err *err
     return GF_OK;
 }
 
-/* Check one version's weights file; returns a reason (into why) when it is
- * missing or does not match, or "" when it is good. */
-static void gf_store_check_weights(const gf_store_version_info *v, const char *base_dir, char *why,
-                                   size_t why_len)
+char *gf_store_version_path(const gf_store_version_info *v, const char *base_dir)
 {
-    why[0] = '\0';
+    if (v->weights_path[0] == '/' || base_dir == NULL)
+        return strdup(v->weights_path);
     char *full = NULL;
-    const char *path = v->weights_path;
-    if (path[0] != '/' && base_dir != NULL) {
-        if (asprintf(&full, "%s/%s", base_dir, path) < 0) {
-            snprintf(why, why_len, "out of memory resolving the weights path");
-            return;
-        }
-        path = full;
-    }
+    return asprintf(&full, "%s/%s", base_dir, v->weights_path) < 0 ? NULL : full;
+}
+
+gf_status gf_store_file_id_of(const char *path, gf_store_file_id *out, gf_err *err)
+{
+    memset(out, 0, sizeof *out);
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        snprintf(why, why_len, "weights file %s: %s", path,
-                 errno == ENOENT ? "missing" : strerror(errno));
-    } else if (!S_ISREG(sb.st_mode)) {
-        snprintf(why, why_len, "weights file %s is not a regular file", path);
-    } else if ((uint64_t)sb.st_size != v->bytes) {
-        snprintf(why, why_len, "weights file %s has %lld bytes, recorded %llu", path,
-                 (long long)sb.st_size, (unsigned long long)v->bytes);
-    } else {
-        char hex[GF_SHA256_HEX_LEN];
-        gf_err e;
-        if (gf_sha256_file(path, hex, NULL, &e) != GF_OK)
-            snprintf(why, why_len, "%s", e.msg);
-        else if (strcmp(hex, v->sha256) != 0)
-            snprintf(why, why_len, "weights file %s has sha256 %s, recorded %s", path, hex,
-                     v->sha256);
+        int e = errno;
+        return gf_err_set(err, e == ENOENT ? GF_ERR_NOT_FOUND : GF_ERR_IO, "weights file %s: %s",
+                          path, e == ENOENT ? "missing" : strerror(e));
     }
-    free(full);
+    if (!S_ISREG(sb.st_mode))
+        return gf_err_set(err, GF_ERR_IO, "weights file %s is not a regular file", path);
+    out->bytes = (uint64_t)sb.st_size;
+    out->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    out->inode = (uint64_t)sb.st_ino;
+    return GF_OK;
+}
+
+gf_status gf_store_file_check(const char *path, const gf_store_version_info *v,
+                              gf_store_check_depth depth, const _Atomic bool *stop,
+                              gf_store_check_result *out)
+{
+    memset(out, 0, sizeof *out);
+    gf_err e;
+    if (gf_store_file_id_of(path, &out->id, &e) != GF_OK) {
+        snprintf(out->why, sizeof out->why, "%s", e.msg);
+        return GF_OK;
+    }
+    if (out->id.bytes != v->bytes) {
+        snprintf(out->why, sizeof out->why, "weights file %s has %llu bytes, recorded %llu", path,
+                 (unsigned long long)out->id.bytes, (unsigned long long)v->bytes);
+        return GF_OK;
+    }
+    bool same = v->file.inode != 0 && v->file.inode == out->id.inode &&
+                v->file.mtime_ns == out->id.mtime_ns;
+    if (depth == GF_STORE_CHECK_QUICK && same) {
+        out->ok = true;
+        return GF_OK;
+    }
+    char hex[GF_SHA256_HEX_LEN];
+    gf_status st = gf_sha256_file_until(path, stop, hex, NULL, &e);
+    if (st == GF_ERR_CLOSED || st == GF_ERR_NOMEM)
+        return st;
+    out->hashed = true;
+    if (st != GF_OK)
+        snprintf(out->why, sizeof out->why, "%s", e.msg);
+    else if (strcmp(hex, v->sha256) != 0)
+        snprintf(out->why, sizeof out->why, "weights file %s has sha256 %s, recorded %s", path,
+                 hex, v->sha256);
+    else
+        out->ok = true;
+    return GF_OK;
 }
 
 gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog **out, gf_err *err)
@@ -574,23 +658,48 @@ gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog *
     st = gf_store_catalog_load(s, &c, err);
     if (st != GF_OK)
         return st;
-    for (size_t i = 0; i < c->n; i++) {
+    gf_store_check_result *chk = malloc(sizeof *chk);
+    if (chk == NULL) {
+        gf_store_catalog_free(c);
+        return gf_err_set(err, GF_ERR_NOMEM, "gf_store_recover: out of memory");
+    }
+    for (size_t i = 0; i < c->n && st == GF_OK; i++) {
         gf_store_version_info *v = &c->versions[i];
         if (v->state != GF_STORE_VERSION_READY)
             continue;
-        char why[GF_ERR_MSG_MAX];
-        gf_store_check_weights(v, base_dir, why, sizeof why);
-        if (why[0] == '\0')
+        char *path = gf_store_version_path(v, base_dir);
+        st = path == NULL ? gf_err_set(err, GF_ERR_NOMEM, "gf_store_recover: out of memory")
+                          : gf_store_file_check(path, v, GF_STORE_CHECK_QUICK, NULL, chk);
+        free(path);
+        if (st != GF_OK)
+            break;
+        c->hashed_now += chk->hashed;
+        if (chk->ok && chk->hashed) {
+            /* its identity had changed (a copy, a restore, a first start after
+             * an upgrade): the content is right, remember the file as it is */
+            v->hashed_now = true;
+            v->file = chk->id;
+            gf_err e2;
+            if (gf_store_version_checked(s, v->function, v->version, &chk->id, true, &e2) ==
+                GF_OK)
+                v->checked_at_us = gf_wall_us();
+            else
+                GF_LOG_W("function '%s' version %lld: recording its file: %s", v->function,
+                         (long long)v->version, e2.msg);
+        }
+        if (chk->ok)
             continue;
         GF_LOG_W("function '%s' version %lld marked broken: %s", v->function, (long long)v->version,
-                 why);
-        char *reason = strdup(why);
+                 chk->why);
+        char *reason = strdup(chk->why);
         if (reason == NULL) {
             st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_recover: out of memory");
             break;
         }
-        gf_store_req r = {
-            .op = GF_REQ_BROKEN, .function = v->function, .version = v->version, .reason = why};
+        gf_store_req r = {.op = GF_REQ_BROKEN,
+                          .function = v->function,
+                          .version = v->version,
+                          .reason = chk->why};
         st = gf_store_submit(s, &r, err);
         if (st != GF_OK) {
             free(reason);
@@ -601,6 +710,7 @@ gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog *
         v->state_reason = reason;
         c->broken_now++;
     }
+    free(chk);
     if (st != GF_OK) {
         gf_store_catalog_free(c);
         return st;

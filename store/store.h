@@ -58,6 +58,10 @@ typedef struct gf_store gf_store;
  * carry names inline so a handover never allocates. */
 #define GF_STORE_NAME_MAX 127
 
+/* Longest reason an invocation record keeps, in bytes without the NUL; a
+ * longer one is cut at a character boundary. */
+#define GF_STORE_REASON_MAX 255
+
 /* File name of the database inside the state directory. */
 #define GF_STORE_DB_NAME "gpufaas.db"
 
@@ -81,9 +85,9 @@ typedef struct gf_store_config {
 } gf_store_config;
 
 /* Defaults: retain 1,000,000 rows and 7 days, batch_max 1024, commit
- * interval 50 ms, busy timeout 5000 ms, queue 32768 records (256 bytes each:
- * 8 MiB, a third of a second at 100,000 records/s), retention every 1000 ms,
- * no callback. c is caller-owned. */
+ * interval 50 ms, busy timeout 5000 ms, queue 32768 records (512 bytes each:
+ * 16 MiB, a third of a second at 100,000 records/s), retention every
+ * 1000 ms, no callback. c is caller-owned. */
 void gf_store_config_default(gf_store_config *c);
 
 /* ---- open / close --------------------------------------------------------- */
@@ -150,15 +154,18 @@ const char *gf_store_vstate_name(gf_store_vstate s);
  * (taken at the handover). */
 
 typedef struct gf_store_invocation {
-    const char *function; /* borrowed for the call */
-    int64_t version;
+    const char *function; /* borrowed for the call; "" when the request named none */
+    int64_t version;      /* the version that served or refused it; 0 = none resolved */
     int32_t worker;   /* -1 when no worker ran it (stored as NULL) */
     gf_status status; /* stored as gf_status_name(): 'GF_OK', 'GF_ERR_TIMEOUT', ... */
     int32_t http_code;
     int32_t batch_size;
     bool cold; /* had to load the model before running */
     int64_t queue_us, load_us, exec_us, total_us;
-    int64_t at_us; /* when it completed */
+    int64_t at_us;      /* when it completed */
+    const char *reason; /* why it was refused or failed (borrowed; NULL or "" = none,
+                           stored as NULL, as it is for GF_OK); cut to
+                           GF_STORE_REASON_MAX bytes */
 } gf_store_invocation;
 gf_status gf_store_log_invocation(gf_store *s, const gf_store_invocation *rec);
 
@@ -218,6 +225,21 @@ gf_status gf_store_log_restart(gf_store *s, int32_t worker, int64_t pid, int64_t
 
 /* ---- admin writes (the caller waits for the commit) ----------------------- */
 
+/* What start-up checks of a weights file without reading it: recorded at
+ * publish, compared at every start. A file whose identity still matches is
+ * trusted until the background check has hashed it; one whose identity
+ * changed is hashed before it is served. */
+typedef struct gf_store_file_id {
+    uint64_t bytes;
+    int64_t mtime_ns; /* st_mtim */
+    uint64_t inode;   /* st_ino; 0 = unknown */
+} gf_store_file_id;
+
+/* The identity of the file at path (borrowed), from stat. GF_ERR_NOT_FOUND
+ * when it does not exist, GF_ERR_IO otherwise (also for a file that is not
+ * a regular file). */
+gf_status gf_store_file_id_of(const char *path, gf_store_file_id *out, gf_err *err);
+
 typedef struct gf_store_version_spec {
     const char *function;     /* [A-Za-z0-9_.-], 1..GF_STORE_NAME_MAX bytes */
     int64_t version;          /* > 0, or 0: one more than the highest so far */
@@ -227,6 +249,8 @@ typedef struct gf_store_version_spec {
     uint64_t bytes;           /* size of the weights file */
     const char *sha256;       /* 64 lowercase hex digits */
     bool publish;             /* also make it the current version, atomically */
+    gf_store_file_id file;    /* the file as it was published (inode 0: unknown, so
+                                 the next start hashes it) */
 } gf_store_version_spec;
 
 /* Record a new version (creating the function, or reviving a deleted one).
@@ -239,6 +263,19 @@ gf_status gf_store_version_deploy(gf_store *s, const gf_store_version_spec *spec
 /* Make version the one served for function (borrowed). GF_ERR_NOT_FOUND when
  * absent, GF_ERR_STATE when broken or deleted. */
 gf_status gf_store_version_publish(gf_store *s, const char *function, int64_t version, gf_err *err);
+
+/* Delete one version: it becomes 'deleted' (its row and its history stay),
+ * its placements go, and when it was current nothing is current. The
+ * number is never given again (gf_store_function_info.max_version). Which
+ * version may be deleted is the caller's rule (gateway/core/versions.c).
+ * GF_ERR_NOT_FOUND when absent or already deleted. */
+gf_status gf_store_version_delete(gf_store *s, const char *function, int64_t version, gf_err *err);
+
+/* The version's file was found to be what was published: record its
+ * identity now (*id, borrowed) and, when hashed, checked_at = now. A broken
+ * or deleted version is left alone. GF_ERR_NOT_FOUND when absent. */
+gf_status gf_store_version_checked(gf_store *s, const char *function, int64_t version,
+                                   const gf_store_file_id *id, bool hashed, gf_err *err);
 
 /* Delete a function: its versions become 'deleted', nothing is current, its
  * placements go. History (invocations, swap events) stays. The name may be
@@ -281,24 +318,69 @@ typedef struct gf_store_version_info {
     gf_store_vstate state;
     char *state_reason; /* NULL unless broken */
     bool current;       /* the function's published version */
+    gf_store_file_id file; /* as recorded (inode 0: never recorded) */
+    int64_t checked_at_us; /* when its sha256 last matched; 0 = never */
+    bool hashed_now;       /* gf_store_recover hashed it (its identity had changed) and
+                              it matched */
 } gf_store_version_info;
+
+/* A function name ever deployed, deleted or not. */
+typedef struct gf_store_function_info {
+    char *name;          /* owned by the catalog */
+    int64_t max_version; /* the highest version number it ever had (deleted ones too) */
+    bool deleted;
+} gf_store_function_info;
 
 typedef struct gf_store_catalog {
     gf_store_version_info *versions; /* ordered by function, version */
     size_t n;
+    gf_store_function_info *functions; /* ordered by name */
+    size_t n_functions;
     size_t broken_now; /* versions gf_store_recover marked broken */
+    size_t hashed_now; /* files gf_store_recover read (their identity had changed) */
 } gf_store_catalog;
 
-/* Every version whose state is not 'deleted', from the read connection.
- * *out owns the result (gf_store_catalog_free). */
+/* Every version whose state is not 'deleted', and every function name, from
+ * the read connection. *out owns the result (gf_store_catalog_free). */
 gf_status gf_store_catalog_load(gf_store *s, gf_store_catalog **out, gf_err *err);
+
+/* The weights path of v resolved against base_dir (borrowed, may be NULL =
+ * as recorded), malloc'd; NULL when out of memory. */
+char *gf_store_version_path(const gf_store_version_info *v, const char *base_dir);
+
+/* How hard gf_store_file_check looks at a version's file. */
+typedef enum gf_store_check_depth {
+    GF_STORE_CHECK_QUICK = 0, /* stat: present, a regular file, the recorded size; the
+                                 sha256 only when the identity differs from the recorded */
+    GF_STORE_CHECK_FULL = 1,  /* the sha256 always */
+} gf_store_check_depth;
+
+/* The outcome of a check. */
+typedef struct gf_store_check_result {
+    bool ok;             /* the file is the one published */
+    bool hashed;         /* its sha256 was computed (and matched when ok) */
+    gf_store_file_id id; /* what stat says now (valid when the file exists) */
+    char why[GF_ERR_MSG_MAX]; /* when !ok: missing, size, sha256, a read error */
+} gf_store_check_result;
+
+/* Check the file at path (borrowed: v's resolved path) against what v
+ * recorded: the one decision, for start-up (QUICK), the background check and
+ * fsck (FULL). GF_OK when the check ran (out->ok is the verdict);
+ * GF_ERR_CLOSED when *stop (borrowed, may be NULL) became true while it
+ * hashed; GF_ERR_NOMEM. No SQLite is touched. */
+gf_status gf_store_file_check(const char *path, const gf_store_version_info *v,
+                              gf_store_check_depth depth, const _Atomic bool *stop,
+                              gf_store_check_result *out);
 
 /* Start-up recovery, before any worker runs: clear the placements and workers
  * of the previous run, then check each 'ready' version's weights file
- * (relative paths resolved against base_dir, borrowed, may be NULL = cwd):
- * missing, of the wrong size, or with the wrong sha256 -> marked broken with
- * the reason, logged as a warning. *out gets the catalog after the checks
- * (broken_now counts the versions marked now). */
+ * (relative paths resolved against base_dir, borrowed, may be NULL = cwd)
+ * with GF_STORE_CHECK_QUICK: O(versions) stats, no reads, unless a file's
+ * identity changed (then it is hashed, and its new identity recorded when
+ * it matches). Missing, of the wrong size, or (hashed) with the wrong
+ * sha256 -> marked broken with the reason, logged as a warning. *out gets
+ * the catalog after the checks. The full hash of the others is the
+ * caller's background check (gf_store_file_check, FULL). */
 gf_status gf_store_recover(gf_store *s, const char *base_dir, gf_store_catalog **out, gf_err *err);
 
 /* Free a catalog. NULL is a no-op. */

@@ -45,6 +45,10 @@ enum gf_store_stmt_id {
     GF_SQL_V_DELETE_ALL,
     GF_SQL_PL_DELETE_FN,
     GF_SQL_V_BROKEN,
+    GF_SQL_V_DELETE_ONE,
+    GF_SQL_PL_DELETE_VERSION,
+    GF_SQL_FN_UNPUBLISH,
+    GF_SQL_V_CHECKED,
     GF_SQL_W_REGISTER,
     GF_SQL_RUN_CLEAR_PL,
     GF_SQL_RUN_CLEAR_W,
@@ -84,18 +88,22 @@ typedef struct gf_store_rec {
             int64_t at_us;
         } ws; /* GF_REC_WORKER_STATE and GF_REC_RESTART */
     } u;
-    /* Last, so a handover copies only strlen + 1 of it. */
+    /* Last, so a handover copies only strlen + 1 of each. */
     char function[GF_STORE_NAME_MAX + 1];
+    char reason[GF_STORE_REASON_MAX + 1]; /* GF_REC_INVOCATION */
 } gf_store_rec;
 
-_Static_assert(GF_RING_SLOT_SIZE(sizeof(gf_store_rec)) <= 256,
-               "a queue slot should stay within 256 bytes");
+/* A record carries a function name and a refusal reason inline. */
+_Static_assert(GF_RING_SLOT_SIZE(sizeof(gf_store_rec)) <= 512,
+               "a queue slot should stay within 512 bytes");
 
 typedef enum gf_store_req_op {
     GF_REQ_DEPLOY,
     GF_REQ_PUBLISH,
     GF_REQ_DELETE,
     GF_REQ_BROKEN,
+    GF_REQ_VDELETE,
+    GF_REQ_CHECKED,
     GF_REQ_WORKER,
     GF_REQ_FLUSH,
     GF_REQ_CLEAR_RUN,
@@ -106,9 +114,11 @@ typedef struct gf_store_req {
     gf_store_req_op op;
     const gf_store_version_spec *spec;  /* GF_REQ_DEPLOY */
     const gf_store_worker_spec *worker; /* GF_REQ_WORKER */
-    const char *function;               /* PUBLISH, DELETE, BROKEN */
-    int64_t version;                    /* PUBLISH, BROKEN; DEPLOY: the result */
+    const char *function;               /* PUBLISH, DELETE, BROKEN, VDELETE, CHECKED */
+    int64_t version;                    /* PUBLISH, BROKEN, VDELETE, CHECKED; DEPLOY: the result */
     const char *reason;                 /* BROKEN */
+    const gf_store_file_id *file;       /* CHECKED */
+    bool hashed;                        /* CHECKED */
     gf_status status;
     gf_err err;
     bool done; /* under s->lock */
@@ -146,7 +156,7 @@ struct gf_store {
     pthread_mutex_t rd_lock;
     bool rd_lock_init;
     sqlite3 *rdb;
-    sqlite3_stmt *rd_catalog;
+    sqlite3_stmt *rd_catalog, *rd_functions;
 
     /* Store thread only. */
     int64_t last_retention_us; /* monotonic */

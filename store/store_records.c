@@ -68,18 +68,39 @@ static inline int64_t gf_store_at(int64_t at_us)
     return at_us != 0 ? at_us : gf_wall_us();
 }
 
+/* Copy the reason text r (may be NULL) into dst, cut to GF_STORE_REASON_MAX
+ * bytes at a character boundary (a UTF-8 continuation byte never starts the
+ * cut-off part). */
+static void gf_store_copy_reason(char dst[GF_STORE_REASON_MAX + 1], const char *r)
+{
+    size_t n = r != NULL ? strnlen(r, GF_STORE_REASON_MAX + 1) : 0;
+    if (n > GF_STORE_REASON_MAX) {
+        n = GF_STORE_REASON_MAX;
+        while (n > 0 && ((unsigned char)r[n] & 0xc0) == 0x80)
+            n--;
+    }
+    if (n > 0)
+        memcpy(dst, r, n);
+    dst[n] = '\0';
+}
+
 gf_status gf_store_log_invocation(gf_store *s, const gf_store_invocation *rec)
 {
     if (rec->worker < -1 || (unsigned)rec->status >= GF_STATUS_COUNT_ || rec->function == NULL)
         return GF_ERR_INVALID;
     uint64_t pos;
     gf_status st;
-    gf_store_rec *slot = gf_store_begin_rec(s, GF_REC_INVOCATION, rec->function, &pos, &st);
+    /* "" (a request that named no function) is a valid name here */
+    gf_store_rec *slot = gf_store_begin_rec(s, GF_REC_INVOCATION,
+                                            rec->function[0] != '\0' ? rec->function : NULL,
+                                            &pos, &st);
     if (slot == NULL)
         return st;
     slot->u.inv = *rec;
     slot->u.inv.function = NULL;
+    slot->u.inv.reason = NULL;
     slot->u.inv.at_us = gf_store_at(rec->at_us);
+    gf_store_copy_reason(slot->reason, rec->status != GF_OK ? rec->reason : NULL);
     gf_store_publish(s, pos);
     return GF_OK;
 }
@@ -235,6 +256,10 @@ int gf_store_apply(gf_store *s, const gf_store_rec *r, const char **why)
         sqlite3_bind_int64(st, 10, v->exec_us);
         sqlite3_bind_int64(st, 11, v->total_us);
         sqlite3_bind_int64(st, 12, v->at_us);
+        if (r->reason[0] != '\0')
+            sqlite3_bind_text(st, 13, r->reason, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 13);
         rc = gf_store_exec(st);
         break;
     }

@@ -63,6 +63,13 @@ static gf_status gf_store_do_deploy(gf_store *s, gf_store_req *r)
     sqlite3_bind_int64(st, 6, (int64_t)v->bytes);
     sqlite3_bind_text(st, 7, v->sha256, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 8, now);
+    if (v->file.inode != 0) {
+        sqlite3_bind_int64(st, 9, v->file.mtime_ns);
+        sqlite3_bind_int64(st, 10, (int64_t)v->file.inode);
+    } else {
+        sqlite3_bind_null(st, 9);
+        sqlite3_bind_null(st, 10);
+    }
     rc = gf_store_exec(st);
     if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
         return gf_err_set(&r->err, GF_ERR_EXISTS, "function '%s' version %lld exists", v->function,
@@ -149,6 +156,47 @@ static gf_status gf_store_do_broken(gf_store *s, gf_store_req *r)
     return GF_OK;
 }
 
+static gf_status gf_store_do_vdelete(gf_store *s, gf_store_req *r)
+{
+    sqlite3_stmt *st = s->stmt[GF_SQL_V_DELETE_ONE];
+    sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, r->version);
+    int rc = gf_store_exec(st);
+    if (rc != SQLITE_DONE)
+        return gf_store_sql_fail(s, &r->err, rc, "deleting the version");
+    if (sqlite3_changes(s->db) == 0)
+        return gf_err_set(&r->err, GF_ERR_NOT_FOUND, "function '%s' has no live version %lld",
+                          r->function, (long long)r->version);
+    static const enum gf_store_stmt_id then[] = {GF_SQL_PL_DELETE_VERSION, GF_SQL_FN_UNPUBLISH};
+    for (size_t i = 0; i < sizeof then / sizeof then[0]; i++) {
+        st = s->stmt[then[i]];
+        sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, r->version);
+        rc = gf_store_exec(st);
+        if (rc != SQLITE_DONE)
+            return gf_store_sql_fail(s, &r->err, rc, "deleting the version");
+    }
+    return GF_OK;
+}
+
+static gf_status gf_store_do_checked(gf_store *s, gf_store_req *r)
+{
+    sqlite3_stmt *st = s->stmt[GF_SQL_V_CHECKED];
+    sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, r->version);
+    sqlite3_bind_int64(st, 3, r->file->mtime_ns);
+    sqlite3_bind_int64(st, 4, (int64_t)r->file->inode);
+    sqlite3_bind_int(st, 5, r->hashed ? 1 : 0);
+    sqlite3_bind_int64(st, 6, gf_wall_us());
+    int rc = gf_store_exec(st);
+    if (rc != SQLITE_DONE)
+        return gf_store_sql_fail(s, &r->err, rc, "recording the version's file");
+    if (sqlite3_changes(s->db) == 0)
+        return gf_err_set(&r->err, GF_ERR_NOT_FOUND, "function '%s' has no ready version %lld",
+                          r->function, (long long)r->version);
+    return GF_OK;
+}
+
 static gf_status gf_store_do_worker(gf_store *s, gf_store_req *r)
 {
     const gf_store_worker_spec *w = r->worker;
@@ -193,6 +241,10 @@ static gf_status gf_store_do_req(gf_store *s, gf_store_req *r)
         return gf_store_do_delete(s, r);
     case GF_REQ_BROKEN:
         return gf_store_do_broken(s, r);
+    case GF_REQ_VDELETE:
+        return gf_store_do_vdelete(s, r);
+    case GF_REQ_CHECKED:
+        return gf_store_do_checked(s, r);
     case GF_REQ_WORKER:
         return gf_store_do_worker(s, r);
     case GF_REQ_CLEAR_RUN:
@@ -474,6 +526,9 @@ gf_status gf_store_version_deploy(gf_store *s, const gf_store_version_spec *spec
                           (unsigned long long)spec->bytes);
     if (!gf_sha256_hex_valid(spec->sha256))
         return gf_err_set(err, GF_ERR_INVALID, "sha256 is not 64 lowercase hex digits");
+    if (spec->file.inode > INT64_MAX)
+        return gf_err_set(err, GF_ERR_INVALID, "inode %llu is out of range",
+                          (unsigned long long)spec->file.inode);
     if (spec->manifest == NULL)
         return gf_err_set(err, GF_ERR_INVALID, "manifest is missing");
     size_t mlen = strnlen(spec->manifest, GF_STORE_MANIFEST_MAX + 1);
@@ -527,6 +582,32 @@ gf_status gf_store_version_mark_broken(gf_store *s, const char *function, int64_
         return st;
     gf_store_req r = {
         .op = GF_REQ_BROKEN, .function = function, .version = version, .reason = reason};
+    return gf_store_submit(s, &r, err);
+}
+
+gf_status gf_store_version_delete(gf_store *s, const char *function, int64_t version, gf_err *err)
+{
+    gf_status st = gf_store_check_fv(function, version, err);
+    if (st != GF_OK)
+        return st;
+    gf_store_req r = {.op = GF_REQ_VDELETE, .function = function, .version = version};
+    return gf_store_submit(s, &r, err);
+}
+
+gf_status gf_store_version_checked(gf_store *s, const char *function, int64_t version,
+                                   const gf_store_file_id *id, bool hashed, gf_err *err)
+{
+    gf_status st = gf_store_check_fv(function, version, err);
+    if (st != GF_OK)
+        return st;
+    if (id->inode > INT64_MAX)
+        return gf_err_set(err, GF_ERR_INVALID, "inode %llu is out of range",
+                          (unsigned long long)id->inode);
+    gf_store_req r = {.op = GF_REQ_CHECKED,
+                      .function = function,
+                      .version = version,
+                      .file = id,
+                      .hashed = hashed};
     return gf_store_submit(s, &r, err);
 }
 

@@ -173,6 +173,7 @@ static void st_inv(gf_store *s, const char *fn, int64_t version, int32_t worker,
         .exec_us = total_us / 4,
         .total_us = total_us,
         .at_us = at,
+        .reason = status != GF_OK ? "test: the worker did not answer within 30 s" : NULL,
     };
     ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
 }
