@@ -22,6 +22,8 @@ int gf_cmd_ps(int argc, char **argv);
 int gf_cmd_load(int argc, char **argv);
 int gf_cmd_unload(int argc, char **argv);
 int gf_cmd_top(int argc, char **argv);
+int gf_cmd_activate(int argc, char **argv);
+int gf_cmd_fsck(int argc, char **argv);
 
 /* True when argv holds -h or --help (before a "--"). */
 bool gf_cli_wants_help(int argc, char **argv);

@@ -30,7 +30,7 @@
 
 enum {
     D_KIND, D_WEIGHTS, D_ONNX, D_ONNX_DATA, D_MANIFEST, D_INPUT, D_OUTPUT, D_MAX_BATCH, D_MAX_DELAY,
-    D_SLO, D_CONFIG, D_IGNORE, D_QUIET, D_COUNT_
+    D_SLO, D_CONFIG, D_IGNORE, D_ALLOW_IC, D_QUIET, D_COUNT_
 };
 
 static void deploy_usage(FILE *out);
@@ -58,6 +58,8 @@ static const gf_cli_flag deploy_flags[D_COUNT_] = {
     [D_IGNORE] = {"ignore-weights", 0, "NAME", MAX_IGNORE,
                   "a weights tensor to deploy without (ignore_weights;\na prefix ends in *, e.g. "
                   "'cls.*'); repeat per tensor"},
+    [D_ALLOW_IC] = {"allow-interface-change", 0, NULL, 0,
+                    "deploy even when the inputs or outputs change\n(?interface_change=allow)"},
     [D_QUIET] = {"quiet", 'q', NULL, 0, "no progress output"},
 };
 
@@ -72,8 +74,12 @@ static void deploy_usage(FILE *out)
             "       gpufaas deploy NAME --onnx MODEL.onnx [--onnx-data FILE] [options]\n\n"
             "Upload a function: its weights (a safetensors file, streamed) and its manifest,\n"
             "or an ONNX model, whose inputs and outputs the server reads from the graph.\n"
-            "The server validates both, stores them as a new version of NAME and makes it\n"
-            "current. An admin call. Prints the new version and how to invoke it.\n\n"
+            "The server validates both, stores them as a new version of NAME (the next\n"
+            "number, unless the manifest names one) and makes it current. Uploading what a\n"
+            "version already is (the same weights and manifest) makes no new version: that\n"
+            "one is made current. A version that would change the inputs or outputs clients\n"
+            "of the current one see is refused unless --allow-interface-change. An admin\n"
+            "call. Prints the version and how to invoke it.\n\n"
             "options:\n");
     gf_cli_flags_usage(out, &deploy_cmd);
     fputc('\n', out);
@@ -153,6 +159,7 @@ typedef struct deploy_opts {
     long long max_batch, max_delay_us; /* -1 = not given */
     double slo_ms;                     /* < 0 = not given */
     bool quiet;
+    bool allow_interface_change; /* --allow-interface-change */
 } deploy_opts;
 
 /* The manifest as JSON text (malloc'd), or NULL after reporting why. */
@@ -352,7 +359,10 @@ static int deploy_run(gf_cli_client *c, const deploy_opts *o)
     gf_cli_resp_init(&r);
     int rc = 1;
     curl_mime *mime = NULL;
-    CURL *e = gf_cli_prepare(c, "POST", "/v1/functions", &r);
+    CURL *e = gf_cli_prepare(c, "POST",
+                             o->allow_interface_change ? "/v1/functions?interface_change=allow"
+                                                       : "/v1/functions",
+                             &r);
     if (e == NULL)
         goto out;
     mime = curl_mime_init(e);
@@ -400,9 +410,15 @@ static int deploy_run(gf_cli_client *c, const deploy_opts *o)
     } else {
         char stored[32];
         gf_cli_fmt_size((uint64_t)gf_cli_json_int(j, "bytes", 0), stored, sizeof stored);
-        printf("deployed %s version %lld (%s, %s, sha256 %.12s)\n",
-               gf_cli_json_str(j, "name", o->name), gf_cli_json_int(j, "version", 0),
-               gf_cli_json_str(j, "kind", "?"), stored, gf_cli_json_str(j, "sha256", "?"));
+        if (json_is_false(json_object_get(j, "created")))
+            printf("%s version %lld already has these weights and this manifest: no new "
+                   "version; it is current (%s, %s, sha256 %.12s)\n",
+                   gf_cli_json_str(j, "name", o->name), gf_cli_json_int(j, "version", 0),
+                   gf_cli_json_str(j, "kind", "?"), stored, gf_cli_json_str(j, "sha256", "?"));
+        else
+            printf("deployed %s version %lld (%s, %s, sha256 %.12s)\n",
+                   gf_cli_json_str(j, "name", o->name), gf_cli_json_int(j, "version", 0),
+                   gf_cli_json_str(j, "kind", "?"), stored, gf_cli_json_str(j, "sha256", "?"));
         const json_t *ins = json_object_get(j, "inputs");
         for (size_t i = 0; i < json_array_size(ins); i++) {
             const json_t *t = json_array_get(ins, i);
@@ -461,6 +477,7 @@ int gf_cmd_deploy(int argc, char **argv)
         !gf_cli_flag_num(&deploy_cmd, &c, D_SLO, val, 0, true, 1e12,
                          "a positive number of milliseconds", &o.slo_ms))
         goto out;
+    o.allow_interface_change = val[D_ALLOW_IC].n > 0;
     if (o.name == NULL || (o.weights == NULL) == (o.onnx == NULL)) {
         gf_cli_errorf(&c, "%s", o.name == NULL ? "give the function's NAME"
                                 : o.onnx == NULL ? "give --weights FILE (or --onnx MODEL.onnx)"

@@ -1,5 +1,6 @@
 /* gpufaas ps — the worker processes (GET /v1/workers): device, state, memory
  * used and budget per tier, and the models each one holds. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,7 +12,7 @@ static void ps_usage(FILE *out)
     fprintf(out, "usage: gpufaas ps [options]\n\n"
                  "List the server's workers: id, device, state, pid, device and host memory\n"
                  "(used / budget), requests in flight, restarts, and the models resident in\n"
-                 "each (FUNCTION:VERSION and the tier: device or host).\n\n");
+                 "each (FUNCTION:VERSION and the tiers it has a copy in: device, host).\n\n");
     gf_cli_common_usage(out);
 }
 
@@ -61,11 +62,17 @@ int gf_cmd_ps(int argc, char **argv)
         size_t off = 0;
         const json_t *ms = json_object_get(w, "models");
         models[0] = '\0';
+        /* one entry per copy, a version's copies together: "pin:1 (device, host)" */
         for (size_t k = 0; k < json_array_size(ms) && off + 1 < sizeof models; k++) {
-            const json_t *m = json_array_get(ms, k);
-            int n = snprintf(models + off, sizeof models - off, "%s%s:%lld (%s)", k ? ", " : "",
-                             gf_cli_json_str(m, "function", "?"), gf_cli_json_int(m, "version", 0),
-                             gf_cli_json_str(m, "tier", "?"));
+            const json_t *m = json_array_get(ms, k), *prev = k ? json_array_get(ms, k - 1) : NULL;
+            const char *fn = gf_cli_json_str(m, "function", "?");
+            long long ver = gf_cli_json_int(m, "version", 0);
+            bool same = prev != NULL && strcmp(gf_cli_json_str(prev, "function", ""), fn) == 0 &&
+                        gf_cli_json_int(prev, "version", 0) == ver;
+            int n = same ? snprintf(models + off - 1, sizeof models - off + 1, ", %s)",
+                                    gf_cli_json_str(m, "tier", "?")) - 1
+                         : snprintf(models + off, sizeof models - off, "%s%s:%lld (%s)",
+                                    k ? ", " : "", fn, ver, gf_cli_json_str(m, "tier", "?"));
             if (n < 0 || (size_t)n >= sizeof models - off)
                 break;
             off += (size_t)n;

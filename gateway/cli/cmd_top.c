@@ -136,18 +136,22 @@ static double increase(const gf_prom *prev, const gf_prom_sample *s)
     return s->value - before;
 }
 
-/* Sum of the increases of the samples called name with label key = val and,
- * when err_only, a "code" label outside 2xx. */
+/* Sum of the increases of the samples called name that match (label pairs,
+ * NULL-ended) and, when err_only, have a "code" label outside 2xx. */
 static double sum_increase(const snapshot *cur, const snapshot *prev, const char *name,
-                           const char *key, const char *val, bool err_only)
+                           gf_prom_match match, bool err_only)
 {
     double sum = 0;
     for (size_t i = 0; i < cur->metrics.n; i++) {
         const gf_prom_sample *s = &cur->metrics.v[i];
         if (strcmp(s->name, name) != 0)
             continue;
-        const char *v = gf_prom_label(s, key);
-        if (v == NULL || strcmp(v, val) != 0)
+        bool ok = true;
+        for (size_t k = 0; match != NULL && match[k] != NULL && ok; k += 2) {
+            const char *v = gf_prom_label(s, match[k]);
+            ok = v != NULL && strcmp(v, match[k + 1]) == 0;
+        }
+        if (!ok)
             continue;
         const char *code = gf_prom_label(s, "code");
         if (err_only && (code == NULL || code[0] == '2'))
@@ -157,14 +161,14 @@ static double sum_increase(const snapshot *cur, const snapshot *prev, const char
     return sum;
 }
 
-/* p99 of a function's request latency over the interval, NAN without
- * requests. */
-static double p99_of(const snapshot *cur, const snapshot *prev, const char *fn)
+/* p99 of a function version's request latency over the interval (match:
+ * its function and version labels), NAN without requests. */
+static double p99_of(const snapshot *cur, const snapshot *prev, gf_prom_match match)
 {
     double le[MAX_BUCKETS], now[MAX_BUCKETS], le0[MAX_BUCKETS], before[MAX_BUCKETS];
     const char *base = "gpufaas_request_duration_seconds";
-    size_t n = gf_prom_buckets(&cur->metrics, base, "function", fn, le, now, MAX_BUCKETS);
-    size_t n0 = gf_prom_buckets(&prev->metrics, base, "function", fn, le0, before, MAX_BUCKETS);
+    size_t n = gf_prom_buckets(&cur->metrics, base, match, le, now, MAX_BUCKETS);
+    size_t n0 = gf_prom_buckets(&prev->metrics, base, match, le0, before, MAX_BUCKETS);
     for (size_t i = 0; i < n; i++) {
         double b = 0;
         for (size_t k = 0; k < n0; k++)
@@ -206,7 +210,9 @@ static void add_event(top_state *s, const char *fmt, ...)
         s->n_events++;
 }
 
-/* The tier of function:version on worker in a /v1/workers answer, or NULL. */
+/* The highest tier of function:version on worker in a /v1/workers answer
+ * (the server lists a version's copies together, the device one first), or
+ * NULL. */
 static const char *tier_in(const json_t *workers, long long wid, const char *fn, long long ver)
 {
     const json_t *ws = json_object_get(workers, "workers");
@@ -239,9 +245,12 @@ static void diff_residency(top_state *s)
             long long wid = gf_cli_json_int(w, "id", -1);
             const json_t *ms = json_object_get(w, "models");
             for (size_t k = 0; k < json_array_size(ms); k++) {
-                const json_t *m = json_array_get(ms, k);
+                const json_t *m = json_array_get(ms, k), *pm = k ? json_array_get(ms, k - 1) : NULL;
                 const char *fn = gf_cli_json_str(m, "function", "?");
                 long long ver = gf_cli_json_int(m, "version", 0);
+                if (pm != NULL && strcmp(gf_cli_json_str(pm, "function", ""), fn) == 0 &&
+                    gf_cli_json_int(pm, "version", -1) == ver)
+                    continue; /* another copy of the same version: its highest tier counts */
                 const char *tier = gf_cli_json_str(m, "tier", "?");
                 const char *other = tier_in(b, wid, fn, ver);
                 if (pass == 0 && other == NULL)
@@ -380,8 +389,8 @@ static void draw_workers(top_state *s, screen *sc, int cols)
                                     gf_prom_label(m, "to") ? gf_prom_label(m, "to") : "?",
                                     gf_cli_fmt_size((uint64_t)rate, r, sizeof r));
         }
-        double ev =
-            sum_increase(&s->cur, &s->prev, "gpufaas_evictions_total", "worker", wname, false) / dt;
+        const char *const bw[] = {"worker", wname, NULL};
+        double ev = sum_increase(&s->cur, &s->prev, "gpufaas_evictions_total", bw, false) / dt;
         if (off > 0 || ev > 0)
             put(sc, "  swaps %s%s%.1f evictions/s", traffic, off > 0 ? "  " : " ", ev);
     }
@@ -394,19 +403,96 @@ typedef struct fn_rates {
     double p99;            /* seconds; NaN without requests */
 } fn_rates;
 
-static fn_rates rates_of(const top_state *s, const char *name)
+/* The rates of version ver (as its label: "3") of function name: every
+ * per-function series carries the version, so each version's traffic is
+ * its own. */
+static fn_rates rates_of(const top_state *s, const char *name, const char *ver)
 {
     fn_rates r = {false, 0, 0, 0, NAN};
     double dt = s->prev.ok ? s->cur.t - s->prev.t : 0;
     if (dt <= 0)
         return r;
     const char *rq = "gpufaas_requests_total", *cs = "gpufaas_cold_starts_total";
+    const char *const m[] = {"function", name, "version", ver, NULL};
     r.have = true;
-    r.req = sum_increase(&s->cur, &s->prev, rq, "function", name, false) / dt;
-    r.err = sum_increase(&s->cur, &s->prev, rq, "function", name, true) / dt;
-    r.cold = sum_increase(&s->cur, &s->prev, cs, "function", name, false) / dt;
-    r.p99 = p99_of(&s->cur, &s->prev, name);
+    r.req = sum_increase(&s->cur, &s->prev, rq, m, false) / dt;
+    r.err = sum_increase(&s->cur, &s->prev, rq, m, true) / dt;
+    r.cold = sum_increase(&s->cur, &s->prev, cs, m, false) / dt;
+    r.p99 = p99_of(&s->cur, &s->prev, m);
     return r;
+}
+
+/* "w0:device w0:host", where version ver of function name has copies, from
+ * GET /v1/placements, into buf ("" when none). */
+static void placed_of(const top_state *s, const char *name, long long ver, char *buf, size_t cap)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    const json_t *pls = json_object_get(s->cur.placements, "placements");
+    for (size_t k = 0; k < json_array_size(pls) && off + 32 < cap; k++) {
+        const json_t *p = json_array_get(pls, k);
+        if (strcmp(gf_cli_json_str(p, "function", ""), name) != 0 ||
+            gf_cli_json_int(p, "version", -1) != ver)
+            continue;
+        off += (size_t)snprintf(buf + off, cap - off, "%sw%lld:%s", off ? " " : "",
+                                gf_cli_json_int(p, "worker", -1), gf_cli_json_str(p, "tier", "?"));
+    }
+}
+
+/* Calls row(s, f, version, current, rates, arg) for each version of function
+ * f worth a row: the current one, and any other that had traffic in the
+ * interval (a client pinned to it). */
+typedef void (*version_row_fn)(top_state *s, const json_t *f, long long ver, bool current,
+                               const fn_rates *r, void *arg);
+
+static void each_version_row(top_state *s, const json_t *f, version_row_fn row, void *arg)
+{
+    const char *name = gf_cli_json_str(f, "name", "?");
+    long long cur = gf_cli_json_int(f, "version", -1);
+    const json_t *vs = json_object_get(f, "versions");
+    bool cur_seen = false;
+    for (size_t k = 0; k < json_array_size(vs); k++) {
+        long long ver = (long long)json_integer_value(json_array_get(vs, k));
+        char vl[24];
+        snprintf(vl, sizeof vl, "%lld", ver);
+        fn_rates r = rates_of(s, name, vl);
+        if (ver != cur && !(r.have && r.req > 0))
+            continue;
+        cur_seen = cur_seen || ver == cur;
+        row(s, f, ver, ver == cur, &r, arg);
+    }
+    if (!cur_seen) { /* no current version (all broken): one row, no figures */
+        fn_rates none = {false, 0, 0, 0, NAN};
+        row(s, f, cur, true, &none, arg);
+    }
+}
+
+typedef struct draw_arg {
+    screen *sc;
+    int nw;
+    bool other; /* a row of a version that is not the current one */
+} draw_arg;
+
+static void draw_row(top_state *s, const json_t *f, long long ver, bool current,
+                     const fn_rates *r, void *arg)
+{
+    draw_arg *d = arg;
+    const char *name = gf_cli_json_str(f, "name", "?");
+    char req[24] = "-", err[24] = "-", p99[24] = "-", cold[24] = "-", vs[24] = "-";
+    if (r->have) {
+        snprintf(req, sizeof req, "%.1f", r->req);
+        snprintf(err, sizeof err, "%.1f", r->err);
+        snprintf(cold, sizeof cold, "%.1f", r->cold);
+        if (!isnan(r->p99))
+            gf_cli_fmt_seconds(r->p99, p99, sizeof p99);
+    }
+    if (ver >= 0)
+        snprintf(vs, sizeof vs, "%lld%s", ver, current ? "" : "*");
+    d->other = d->other || !current;
+    char placed[256];
+    placed_of(s, name, ver, placed, sizeof placed);
+    put(d->sc, "%-*.*s  %7s  %8s  %8s  %9s  %7s  %s", d->nw, d->nw, name, vs, req, err, p99, cold,
+        placed[0] != '\0' ? placed : "-");
 }
 
 static void draw_functions(top_state *s, screen *sc)
@@ -421,33 +507,11 @@ static void draw_functions(top_state *s, screen *sc)
         "COLD/S", "PLACED");
     if (json_array_size(fns) == 0)
         put(sc, "(no functions deployed)");
-    for (size_t i = 0; i < json_array_size(fns); i++) {
-        const json_t *f = json_array_get(fns, i);
-        const char *name = gf_cli_json_str(f, "name", "?");
-        char req[24] = "-", err[24] = "-", p99[24] = "-", cold[24] = "-", ver[24] = "-";
-        fn_rates r = rates_of(s, name);
-        if (r.have) {
-            snprintf(req, sizeof req, "%.1f", r.req);
-            snprintf(err, sizeof err, "%.1f", r.err);
-            snprintf(cold, sizeof cold, "%.1f", r.cold);
-            if (!isnan(r.p99))
-                gf_cli_fmt_seconds(r.p99, p99, sizeof p99);
-        }
-        long long v = gf_cli_json_int(f, "version", -1);
-        if (v >= 0)
-            snprintf(ver, sizeof ver, "%lld", v);
-        char placed[256] = "";
-        size_t off = 0;
-        const json_t *pls = json_object_get(f, "placements");
-        for (size_t k = 0; k < json_array_size(pls) && off + 32 < sizeof placed; k++) {
-            const json_t *p = json_array_get(pls, k);
-            off +=
-                (size_t)snprintf(placed + off, sizeof placed - off, "%sw%lld:%s", k ? " " : "",
-                                 gf_cli_json_int(p, "worker", -1), gf_cli_json_str(p, "tier", "?"));
-        }
-        put(sc, "%-*.*s  %7s  %8s  %8s  %9s  %7s  %s", nw, nw, name, ver, req, err, p99, cold,
-            off > 0 ? placed : "-");
-    }
+    draw_arg d = {sc, nw, false};
+    for (size_t i = 0; i < json_array_size(fns); i++)
+        each_version_row(s, json_array_get(fns, i), draw_row, &d);
+    if (d.other)
+        put(sc, "(* not the current version: requests that name it)");
 }
 
 /* The whole frame as lines into sc. */
@@ -479,26 +543,39 @@ static void render(top_state *s, screen *sc, int cols)
         put(sc, "%s", s->events[i]);
 }
 
+/* One function version's row as JSON, appended to the array arg. */
+static void json_row(top_state *s, const json_t *f, long long ver, bool current,
+                     const fn_rates *r, void *arg)
+{
+    json_t *pls = json_array();
+    const json_t *all = json_object_get(s->cur.placements, "placements");
+    const char *name = gf_cli_json_str(f, "name", "?");
+    for (size_t k = 0; k < json_array_size(all); k++) {
+        const json_t *p = json_array_get(all, k);
+        if (strcmp(gf_cli_json_str(p, "function", ""), name) == 0 &&
+            gf_cli_json_int(p, "version", -1) == ver)
+            json_array_append(pls, (json_t *)p);
+    }
+    json_t *o = json_pack("{s:s, s:o, s:b, s:o}", "name", name, "version",
+                          ver >= 0 ? json_integer(ver) : json_null(), "current", current,
+                          "placements", pls);
+    if (o == NULL)
+        return;
+    json_object_set_new(o, "requests_per_s", r->have ? json_real(r->req) : json_null());
+    json_object_set_new(o, "errors_per_s", r->have ? json_real(r->err) : json_null());
+    json_object_set_new(o, "cold_starts_per_s", r->have ? json_real(r->cold) : json_null());
+    json_object_set_new(o, "p99_s", !isnan(r->p99) ? json_real(r->p99) : json_null());
+    json_array_append_new(arg, o);
+}
+
 /* --once --json: the same figures as one JSON object. NULL on OOM. */
 static json_t *snapshot_json(const top_state *s)
 {
     double dt = s->prev.ok ? s->cur.t - s->prev.t : 0;
     json_t *fns = json_array(), *traffic = json_array(), *events = json_array();
     const json_t *fl = json_object_get(s->cur.functions, "functions");
-    for (size_t i = 0; i < json_array_size(fl) && fns != NULL; i++) {
-        const json_t *f = json_array_get(fl, i);
-        fn_rates r = rates_of(s, gf_cli_json_str(f, "name", "?"));
-        json_t *o = json_pack("{s:O, s:O, s:O}", "name", json_object_get(f, "name"), "version",
-                              json_object_get(f, "version"), "placements",
-                              json_object_get(f, "placements"));
-        if (o == NULL) /* a member missing from the server's answer */
-            o = json_pack("{s:s}", "name", gf_cli_json_str(f, "name", "?"));
-        json_object_set_new(o, "requests_per_s", r.have ? json_real(r.req) : json_null());
-        json_object_set_new(o, "errors_per_s", r.have ? json_real(r.err) : json_null());
-        json_object_set_new(o, "cold_starts_per_s", r.have ? json_real(r.cold) : json_null());
-        json_object_set_new(o, "p99_s", !isnan(r.p99) ? json_real(r.p99) : json_null());
-        json_array_append_new(fns, o);
-    }
+    for (size_t i = 0; i < json_array_size(fl) && fns != NULL; i++)
+        each_version_row((top_state *)s, json_array_get(fl, i), json_row, fns);
     for (size_t k = 0; k < s->cur.metrics.n && dt > 0 && traffic != NULL; k++) {
         const gf_prom_sample *m = &s->cur.metrics.v[k];
         const char *w = gf_prom_label(m, "worker"), *from = gf_prom_label(m, "from"),

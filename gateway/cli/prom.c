@@ -150,34 +150,36 @@ const char *gf_prom_label(const gf_prom_sample *s, const char *key)
     return NULL;
 }
 
-static bool matches(const gf_prom_sample *s, const char *name, const char *key, const char *val)
+static bool matches(const gf_prom_sample *s, const char *name, gf_prom_match match)
 {
     if (strcmp(s->name, name) != 0)
         return false;
-    if (key == NULL)
-        return true;
-    const char *v = gf_prom_label(s, key);
-    return v != NULL && strcmp(v, val) == 0;
+    for (size_t i = 0; match != NULL && match[i] != NULL; i += 2) {
+        const char *v = gf_prom_label(s, match[i]);
+        if (v == NULL || match[i + 1] == NULL || strcmp(v, match[i + 1]) != 0)
+            return false;
+    }
+    return true;
 }
 
-double gf_prom_sum(const gf_prom *p, const char *name, const char *key, const char *val)
+double gf_prom_sum(const gf_prom *p, const char *name, gf_prom_match match)
 {
     double sum = 0;
     for (size_t i = 0; i < p->n; i++)
-        if (matches(&p->v[i], name, key, val))
+        if (matches(&p->v[i], name, match))
             sum += p->v[i].value;
     return sum;
 }
 
-size_t gf_prom_buckets(const gf_prom *p, const char *base, const char *key, const char *val,
-                       double *le, double *count, size_t cap)
+size_t gf_prom_buckets(const gf_prom *p, const char *base, gf_prom_match match, double *le,
+                       double *count, size_t cap)
 {
     char name[160];
     if (snprintf(name, sizeof name, "%s_bucket", base) >= (int)sizeof name)
         return 0;
     size_t n = 0;
     for (size_t i = 0; i < p->n && n < cap; i++) {
-        if (!matches(&p->v[i], name, key, val))
+        if (!matches(&p->v[i], name, match))
             continue;
         const char *l = gf_prom_label(&p->v[i], "le");
         char *stop;

@@ -44,15 +44,20 @@ void gf_prom_free(gf_prom *p);
 /* The value of label key of s, or NULL. Borrowed from s. */
 const char *gf_prom_label(const gf_prom_sample *s, const char *key);
 
-/* Sum of the samples called name whose label key equals val (key NULL: all
- * samples called name). 0 when there is none. */
-double gf_prom_sum(const gf_prom *p, const char *name, const char *key, const char *val);
+/* A selection of samples by their labels: pairs of a key and the value it
+ * must have, ended by NULL ({"function", "m", "version", "2", NULL}); NULL
+ * selects every sample. */
+typedef const char *const *gf_prom_match;
 
-/* The cumulative buckets of histogram base (samples base + "_bucket") whose
- * label key equals val: le[] ascending and count[] (cumulative), at most cap;
- * returns how many (the last is +Inf when the histogram is complete). */
-size_t gf_prom_buckets(const gf_prom *p, const char *base, const char *key, const char *val,
-                       double *le, double *count, size_t cap);
+/* Sum of the samples called name that match. 0 when there is none. */
+double gf_prom_sum(const gf_prom *p, const char *name, gf_prom_match match);
+
+/* The cumulative buckets of histogram base (samples base + "_bucket") that
+ * match (they must name one series: select every label but le): le[]
+ * ascending and count[] (cumulative), at most cap; returns how many (the
+ * last is +Inf when the histogram is complete). */
+size_t gf_prom_buckets(const gf_prom *p, const char *base, gf_prom_match match, double *le,
+                       double *count, size_t cap);
 
 /* The q-quantile (0 < q < 1) of a histogram given as n cumulative buckets,
  * interpolated linearly within the bucket, as Prometheus's

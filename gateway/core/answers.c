@@ -90,6 +90,7 @@ static void on_loaded(gw_worker *w, const gf_ipc_frame *f)
             if (pl->tier < GF_TIER_STORE)
                 pl->tier = GF_TIER_STORE;
             v->device_bytes = m.device_bytes;
+            v->host_bytes = m.host_bytes;
             gw_batch *waiting = pl->waiting;
             pl->waiting = NULL;
             while (waiting != NULL) {
@@ -117,9 +118,8 @@ static void on_result(gw_worker *w, const gf_ipc_frame *f)
         double ex = (double)r.exec_us;
         pl->exec_us = gf_ema(pl->exec_us, ex);
         b->v->exec_us = gf_ema(b->v->exec_us, ex);
-        pl->hits++;
-        if (pl->tier < GF_TIER_DEVICE)
-            pl->tier = GF_TIER_DEVICE; /* it ran there, so it is there now */
+        /* every request of the batch ran from the device copy */
+        gw_copy_used(gw, b->v, w->id, GF_TIER_DEVICE, b->n_reqs, gf_wall_us());
     }
     pthread_mutex_unlock(&gw->lock);
     if (b == NULL) {
@@ -190,25 +190,16 @@ static void on_event(gw_worker *w, const gf_ipc_frame *f)
     pthread_mutex_lock(&gw->lock);
     gw_version *v = gw_version_by_key(gw, ev.key);
     if (v != NULL) {
-        gw_placement *pl = &v->pl[w->id];
-        gf_store_placement prec = {v->fn->name, v->version, w->id, GF_TIER_DEVICE,
-                                   ev.bytes, GF_STORE_PLACEMENT_READY, ev.time_us};
         if (ev.kind == GF_IPC_EV_LOADED) {
-            if (ev.to > pl->tier)
-                pl->tier = ev.to;
-            prec.tier = (gf_tier)ev.to;
             if (ev.to == GF_TIER_DEVICE && ev.from != GF_TIER_DEVICE)
                 gw_stats_swap_in(gw, v, ev.bytes, ev.micros);
             if (ev.to >= GF_TIER_HOST)
-                gf_store_log_placement(gw->store, &prec);
-        } else if (ev.kind == GF_IPC_EV_EVICTED) {
-            if (ev.from == GF_TIER_DEVICE && pl->tier == GF_TIER_DEVICE)
-                pl->tier = ev.to;
-            else if (ev.from == GF_TIER_HOST && pl->tier == GF_TIER_HOST)
-                pl->tier = GF_TIER_STORE;
-            prec.tier = (gf_tier)ev.from;
-            if (ev.from >= GF_TIER_HOST)
-                gf_store_log_placement_remove(gw->store, &prec);
+                gw_copy_loaded(gw, v, w->id, ev.to, ev.bytes, (int64_t)ev.time_us);
+            if (ev.from == GF_TIER_HOST && ev.to == GF_TIER_DEVICE)
+                /* a swap-in the host copy fed */
+                gw_copy_used(gw, v, w->id, GF_TIER_HOST, 1, (int64_t)ev.time_us);
+        } else if (ev.kind == GF_IPC_EV_EVICTED && ev.from >= GF_TIER_HOST) {
+            gw_copy_evicted(gw, v, w->id, ev.from);
         }
         if ((ev.kind == GF_IPC_EV_LOADED || ev.kind == GF_IPC_EV_EVICTED) && ev.from != ev.to &&
             ev.from >= GF_TIER_STORE && ev.to >= GF_TIER_STORE) {
@@ -265,6 +256,7 @@ static void worker_lost(gw_worker *w)
     }
     w->n_inflight = 0;
     w->queued_us = 0;
+    gw_copies_forget_worker(gw, w->id); /* a new process will hold nothing */
     for (size_t i = 0; i < gw->n_fns; i++) {
         gw_function *fn = gw->fns[i];
         for (size_t k = 0; k < fn->n; k++) {

@@ -45,22 +45,19 @@ void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
     res->total_us = gf_mono_us() - q->t_submit_us;
     snprintf(res->function, sizeof res->function, "%s", v->fn->name);
     res->version = v->version;
-    int pcode = gw_protocol_code(gw, res->status);
-    char code[16];
-    snprintf(code, sizeof code, "%d", pcode);
-    const char *l2[2] = {v->fn->name, code};
-    const char *l1[1] = {v->fn->name};
-    gw_metric_add(gw->metrics, GW_M_REQUESTS, l2, 1);
-    gw_metric_observe(gw->metrics, GW_M_REQUEST_DURATION, l1, (double)res->total_us * 1e-6);
-    if (res->worker >= 0)
-        gw_metric_observe(gw->metrics, GW_M_QUEUE_DURATION, l1, (double)res->queue_us * 1e-6);
-    if (res->cold)
-        gw_metric_add(gw->metrics, GW_M_COLD_STARTS, l1, 1);
-    gf_store_invocation rec = {v->fn->name,       v->version,          res->worker,
-                               res->status,       pcode,               (int32_t)res->batch_size,
-                               res->cold,         (int64_t)res->queue_us, (int64_t)res->load_us,
-                               (int64_t)res->exec_us, (int64_t)res->total_us, 0};
-    gf_store_log_invocation(gw->store, &rec);
+    gw_answer a = {.function = v->fn->name,
+                   .version = v->version,
+                   .labelled = true,
+                   .status = res->status,
+                   .reason = res->status != GF_OK ? res->message : NULL,
+                   .worker = res->worker,
+                   .cold = res->cold,
+                   .batch_size = res->batch_size,
+                   .queue_us = res->queue_us,
+                   .load_us = res->load_us,
+                   .exec_us = res->exec_us,
+                   .total_us = res->total_us};
+    gw_answer_record(gw, &a);
     gw_stats_request(gw, v, res, q->rows);
     gf_gw_done_fn done = q->done;
     void *arg = q->done_arg;
@@ -368,6 +365,16 @@ out:
     return st;
 }
 
+/* Count a batch of n requests of v (which the registry keeps alive) under
+ * its function and version. */
+static void batch_observe(gf_gw *gw, const gw_version *v, uint32_t n)
+{
+    char ver[24];
+    snprintf(ver, sizeof ver, "%lld", (long long)v->version);
+    const char *l2[2] = {v->fn->name, ver};
+    gw_metric_observe(gw->metrics, GW_M_BATCH_SIZE, l2, (double)n);
+}
+
 /* Send or fail one batch. */
 static void dispatch(gf_gw *gw, gw_batch *b)
 {
@@ -383,7 +390,7 @@ static void dispatch(gf_gw *gw, gw_batch *b)
             q->inputs[i].t.data = NULL;
         }
     }
-    gw_metric_observe(gw->metrics, GW_M_BATCH_SIZE, NULL, (double)b->n_reqs);
+    batch_observe(gw, b->v, b->n_reqs);
     gw_send_defer_begin(); /* the frame is written after gw->lock is let go */
     pthread_mutex_lock(&gw->lock);
     gw_batch *back = gw_dispatch_batch(gw, b, -1);
@@ -408,6 +415,7 @@ static bool dispatch_now(gf_gw *gw, gw_req *q)
     b->n_reqs = 1;
     b->rows = q->rows;
     q->next = NULL;
+    const gw_version *v = q->v; /* the registry's: alive after q is answered */
     gf_err err;
     if (encode_batch(gw, b, &err) != GF_OK) {
         batch_free(b);
@@ -430,7 +438,7 @@ static bool dispatch_now(gf_gw *gw, gw_req *q)
         batch_free(back);
         return false;
     }
-    gw_metric_observe(gw->metrics, GW_M_BATCH_SIZE, NULL, 1);
+    batch_observe(gw, v, 1);
     return true;
 }
 

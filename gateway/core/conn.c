@@ -292,6 +292,7 @@ void gw_worker_unload_all(gf_gw *gw, gw_version *v)
         v->pl[i].state = GW_PL_NONE;
         v->pl[i].tier = GF_TIER_NONE;
     }
+    gw_copies_forget_version(gw, v);
 }
 
 gw_batch *gw_dispatch_batch(gf_gw *gw, gw_batch *b, int exclude)

@@ -140,18 +140,33 @@ typedef struct gf_gw_infer_req {
     int64_t version;         /* 0 = the current version */
     gf_gw_tensor *inputs;    /* ownership passes to the core on every return */
     size_t n_inputs;
+    const char *const *outputs; /* the outputs the request asks for by name (borrowed for
+                                   the call); NULL with n_outputs 0 = all */
+    size_t n_outputs;
     gf_gw_done_fn done;      /* called once, later, from a core thread */
     void *done_arg;
+    uint64_t t0_us;          /* when the request arrived (monotonic); 0 = now */
 } gf_gw_infer_req;
 
-/* Queue an inference. Checks at once, answering without calling done: an
- * unknown function or version (GF_ERR_NOT_FOUND), inputs that do not match
- * the manifest by name, count, datatype or shape (GF_ERR_INVALID), a full
- * queue (GF_ERR_BUSY: retry shortly), a version that cannot serve
- * (GF_ERR_STATE), shutting down or no worker (GF_ERR_CLOSED). On GF_OK done
+/* Queue an inference. Checks at once, before any work, answering without
+ * calling done: an unknown function or version (GF_ERR_NOT_FOUND), inputs
+ * that do not match the manifest by name, count, datatype or shape, or a
+ * requested output it does not have (GF_ERR_INVALID), a full queue
+ * (GF_ERR_BUSY: retry shortly), a version that cannot serve (GF_ERR_STATE),
+ * shutting down or no worker (GF_ERR_CLOSED). Every answer, a refusal here
+ * included, is counted in /metrics and recorded in SQLite. On GF_OK done
  * will be called exactly once. inputs are taken over in every case (the
  * caller's pointers are cleared). */
 gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, gf_err *err);
+
+/* An inference request the front end refused before the core saw it (a body
+ * that does not parse, a bad name or version in the path, a body over the
+ * limit): counted in /metrics and recorded in SQLite like every answer.
+ * function and version are what the request named (NULL, 0 when it named
+ * none; borrowed), code the protocol code answered, reason the message
+ * (borrowed), total_us how long it took. */
+void gf_gw_refused(gf_gw *gw, const char *function, int64_t version, gf_status st, int code,
+                   const char *reason, uint64_t total_us);
 
 /* ---- functions ------------------------------------------------------------- */
 
@@ -168,28 +183,58 @@ typedef struct gf_gw_deploy_req {
     const char *const *extra_tmp; /* more staged files the kind converts with it (ONNX
                                      external data), removed after the deploy; may be NULL */
     size_t n_extra;
+    bool allow_interface_change; /* the deploy may change the inputs or outputs clients of
+                                    the current version see (?interface_change=allow) */
 } gf_gw_deploy_req;
 
-/* What a deploy made: the new version as JSON text (the function, its new
- * version and the invoke URLs), and its name and number. */
+/* What a deploy made: the version as JSON text (the function, its version
+ * and the invoke URLs), and its name and number. */
 typedef struct gf_gw_deployed {
     gf_buf json;             /* caller-owned once filled (gf_buf_deinit) */
     char name[64];
     int64_t version;
+    bool created;            /* false: the upload was what `version` already is (an
+                                idempotent redeploy): no new version was made */
 } gf_gw_deployed;
 
 /* Validate the upload and the manifest against it (in a gpufaas-worker
  * --validate child, converting the upload when its kind does), store the
  * version's files, record it durably and publish it as current once it is
- * ready. The previous version serves until then. On GF_OK *out is filled
- * (out->json initialised by the call). GF_ERR_INVALID for a manifest or
- * upload that does not fit, GF_ERR_EXISTS for a version given twice. */
+ * ready. The previous version serves until then. The version rules are
+ * gateway/core/versions.h's: the next number when the manifest gives none,
+ * the existing version (created = false) when the weights and manifest are
+ * one that exists. On GF_OK *out is filled (out->json initialised by the
+ * call). GF_ERR_INVALID for a manifest or upload that does not fit,
+ * GF_ERR_EXISTS for a version number that is taken or was used,
+ * GF_ERR_CONFLICT for an interface change not allowed. */
 gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *out,
                        gf_err *err);
 
+/* Make version the one served (roll back or forward): requests from now on
+ * get it, those in flight finish on theirs. Appends the function as
+ * gf_gw_function_json does to out. GF_ERR_NOT_FOUND, GF_ERR_CONFLICT for a
+ * broken version. */
+gf_status gf_gw_activate(gf_gw *gw, const char *name, int64_t version, gf_buf *out,
+                         gf_err *err);
+
+/* Delete one version: unload it everywhere, remove its files (its derived
+ * files too), keep its history rows; its number is never given again.
+ * GF_ERR_CONFLICT for the current version while others exist; the only
+ * version deletes the function. GF_ERR_NOT_FOUND when unknown. */
+gf_status gf_gw_delete_version(gf_gw *gw, const char *name, int64_t version, gf_err *err);
+
 /* Delete a function: unload it everywhere, remove its files, keep its
- * history rows. GF_ERR_NOT_FOUND when unknown. */
+ * history rows. The name is free again; its version numbers continue.
+ * GF_ERR_NOT_FOUND when unknown. */
 gf_status gf_gw_delete(gf_gw *gw, const char *name, gf_err *err);
+
+/* Hash every live version's weights file now and compare it with what was
+ * recorded at publish; a version that does not match is marked broken (in
+ * SQLite, with the reason, and no longer served). Appends the report to out:
+ * {"checked": N, "bytes": B, "seconds": S, "broken": [{"function",
+ * "version", "reason"}], "ok": [{"function", "version"}]}. Blocks for as
+ * long as reading every file takes. */
+gf_status gf_gw_fsck(gf_gw *gw, gf_buf *out, gf_err *err);
 
 /* Repository extension: load = prefetch the current version onto a worker's
  * device (the router's choice); unload = evict it from every worker. */
@@ -269,7 +314,9 @@ bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version);
 gf_status gf_gw_workers_json(gf_gw *gw, gf_buf *out);
 
 /* {"placements": [{"function", "version", "worker", "tier", "bytes", "state",
- * "hits"}]}. */
+ * "hits", "loaded_at_us", "last_used_at_us"}]}: one entry per copy (a version
+ * in a worker's host tier and in its device tier is two), the rows of
+ * SQLite's placements table. */
 gf_status gf_gw_placements_json(gf_gw *gw, gf_buf *out);
 
 /* {"name": "gpufaas", "version": "...", "extensions": [...]} for GET /v2:
@@ -290,10 +337,6 @@ gf_status gf_gw_model_stats(gf_gw *gw, const char *name, int64_t version, gf_buf
 /* Append the Prometheus text exposition of every metric. */
 gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out);
 
-/* Count an answer the front end gave without the core (a 4xx from parsing),
- * with its protocol code, so /metrics sees every request: function may be
- * NULL (unknown). */
-void gf_gw_count_answer(gf_gw *gw, const char *function, int code);
 
 #ifdef __cplusplus
 }

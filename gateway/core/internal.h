@@ -15,6 +15,9 @@
 #include "store/store.h"
 
 #define GW_MAX_WORKERS 64
+/* How often the supervisor hands the store the placements' hits: SQLite is
+ * at most this plus a group commit (50 ms) behind GET /v1/placements. */
+#define GW_HITS_FLUSH_US 500000u
 
 typedef struct gw_worker gw_worker;
 typedef struct gw_frame gw_frame;
@@ -56,13 +59,31 @@ typedef enum {
     GW_PL_REGISTERED,    /* the worker knows it */
 } gw_pl_state;
 
+/* A copy of a version's parameters in one tier of one worker: one row of
+ * SQLite's placements table, of GET /v1/placements and of v_placement, all
+ * written from here (placements.c). */
+typedef struct gw_copy {
+    bool present;            /* the worker reported it loaded (or ran the model from it) */
+    uint64_t bytes;          /* what it holds, as the worker reported */
+    uint64_t hits;           /* uses: requests run from a device copy; swap-ins to the
+                                device a host copy fed */
+    uint64_t hits_flushed;   /* of them, handed to the store (written within a second) */
+    int64_t loaded_at_us;    /* wall clock */
+    int64_t last_used_us;    /* wall clock; 0 = not used yet */
+} gw_copy;
+
+/* The copies a placement can have: host and device (the store tier is the
+ * version's file, never a placement). */
+#define GW_COPY_HOST 0
+#define GW_COPY_DEVICE 1
+
 typedef struct gw_placement {
     gw_pl_state state;
     int tier;                /* GF_TIER_* it is in now (from EVENTs) */
     uint64_t load_id;        /* request id of the LOAD in flight */
     gw_batch *waiting;       /* batches waiting for LOADED */
     double exec_us;          /* moving average (core/ema.h) of exec time per batch here */
-    uint64_t hits;
+    gw_copy copy[2];         /* GW_COPY_HOST, GW_COPY_DEVICE */
 } gw_placement;
 
 struct gw_version {
@@ -73,10 +94,14 @@ struct gw_version {
     char *weights_path;      /* absolute */
     char sha256[65];
     uint64_t bytes;
-    uint64_t device_bytes;   /* from LOADED (0 until known: then the file size) */
+    uint64_t device_bytes;   /* device pages it takes, from LOADED (0 until known) */
+    uint64_t host_bytes;     /* host tier bytes it takes, from LOADED (0 until known) */
     char key[96];            /* "name@version", the worker's model key */
     gf_store_vstate state;
     char *reason;            /* why broken */
+    gf_store_file_id file;   /* the weights file's identity, as last checked */
+    bool verified;           /* its sha256 was checked in this run (gw->lock) */
+    bool checking;           /* a check is hashing it now (gw->lock) */
     atomic_int refs;         /* the registry's + one per pinned request/batch */
     bool batchable;          /* every input's dim 0 is -1: requests can be concatenated */
     /* batcher (gw->qlock) */
@@ -92,12 +117,13 @@ struct gw_version {
 struct gw_function {
     char name[64];
     char *kind;
-    gw_version **versions;   /* ascending */
+    gw_version **versions;   /* ascending; deleted ones stay (state DELETED) while referenced */
     size_t n, cap;
     gw_version *current;     /* published, or NULL */
     bool deleted;
     bool unloaded;           /* the repository extension unloaded it: UNAVAILABLE (not
                                 ready, infer refused) until a load or a deploy */
+    int64_t max_version;     /* the highest number the name ever had (versions.h) */
 };
 
 typedef enum {
@@ -205,8 +231,41 @@ struct gf_gw {
     /* supervisor */
     pthread_t supervisor;
     bool supervisor_running;
+    uint64_t last_hits_flush_us; /* placement hits handed to the store (supervisor) */
+
+    /* the background check of the weights files (files.c) */
+    pthread_t checker;
+    bool checker_running;
+    _Atomic bool checker_stop;
+    _Atomic bool checker_done; /* it went through every version */
     bool shut;               /* gf_gw_shutdown ran */
 };
+
+/* One answered inference request, as /metrics and SQLite's invocations see
+ * it (accounting.c). Strings borrowed for the call. */
+typedef struct gw_answer {
+    const char *function;    /* the name the request gave; "" = none or not a valid name */
+    int64_t version;         /* the version that served or refused it; 0 = none resolved */
+    bool labelled;           /* function and version exist: the metrics carry them, else
+                                "" (random names cannot grow /metrics) */
+    gf_status status;
+    int code;                /* the protocol code answered; 0 = the front's table's */
+    const char *reason;      /* why it was refused or failed; NULL on success */
+    int worker;              /* -1 when no worker ran it */
+    bool cold;
+    uint32_t batch_size;
+    uint64_t queue_us, load_us, exec_us, total_us;
+} gw_answer;
+
+/* Count a in /metrics and record its invocations row. Any thread, lock not
+ * held. */
+void gw_answer_record(gf_gw *gw, const gw_answer *a);
+
+/* A request the core refused at submit (t0_us: when it arrived, monotonic),
+ * resolved to the function and version it named as far as they exist.
+ * Lock not held. */
+void gw_answer_refused(gf_gw *gw, const char *function, int64_t version, gf_status st,
+                       const char *reason, uint64_t t0_us);
 
 /* ---- helpers shared by the core's files ---- */
 
@@ -214,8 +273,11 @@ struct gf_gw {
  * the records and metrics only; 0 without one. */
 int gw_protocol_code(const gf_gw *gw, gf_status st);
 
-/* views.c: the version as the JSON a deploy answers with (lock held). */
-gf_status gw_version_json(gf_gw *gw, const gw_version *v, gf_buf *out);
+/* views.c (lock held): the version as the JSON a deploy answers with
+ * ("created": true/false added when created >= 0), and a function with
+ * every version as GET /v1/functions/{name} answers. */
+gf_status gw_version_json(gf_gw *gw, const gw_version *v, int created, gf_buf *out);
+gf_status gw_function_json(gf_gw *gw, const gw_function *f, gf_buf *out);
 
 void gw_version_ref(gw_version *v);
 void gw_version_unref(gw_version *v);
@@ -232,8 +294,8 @@ uint64_t gw_max_device_budget(gf_gw *gw);
 /* gateway.c: submit, and whether it may park a request whose function this
  * node does not know yet (sync.c resubmits without). */
 gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err);
-/* Delete function name here only: unload it, remove its files, record it
- * (deploy_lock held by the caller, or the sync lock). */
+/* deploy.c: delete function name here only: unload it, remove its files,
+ * record it (deploy_lock held by the caller, or the sync lock). */
 gf_status gw_delete_local(gf_gw *gw, const char *name, gf_err *err);
 
 /* sync.c: the shared store on this node (gf_gw_config.shared_store). */
@@ -272,9 +334,43 @@ void gw_sync_lookup(gf_gw *gw, const char *name, int64_t version);
  * it can be read, and while this node holds something to serve. */
 bool gw_sync_can_serve(gf_gw *gw);
 
+/* files.c: the function store's files and their checks */
+gf_status gw_make_dirs(const char *path, gf_err *err);             /* mkdir -p */
+int gw_remove_files(const char *dir);        /* the files (not folders) in dir; how many */
+char *gw_derived_path(const gf_gw *gw, const gw_version *v);       /* malloc'd */
+/* Remove v's weights, companion and derived files (v's paths never change:
+ * no lock needed). */
+void gw_version_files_remove(gf_gw *gw, const gw_version *v);
+/* At start, before the workers: remove what no live version owns under
+ * functions/ and derived/. */
+void gw_files_clean_orphans(gf_gw *gw);
+gf_status gw_checker_start(gf_gw *gw, gf_err *err);
+void gw_checker_stop(gf_gw *gw);
+
+/* placements.c: the copies of each version on each worker (lock held) */
+/* The worker reported a copy of v in tier (GF_TIER_HOST/DEVICE) loaded
+ * or evicted, or ran a batch of v from its device. */
+void gw_copy_loaded(gf_gw *gw, gw_version *v, int worker, int tier, uint64_t bytes,
+                    int64_t at_us);
+void gw_copy_evicted(gf_gw *gw, gw_version *v, int worker, int tier);
+void gw_copy_used(gf_gw *gw, gw_version *v, int worker, int tier, uint32_t hits, int64_t at_us);
+/* Forget every copy of worker (a new process holds nothing; the store
+ * drops its rows itself). */
+void gw_copies_forget_worker(gf_gw *gw, int worker);
+/* Forget every copy of v (unloaded everywhere, or deleted). */
+void gw_copies_forget_version(gf_gw *gw, gw_version *v);
+/* Hand the store the hits and last uses of every copy since the last
+ * flush (lock held). */
+void gw_copies_flush_hits(gf_gw *gw);
+
 /* registry.c */
+/* The function named name, created (with no versions, not deleted) when
+ * absent. NULL when out of memory. Lock held. */
+gw_function *gw_function_ensure(gf_gw *gw, const char *name);
 gw_function *gw_function_find(gf_gw *gw, const char *name);          /* lock held */
-gw_version *gw_version_find(gw_function *f, int64_t version);        /* lock held */
+/* The live version `version` of f (0 = the current one); NULL when it does
+ * not exist or was deleted. Lock held. */
+gw_version *gw_version_find(gw_function *f, int64_t version);
 gf_status gw_registry_recover(gf_gw *gw, gf_err *err);
 gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t version,
                           const char *manifest_json, const char *weights_path,

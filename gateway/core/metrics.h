@@ -11,21 +11,28 @@
 
 typedef struct gw_metrics gw_metrics;
 
-/* The metric families, in the order they are exposed. */
+/* The metric families, in the order they are exposed (the definitions, with
+ * their names and help, are one table in metrics.c; docs/operations.md lists
+ * them). Every per-function family carries {function, version}: a request
+ * is counted under the version that served (or refused) it, and under ""
+ * for both when it named no function or version that exists, so random
+ * names cannot grow /metrics. */
 typedef enum {
-    GW_M_REQUESTS = 0,        /* counter   {function, code} */
-    GW_M_REQUEST_DURATION,    /* histogram {function} seconds */
-    GW_M_QUEUE_DURATION,      /* histogram {function} seconds */
-    GW_M_COLD_STARTS,         /* counter   {function} */
+    GW_M_REQUESTS = 0,        /* counter   {function, version, code}: inference requests
+                                 answered, refused ones included */
+    GW_M_REQUEST_DURATION,    /* histogram {function, version} seconds */
+    GW_M_QUEUE_DURATION,      /* histogram {function, version} seconds */
+    GW_M_COLD_STARTS,         /* counter   {function, version} */
+    GW_M_BATCH_SIZE,          /* histogram {function, version} requests per batch */
     GW_M_SWAP_BYTES,          /* counter   {worker, from, to} */
     GW_M_SWAP_DURATION,       /* histogram {worker} seconds */
     GW_M_EVICTIONS,           /* counter   {worker} */
     GW_M_DEVICE_MEMORY,       /* gauge     {worker, kind} */
     GW_M_HOST_MEMORY,         /* gauge     {worker, kind} */
     GW_M_WORKERS,             /* gauge     {state} */
-    GW_M_BATCH_SIZE,          /* histogram (no labels) */
     GW_M_WORKER_RESTARTS,     /* counter   {worker} */
-    GW_M_STORE_DROPPED,       /* gauge     records the store had to drop */
+    GW_M_STORE_RECORDS,       /* counter   {outcome}: committed, dropped, rejected, lost */
+    GW_M_VERSIONS,            /* gauge     {state}: function versions ready, broken */
     GW_M_SHARED_UP,           /* gauge     the shared store could be read at the last try */
     GW_M_SHARED_SYNCED,       /* gauge     Unix time of the last successful read of it */
     /* Triton's statistics extension reads these (gateway/core/stats.c) */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "functions/manifest.h"
 #include "gateway/core/internal.h"
@@ -22,7 +23,7 @@ gw_version *gw_version_find(gw_function *f, int64_t version)
         return f->current;
     for (size_t i = 0; i < f->n; i++)
         if (f->versions[i]->version == version)
-            return f->versions[i];
+            return f->versions[i]->state != GF_STORE_VERSION_DELETED ? f->versions[i] : NULL;
     return NULL;
 }
 
@@ -78,6 +79,27 @@ void gw_registry_free(gf_gw *gw)
     gw->n_fns = 0;
 }
 
+gw_function *gw_function_ensure(gf_gw *gw, const char *name)
+{
+    gw_function *f = gw_function_find(gw, name);
+    if (f != NULL)
+        return f;
+    if (gw->n_fns == gw->cap_fns) {
+        size_t cap = gw->cap_fns ? gw->cap_fns * 2 : 16;
+        gw_function **fs = realloc(gw->fns, cap * sizeof *fs);
+        if (fs == NULL)
+            return NULL;
+        gw->fns = fs;
+        gw->cap_fns = cap;
+    }
+    f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return NULL;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    gw->fns[gw->n_fns++] = f;
+    return f;
+}
+
 /* Add (or revive) function name and append a version to it. Lock held.
  * manifest_json is parsed here; the strings are copied. */
 gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t version,
@@ -119,25 +141,10 @@ gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t
     for (int w = 0; w < GW_MAX_WORKERS; w++)
         v->pl[w].tier = GF_TIER_NONE;
 
-    gw_function *f = gw_function_find(gw, name);
+    gw_function *f = gw_function_ensure(gw, name);
     if (f == NULL) {
-        if (gw->n_fns == gw->cap_fns) {
-            size_t cap = gw->cap_fns ? gw->cap_fns * 2 : 16;
-            gw_function **fs = realloc(gw->fns, cap * sizeof *fs);
-            if (fs == NULL) {
-                version_destroy(v);
-                return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-            }
-            gw->fns = fs;
-            gw->cap_fns = cap;
-        }
-        f = calloc(1, sizeof *f);
-        if (f == NULL) {
-            version_destroy(v);
-            return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-        }
-        snprintf(f->name, sizeof f->name, "%s", name);
-        gw->fns[gw->n_fns++] = f;
+        version_destroy(v);
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     }
     char *k = strdup(kind);
     if (f->n == f->cap) {
@@ -165,6 +172,8 @@ gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t
     f->versions[pos] = v;
     f->n++;
     v->fn = f;
+    if (version > f->max_version)
+        f->max_version = version;
     if (out != NULL)
         *out = v;
     return GF_OK;
@@ -173,11 +182,26 @@ gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t
 gf_status gw_registry_recover(gf_gw *gw, gf_err *err)
 {
     gf_store_catalog *cat;
+    uint64_t t0 = gf_mono_us();
     gf_status st = gf_store_recover(gw->store, gw->state_dir, &cat, err);
     if (st != GF_OK)
         return st;
     size_t ready = 0, broken = 0;
     pthread_mutex_lock(&gw->lock);
+    /* every name ever deployed, with the highest number it had: a deleted
+     * function's numbers continue when it is deployed again */
+    for (size_t i = 0; i < cat->n_functions && st == GF_OK; i++) {
+        const gf_store_function_info *fi = &cat->functions[i];
+        if (!gf_function_name_valid(fi->name))
+            continue;
+        gw_function *f = gw_function_ensure(gw, fi->name);
+        if (f == NULL) {
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            break;
+        }
+        f->max_version = fi->max_version;
+        f->deleted = true; /* until a live version is added */
+    }
     for (size_t i = 0; i < cat->n; i++) {
         const gf_store_version_info *vi = &cat->versions[i];
         char *path = NULL;
@@ -189,6 +213,8 @@ gf_status gw_registry_recover(gf_gw *gw, gf_err *err)
             if (path != NULL)
                 snprintf(path, n, "%s/%s", gw->state_dir, vi->weights_path);
         }
+        if (st != GF_OK)
+            break;
         if (path == NULL) {
             st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
             break;
@@ -204,10 +230,12 @@ gf_status gw_registry_recover(gf_gw *gw, gf_err *err)
                      (long long)vi->version, e.msg);
             continue;
         }
+        v->file = vi->file;
+        v->verified = vi->hashed_now; /* else the background check hashes it */
+        if (vi->current) /* a broken current one stays current: it is answered 503 */
+            v->fn->current = v;
         if (vi->state == GF_STORE_VERSION_READY) {
             ready++;
-            if (vi->current)
-                v->fn->current = v;
         } else {
             broken++;
             GF_LOG_W("function '%s' version %lld is broken and will not be served: %s",
@@ -216,8 +244,11 @@ gf_status gw_registry_recover(gf_gw *gw, gf_err *err)
         }
     }
     pthread_mutex_unlock(&gw->lock);
+    size_t hashed = cat->hashed_now;
     gf_store_catalog_free(cat);
     if (st == GF_OK)
-        GF_LOG_I("restored %zu function version(s) from the store (%zu broken)", ready, broken);
+        GF_LOG_I("restored %zu function version(s) from the store in %.3f s: %zu ready, %zu "
+                 "broken; %zu weights file(s) read because they had changed",
+                 ready + broken, (double)(gf_mono_us() - t0) / 1e6, ready, broken, hashed);
     return st;
 }

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/path.h"
 #include "store/sha256.h"
@@ -49,6 +50,7 @@ typedef struct gw_parked {
     gf_gw_done_fn done;
     void *done_arg;
     gf_gw_result *res;         /* allocated when parked, so answering needs no memory */
+    uint64_t t0_us;            /* when the request arrived (monotonic) */
 } gw_parked;
 
 /* The files of a version deployed on this node, handed to the install. */
@@ -230,8 +232,15 @@ static gf_status install(gw_sync *s, gw_sync_fn *f, const gf_shared_version *sv,
             if ((st = gf_shared_object_get(s->sh, &e->companions[i], comp[i], err)) != GF_OK)
                 goto out;
     }
-    gf_store_version_spec spec = {f->name, sv->version, e->kind, e->manifest, dst,
-                                  e->weights.bytes, e->weights.sha256, false};
+    gf_store_version_spec spec = {.function = f->name,
+                                  .version = sv->version,
+                                  .kind = e->kind,
+                                  .manifest = e->manifest,
+                                  .weights_path = dst,
+                                  .bytes = e->weights.bytes,
+                                  .sha256 = e->weights.sha256,
+                                  .publish = false};
+    gf_store_file_id_of(dst, &spec.file, NULL); /* the identity a restart checks */
     st = gf_store_version_deploy(gw->store, &spec, NULL, err);
     if (st == GF_ERR_EXISTS) /* recorded by an earlier run of this node */
         st = GF_OK;
@@ -346,8 +355,8 @@ static void answer(gf_gw *gw, gw_parked *p, gf_status st, const char *msg, bool 
 {
     gf_gw_result *r = p->res;
     gf_gw_tensors_free(p->inputs, p->n_inputs);
-    if (count)
-        gf_gw_count_answer(gw, NULL, gw_protocol_code(gw, st));
+    if (count) /* counted and recorded as every answer is */
+        gw_answer_refused(gw, p->name, p->version, st, msg, p->t0_us);
     r->status = st;
     r->worker = -1;
     r->version = p->version;
@@ -389,8 +398,13 @@ static void unpark(gw_sync *s, const char *name, gf_status read_st, const char *
             answer(gw, p, GF_ERR_CLOSED, msg, true);
             continue;
         }
-        gf_gw_infer_req req = {p->name, p->version, p->inputs, p->n_inputs, p->done,
-                               p->done_arg};
+        gf_gw_infer_req req = {.function = p->name,
+                               .version = p->version,
+                               .inputs = p->inputs,
+                               .n_inputs = p->n_inputs,
+                               .done = p->done,
+                               .done_arg = p->done_arg,
+                               .t0_us = p->t0_us};
         p->inputs = NULL; /* the submit takes them over in every case */
         p->n_inputs = 0;
         gf_err e;
@@ -440,6 +454,7 @@ bool gw_sync_park(gf_gw *gw, const gf_gw_infer_req *req, gf_gw_tensor *inputs, s
     p->version = req->version;
     p->done = req->done;
     p->done_arg = req->done_arg;
+    p->t0_us = req->t0_us != 0 ? req->t0_us : gf_mono_us();
     pthread_mutex_lock(&s->qlock);
     if (s->stop || s->n_parked >= SYNC_MAX_PARKED || !want_push(s, req->function)) {
         pthread_mutex_unlock(&s->qlock);
@@ -650,8 +665,9 @@ gf_status gw_sync_deploy(gf_gw *gw, const gw_sync_deploy_in *in, bool *taken,
             st = gf_err_set(err, GF_ERR_CLOSED, "function '%s' version %lld is in the shared "
                             "store but not on this node: %s", in->mf->name,
                             (long long)o.version, f->fetch_err);
-        else if ((st = gw_version_json(gw, v, &out->json)) != GF_OK)
+        else if ((st = gw_version_json(gw, v, !o.identical, &out->json)) != GF_OK)
             st = gf_err_set(err, st, "out of memory describing the new version");
+        out->created = !o.identical;
         pthread_mutex_unlock(&gw->lock);
         snprintf(out->name, sizeof out->name, "%s", in->mf->name);
         out->version = o.version;

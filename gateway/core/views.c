@@ -43,23 +43,40 @@ static json_t *io_json(const gf_manifest_io *io, size_t n)
     return arr;
 }
 
-static json_t *placements_of(gf_gw *gw, const gw_version *v)
+/* A time in wall-clock microseconds, or null for 0 (never). */
+static json_t *time_json(int64_t us)
 {
-    json_t *arr = json_array();
-    for (int w = 0; w < gw->n_workers; w++) {
-        const gw_placement *pl = &v->pl[w];
-        if (pl->state == GW_PL_NONE || pl->tier < GF_TIER_HOST)
-            continue;
-        json_array_append_new(arr, json_pack("{s:i, s:s, s:I, s:I}", "worker", w, "tier",
-                                             gf_tier_name(pl->tier), "bytes",
-                                             (json_int_t)(pl->tier == GF_TIER_DEVICE
-                                                              ? v->device_bytes : v->bytes),
-                                             "hits", (json_int_t)pl->hits));
+    return us != 0 ? json_integer((json_int_t)us) : json_null();
+}
+
+/* One copy of v on worker w (tier index t) as JSON; with_version adds the
+ * function and version (GET /v1/placements). */
+static json_t *copy_json(const gw_version *v, int w, int t, bool with_version)
+{
+    const gw_copy *c = &v->pl[w].copy[t];
+    json_t *j = json_pack("{s:i, s:s, s:I, s:s, s:I, s:o, s:o}", "worker", w, "tier",
+                          gf_tier_name(t == GW_COPY_DEVICE ? GF_TIER_DEVICE : GF_TIER_HOST), "bytes", (json_int_t)c->bytes,
+                          "state", "ready", "hits", (json_int_t)c->hits, "loaded_at_us",
+                          time_json(c->loaded_at_us), "last_used_at_us",
+                          time_json(c->last_used_us));
+    if (j != NULL && with_version) {
+        json_object_set_new(j, "function", json_string(v->fn->name));
+        json_object_set_new(j, "version", json_integer((json_int_t)v->version));
     }
+    return j;
+}
+
+/* Every copy of v: device ones first, by worker (v_placement's order). */
+static json_t *placements_of(gf_gw *gw, const gw_version *v, json_t *arr, bool with_version)
+{
+    for (int t = GW_COPY_DEVICE; t >= GW_COPY_HOST; t--)
+        for (int w = 0; w < gw->n_workers; w++)
+            if (v->pl[w].copy[t].present)
+                json_array_append_new(arr, copy_json(v, w, t, with_version));
     return arr;
 }
 
-static json_t *version_json(gf_gw *gw, const gw_version *v)
+static json_t *version_json(gf_gw *gw, const gw_version *v, int created)
 {
     char invoke[160], v2[160];
     snprintf(invoke, sizeof invoke, "/v1/functions/%s/invoke", v->fn->name);
@@ -76,7 +93,9 @@ static json_t *version_json(gf_gw *gw, const gw_version *v)
     json_object_set_new(j, "inputs", io_json(v->mf->inputs, v->mf->n_inputs));
     json_object_set_new(j, "outputs", io_json(v->mf->outputs, v->mf->n_outputs));
     json_object_set_new(j, "max_batch_size", json_integer(v->mf->max_batch_size));
-    json_object_set_new(j, "placements", placements_of(gw, v));
+    json_object_set_new(j, "placements", placements_of(gw, v, json_array(), false));
+    if (created >= 0)
+        json_object_set_new(j, "created", json_boolean(created));
     return j;
 }
 
@@ -93,22 +112,27 @@ static json_t *function_json(gf_gw *gw, const gw_function *f, bool detail)
     json_object_set_new(j, "invoke", json_string(invoke));
     if (cur != NULL) {
         json_object_set_new(j, "bytes", json_integer((json_int_t)cur->bytes));
-        json_object_set_new(j, "placements", placements_of(gw, cur));
+        json_object_set_new(j, "placements", placements_of(gw, cur, json_array(), false));
     }
     json_t *vs = json_array();
     for (size_t i = 0; i < f->n; i++) {
         if (f->versions[i]->state == GF_STORE_VERSION_DELETED)
             continue;
-        json_array_append_new(vs, detail ? version_json(gw, f->versions[i])
+        json_array_append_new(vs, detail ? version_json(gw, f->versions[i], -1)
                                          : json_integer(f->versions[i]->version));
     }
     json_object_set_new(j, "versions", vs);
     return j;
 }
 
-gf_status gw_version_json(gf_gw *gw, const gw_version *v, gf_buf *out)
+gf_status gw_version_json(gf_gw *gw, const gw_version *v, int created, gf_buf *out)
 {
-    return emit(version_json(gw, v), out);
+    return emit(version_json(gw, v, created), out);
+}
+
+gf_status gw_function_json(gf_gw *gw, const gw_function *f, gf_buf *out)
+{
+    return emit(function_json(gw, f, true), out);
 }
 
 gf_status gf_gw_functions_json(gf_gw *gw, gf_buf *out)
@@ -237,11 +261,14 @@ gf_status gf_gw_workers_json(gf_gw *gw, gf_buf *out)
         for (size_t k = 0; k < gw->n_fns; k++)
             for (size_t m = 0; m < gw->fns[k]->n; m++) {
                 const gw_version *v = gw->fns[k]->versions[m];
-                if (v->pl[i].state != GW_PL_NONE && v->pl[i].tier >= GF_TIER_HOST)
-                    json_array_append_new(models, json_pack("{s:s, s:I, s:s}", "function",
-                                                            v->fn->name, "version",
-                                                            (json_int_t)v->version, "tier",
-                                                            gf_tier_name(v->pl[i].tier)));
+                for (int t = GW_COPY_DEVICE; t >= GW_COPY_HOST; t--)
+                    if (v->pl[i].copy[t].present)
+                        json_array_append_new(
+                            models, json_pack("{s:s, s:I, s:s, s:I, s:I}", "function", v->fn->name,
+                                              "version", (json_int_t)v->version, "tier",
+                                              gf_tier_name(t == GW_COPY_DEVICE ? GF_TIER_DEVICE : GF_TIER_HOST), "bytes",
+                                              (json_int_t)v->pl[i].copy[t].bytes, "hits",
+                                              (json_int_t)v->pl[i].copy[t].hits));
             }
         uint64_t dbud = w->have_stats ? w->stats.device_budget : w->ready.device_budget;
         uint64_t hbud = w->have_stats ? w->stats.host_budget : w->ready.host_budget;
@@ -268,24 +295,9 @@ gf_status gf_gw_placements_json(gf_gw *gw, gf_buf *out)
 {
     json_t *arr = json_array();
     pthread_mutex_lock(&gw->lock);
-    for (size_t k = 0; k < gw->n_fns; k++) {
-        for (size_t m = 0; m < gw->fns[k]->n; m++) {
-            const gw_version *v = gw->fns[k]->versions[m];
-            for (int i = 0; i < gw->n_workers; i++) {
-                const gw_placement *pl = &v->pl[i];
-                if (pl->state == GW_PL_NONE || pl->tier < GF_TIER_HOST)
-                    continue;
-                json_array_append_new(
-                    arr, json_pack("{s:s, s:I, s:i, s:s, s:I, s:s, s:I}", "function", v->fn->name,
-                                   "version", (json_int_t)v->version, "worker", i, "tier",
-                                   gf_tier_name(pl->tier), "bytes",
-                                   (json_int_t)(pl->tier == GF_TIER_DEVICE ? v->device_bytes
-                                                                               : v->bytes),
-                                   "state", pl->state == GW_PL_LOADING ? "loading" : "ready",
-                                   "hits", (json_int_t)pl->hits));
-            }
-        }
-    }
+    for (size_t k = 0; k < gw->n_fns; k++)
+        for (size_t m = 0; m < gw->fns[k]->n; m++)
+            placements_of(gw, gw->fns[k]->versions[m], arr, true);
     pthread_mutex_unlock(&gw->lock);
     return emit(json_pack("{s:o}", "placements", arr), out);
 }
@@ -349,10 +361,27 @@ gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out)
         const char *l[1] = {wstate_str((gw_wstate)s)};
         gw_metric_set(gw->metrics, GW_M_WORKERS, l, by_state[s]);
     }
+    size_t ready = 0, broken = 0;
+    pthread_mutex_lock(&gw->lock);
+    for (size_t k = 0; k < gw->n_fns; k++)
+        for (size_t m = 0; m < gw->fns[k]->n; m++) {
+            ready += gw->fns[k]->versions[m]->state == GF_STORE_VERSION_READY;
+            broken += gw->fns[k]->versions[m]->state == GF_STORE_VERSION_BROKEN;
+        }
+    pthread_mutex_unlock(&gw->lock);
+    const char *lr[1] = {"ready"}, *lb[1] = {"broken"};
+    gw_metric_set(gw->metrics, GW_M_VERSIONS, lr, (double)ready);
+    gw_metric_set(gw->metrics, GW_M_VERSIONS, lb, (double)broken);
     if (gw->store != NULL) {
+        /* the store's own counters (a drop is also logged by the store) */
         gf_store_stats ss;
         gf_store_stats_get(gw->store, &ss);
-        gw_metric_set(gw->metrics, GW_M_STORE_DROPPED, NULL, (double)ss.dropped);
+        static const char *const outcome[4] = {"committed", "dropped", "rejected", "lost"};
+        const uint64_t n[4] = {ss.committed, ss.dropped, ss.rejected, ss.lost};
+        for (int i = 0; i < 4; i++) {
+            const char *l[1] = {outcome[i]};
+            gw_metric_set(gw->metrics, GW_M_STORE_RECORDS, l, (double)n[i]);
+        }
     }
     return gw_metrics_write(gw->metrics, out);
 }

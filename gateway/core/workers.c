@@ -206,6 +206,9 @@ static void *supervisor_main(void *arg)
             gw_metric_add(gw->metrics, GW_M_WORKER_RESTARTS, l1, 1);
             gf_store_log_restart(gw->store, w->id, w->pid, 0);
         }
+        /* hits and last uses of the placements, for SQLite */
+        if (now - gw->last_hits_flush_us >= GW_HITS_FLUSH_US)
+            gw_copies_flush_hits(gw);
         /* heartbeats */
         if (now - last_stats >= 1000000u) {
             last_stats = now;
@@ -290,6 +293,10 @@ gf_status gw_workers_start(gf_gw *gw, gf_err *err)
         w->gw = gw;
         w->id = i;
         w->fd = -1;
+        char wid[16];
+        snprintf(wid, sizeof wid, "%d", i);
+        const char *l1[1] = {wid};
+        gw_metric_add(gw->metrics, GW_M_WORKER_RESTARTS, l1, 0); /* the series exists from 0 */
         pthread_mutex_init(&w->wlock, NULL);
         pthread_mutex_init(&w->slock, NULL);
         pthread_cond_init(&w->scond, NULL);

@@ -40,6 +40,8 @@ typedef void (*gf_http_fn)(gf_http_req *r);
 enum gf_route_flags {
     GF_ROUTE_ADMIN = 1u << 0,  /* needs the bearer token when one is configured */
     GF_ROUTE_UPLOAD = 1u << 1, /* multipart/form-data streamed through gf_upload */
+    GF_ROUTE_INFER = 1u << 2,  /* an inference: every answer is counted in /metrics and
+                                  recorded in SQLite, refusals here included */
 };
 
 typedef struct gf_route {
@@ -105,8 +107,9 @@ struct gf_http_req {
     unsigned status;
     struct MHD_Response *resp; /* set by the reply helpers, queued by server.c */
     bool queued;
-    bool core_answered; /* the status came from the core, which counts it; other
-                           errors are counted with gf_gw_count_answer */
+    bool core_answered; /* the core counted and recorded the answer (an inference's
+                           result or refusal, or a refusal the front gave that it
+                           handed to gf_gw_refused) */
     /* waiting */
     pthread_mutex_t mu; /* guards the three flags below */
     bool async_pending;
@@ -118,6 +121,8 @@ struct gf_http_req {
     gf_gw_result *result;  /* an inference's result */
     gf_gw_deployed deployed; /* a deploy's answer */
     int load_worker;       /* repository load: the worker its parameters name, -1 = any */
+    bool allow_interface_change; /* a deploy's ?interface_change=allow */
+    gf_buf job_out;        /* an admin call's JSON answer (activate, fsck) */
     gf_status job_status;  /* an admin call's outcome (the message in job_err) */
     gf_err job_err;
 };
@@ -154,6 +159,10 @@ void gf_http_header(gf_http_req *r, const char *name, const char *value);
 /* A request header (case-insensitive name), NULL when absent. Valid until
  * the request completes. */
 const char *gf_http_req_header(gf_http_req *r, const char *name);
+
+/* A query argument of the URL ("?interface_change=allow"), NULL when absent
+ * ("" when given without a value). Valid until the request completes. */
+const char *gf_http_req_query(gf_http_req *r, const char *name);
 
 /* Mark r as waiting; then(r) will run on a polling thread after
  * gf_http_async_done. Call before handing r to another thread. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "functions/manifest.h"
 #include "gateway/http/http_impl.h"
@@ -238,13 +239,21 @@ static void infer_start(gf_http_req *r, bool v1)
         return;
     }
     gf_buf_deinit(&r->body); /* the inputs hold copies */
+    const char *outputs[GF_MANIFEST_MAX_IO];
+    size_t n_outputs = r->creq.n_outputs < GF_MANIFEST_MAX_IO ? r->creq.n_outputs
+                                                              : GF_MANIFEST_MAX_IO;
+    for (size_t i = 0; i < n_outputs; i++)
+        outputs[i] = r->creq.outputs[i].name;
     gf_gw_infer_req q = {
         .function = r->name,
         .version = r->version,
         .inputs = r->creq.inputs,
         .n_inputs = r->creq.n_inputs,
+        .outputs = outputs,
+        .n_outputs = n_outputs,
         .done = infer_done,
         .done_arg = r,
+        .t0_us = r->t0_ns / 1000,
     };
     r->creq.inputs = NULL; /* the core takes them over, whatever happens */
     r->creq.n_inputs = 0;
@@ -399,6 +408,19 @@ static void h_fn_delete(gf_http_req *r)
     gf_http_run_admin(r, job_delete);
 }
 
+/* ?interface_change=allow: the deploy may change the function's interface.
+ * Any other value is refused (false; answered). */
+static bool interface_change_arg(gf_http_req *r, bool *allow)
+{
+    const char *v = gf_http_req_query(r, "interface_change");
+    *allow = v != NULL && strcmp(v, "allow") == 0;
+    if (v != NULL && !*allow) {
+        gf_http_fail(r, GF_ERR_INVALID, "interface_change=%.32s: the only value is 'allow'", v);
+        return false;
+    }
+    return true;
+}
+
 static void job_deploy(gf_http_req *r)
 {
     size_t mlen;
@@ -414,12 +436,14 @@ static void job_deploy(gf_http_req *r)
         .kind = gf_upload_is_model(r->upload) ? GF_UPLOAD_MODEL_KIND : NULL,
         .extra_tmp = data != NULL ? &data : NULL,
         .n_extra = data != NULL ? 1 : 0,
+        .allow_interface_change = r->allow_interface_change,
     };
     r->job_status = gf_gw_deploy(r->srv->gw, &d, &r->deployed, &r->job_err);
     gf_upload_release(r->upload); /* the core moved it (success) or removed it (failure) */
 }
 
-/* 201 Created, with the new version and where the function is. */
+/* 201 Created, with the new version and where the function is; 200 with the
+ * existing version when the upload was one (an identical redeploy). */
 static void finish_deploy(gf_http_req *r)
 {
     r->core_answered = true;
@@ -429,20 +453,83 @@ static void finish_deploy(gf_http_req *r)
     }
     char loc[96];
     snprintf(loc, sizeof loc, "/v1/functions/%s", r->deployed.name);
-    gf_http_reply_json(r, 201, &r->deployed.json);
+    gf_http_reply_json(r, r->deployed.created ? 201 : 200, &r->deployed.json);
     gf_http_header(r, MHD_HTTP_HEADER_LOCATION, loc);
 }
 
 static void h_fn_deploy(gf_http_req *r)
 {
+    if (!interface_change_arg(r, &r->allow_interface_change))
+        return;
     gf_err err;
     gf_status st = gf_upload_finish(r->upload, &err);
+    GF_LOG_D("deploy: %llu bytes received and staged in %.3f s",
+             (unsigned long long)gf_upload_bytes(r->upload),
+             (double)(gf_mono_ns() - r->t0_ns) / 1e9);
     if (st != GF_OK) {
         gf_http_fail(r, st, "%s", gf_err_msg(&err));
         return;
     }
     gf_http_async_begin(r, finish_deploy);
     gf_http_run_admin(r, job_deploy);
+}
+
+/* ---- versions ---------------------------------------------------------------------- */
+
+static void job_activate(gf_http_req *r)
+{
+    gf_buf_init(&r->job_out);
+    r->job_status = gf_gw_activate(r->srv->gw, r->name, r->version, &r->job_out, &r->job_err);
+}
+
+/* 200 with the function (every version, which is current) after the change. */
+static void finish_job_json(gf_http_req *r)
+{
+    if (r->job_status != GF_OK) {
+        gf_buf_deinit(&r->job_out);
+        reply_core_error(r, r->job_status, &r->job_err, "failed");
+        return;
+    }
+    gf_http_reply_json(r, 200, &r->job_out);
+}
+
+static void h_version_activate(gf_http_req *r)
+{
+    gf_http_async_begin(r, finish_job_json);
+    gf_http_run_admin(r, job_activate);
+}
+
+static void job_delete_version(gf_http_req *r)
+{
+    r->job_status = gf_gw_delete_version(r->srv->gw, r->name, r->version, &r->job_err);
+}
+
+static void finish_delete_version(gf_http_req *r)
+{
+    if (r->job_status != GF_OK) {
+        reply_core_error(r, r->job_status, &r->job_err, "delete failed");
+        return;
+    }
+    gf_http_reply(r, 200, json_pack("{s:s, s:I, s:b}", "name", r->name, "version",
+                                    (json_int_t)r->version, "deleted", 1));
+}
+
+static void h_version_delete(gf_http_req *r)
+{
+    gf_http_async_begin(r, finish_delete_version);
+    gf_http_run_admin(r, job_delete_version);
+}
+
+static void job_fsck(gf_http_req *r)
+{
+    gf_buf_init(&r->job_out);
+    r->job_status = gf_gw_fsck(r->srv->gw, &r->job_out, &r->job_err);
+}
+
+static void h_fsck(gf_http_req *r)
+{
+    gf_http_async_begin(r, finish_job_json);
+    gf_http_run_admin(r, job_fsck);
 }
 
 static void h_workers(gf_http_req *r)
@@ -492,8 +579,8 @@ const gf_route gf_http_routes[] = {
     {"GET", "/v2/models/{m}/versions/{v}/config", h_model_config, 0},
     {"GET", "/v2/models/{m}/stats", h_model_stats, 0},
     {"GET", "/v2/models/{m}/versions/{v}/stats", h_model_stats, 0},
-    {"POST", "/v2/models/{m}/infer", h_v2_infer, 0},
-    {"POST", "/v2/models/{m}/versions/{v}/infer", h_v2_infer, 0},
+    {"POST", "/v2/models/{m}/infer", h_v2_infer, GF_ROUTE_INFER},
+    {"POST", "/v2/models/{m}/versions/{v}/infer", h_v2_infer, GF_ROUTE_INFER},
     /* the model repository extension */
     {"POST", "/v2/repository/index", h_repo_index, 0},
     {"POST", "/v2/repository/models/{m}/load", h_repo_load, GF_ROUTE_ADMIN},
@@ -518,7 +605,10 @@ const gf_route gf_http_routes[] = {
     {"POST", "/v1/functions", h_fn_deploy, GF_ROUTE_ADMIN | GF_ROUTE_UPLOAD},
     {"GET", "/v1/functions/{m}", h_fn_get, 0},
     {"DELETE", "/v1/functions/{m}", h_fn_delete, GF_ROUTE_ADMIN},
-    {"POST", "/v1/functions/{m}/invoke", h_v1_invoke, 0},
+    {"POST", "/v1/functions/{m}/invoke", h_v1_invoke, GF_ROUTE_INFER},
+    {"POST", "/v1/functions/{m}/versions/{v}/activate", h_version_activate, GF_ROUTE_ADMIN},
+    {"DELETE", "/v1/functions/{m}/versions/{v}", h_version_delete, GF_ROUTE_ADMIN},
+    {"POST", "/v1/fsck", h_fsck, GF_ROUTE_ADMIN},
     {"GET", "/v1/workers", h_workers, 0},
     {"GET", "/v1/placements", h_placements, 0},
     /* Prometheus */

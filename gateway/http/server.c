@@ -84,8 +84,6 @@ void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_ty
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     r->resp = resp;
     r->status = status;
-    if (status >= 400 && !r->core_answered)
-        gf_gw_count_answer(r->srv->gw, r->name[0] != '\0' ? r->name : NULL, (int)status);
 }
 
 void gf_http_reply(gf_http_req *r, unsigned status, json_t *body)
@@ -114,12 +112,20 @@ void gf_http_reply_json(gf_http_req *r, unsigned status, gf_buf *json)
     gf_http_reply_bytes(r, status, "application/json", text, len, 0);
 }
 
-static void error_reply(gf_http_req *r, unsigned status, const char *fmt, va_list ap)
-    __attribute__((format(printf, 3, 0)));
-static void error_reply(gf_http_req *r, unsigned status, const char *fmt, va_list ap)
+static void error_reply(gf_http_req *r, gf_status st, unsigned status, const char *fmt,
+                        va_list ap) __attribute__((format(printf, 4, 0)));
+static void error_reply(gf_http_req *r, gf_status st, unsigned status, const char *fmt,
+                        va_list ap)
 {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    if (r->route != NULL && (r->route->flags & GF_ROUTE_INFER) && !r->core_answered) {
+        /* an inference request refused here, before the core: it is
+         * counted and recorded like every other */
+        r->core_answered = true;
+        gf_gw_refused(r->srv->gw, r->name, r->version, st, (int)status, msg,
+                      (gf_mono_ns() - r->t0_ns) / 1000);
+    }
     gf_buf b;
     gf_buf_init(&b);
     /* built by hand: the message may quote bytes jansson would refuse */
@@ -139,7 +145,7 @@ void gf_http_error(gf_http_req *r, unsigned status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    error_reply(r, status, fmt, ap);
+    error_reply(r, GF_ERR_INVALID, status, fmt, ap);
     va_end(ap);
 }
 
@@ -147,7 +153,7 @@ void gf_http_fail(gf_http_req *r, gf_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    error_reply(r, (unsigned)gf_http_status_of(st), fmt, ap);
+    error_reply(r, st, (unsigned)gf_http_status_of(st), fmt, ap);
     va_end(ap);
     if (st == GF_ERR_BUSY)
         gf_http_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
@@ -162,6 +168,11 @@ void gf_http_header(gf_http_req *r, const char *name, const char *value)
 const char *gf_http_req_header(gf_http_req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *gf_http_req_query(gf_http_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
 /* ---- waiting ---------------------------------------------------------------------- */
@@ -541,6 +552,7 @@ static void req_free(gf_http_req *r)
     if (r->result != NULL)
         gf_gw_result_free(r->result);
     gf_buf_deinit(&r->deployed.json);
+    gf_buf_deinit(&r->job_out);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

@@ -36,6 +36,8 @@ typedef enum gf_status {
     GF_ERR_INTERNAL = 17,   /* a bug: an invariant did not hold */
     GF_ERR_CLOSED = 18,     /* the peer or the object was shut down */
     GF_ERR_NO_SPACE = 19,   /* a file system is full */
+    GF_ERR_CONFLICT = 20,   /* would change an object in a way the request did not ask for
+                               (the message says how to proceed) */
     GF_STATUS_COUNT_        /* number of codes; not a code */
 } gf_status;
 

@@ -197,7 +197,8 @@ static bool infer_one(gf_gw *gw, const char *name, results *r, int idx)
     pthread_mutex_lock(&r->lock);
     int before = r->done;
     pthread_mutex_unlock(&r->lock);
-    gf_gw_infer_req req = {name, 0, in, 1, on_done, s};
+    gf_gw_infer_req req = {.function = name, .inputs = in, .n_inputs = 1, .done = on_done,
+                           .done_arg = s};
     gf_err err;
     if (gf_gw_submit(gw, &req, &err) != GF_OK) {
         fprintf(stderr, "bench_policy: submit: %s\n", err.msg);

@@ -234,6 +234,12 @@ long gf_hh_http(const char *base, const char *method, const char *path, const ch
 long gf_hh_deploy(const char *base, const char *manifest_path, const char *weights_path,
                   const char *token, gf_hh_resp *r)
 {
+    return gf_hh_deploy_query(base, NULL, manifest_path, weights_path, token, r);
+}
+
+long gf_hh_deploy_query(const char *base, const char *query, const char *manifest_path,
+                        const char *weights_path, const char *token, gf_hh_resp *r)
+{
     CURL *c = curl_easy_init();
     resp_begin(c, r);
     curl_mime *mime = curl_mime_init(c);
@@ -246,7 +252,8 @@ long gf_hh_deploy(const char *base, const char *manifest_path, const char *weigh
         curl_mime_filedata(p, weights_path);
     }
     char url[512], auth[300];
-    snprintf(url, sizeof url, "%s/v1/functions", base);
+    snprintf(url, sizeof url, "%s/v1/functions%s%s", base, query != NULL ? "?" : "",
+             query != NULL ? query : "");
     struct curl_slist *hl = NULL;
     if (token != NULL) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);

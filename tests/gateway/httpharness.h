@@ -67,6 +67,11 @@ long gf_hh_http(const char *base, const char *method, const char *path, const ch
 long gf_hh_deploy(const char *base, const char *manifest_path, const char *weights_path,
                   const char *token, gf_hh_resp *r);
 
+/* The same with a query string (without its '?'; NULL = none), as
+ * "interface_change=allow". */
+long gf_hh_deploy_query(const char *base, const char *query, const char *manifest_path,
+                        const char *weights_path, const char *token, gf_hh_resp *r);
+
 void gf_hh_resp_free(gf_hh_resp *r);
 
 /* Close this thread's connection; call before a client thread ends. */

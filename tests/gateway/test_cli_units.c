@@ -309,18 +309,21 @@ START_TEST(test_prom_parse)
     ck_assert_ptr_null(gf_prom_label(&p.v[0], "le"));
     ck_assert_str_eq(gf_prom_label(&p.v[2], "function"), "q\"x\\y\n");
     ck_assert(p.v[2].value == 7);
-    ck_assert(gf_prom_sum(&p, "gpufaas_requests_total", "function", "m") == 43);
-    ck_assert(gf_prom_sum(&p, "gpufaas_requests_total", NULL, NULL) == 50);
-    ck_assert(gf_prom_sum(&p, "gpufaas_requests_total", "function", "zz") == 0);
-    ck_assert(gf_prom_sum(&p, "gpufaas_up", NULL, NULL) == 1);
+    const char *const fm[] = {"function", "m", NULL}, *const fzz[] = {"function", "zz", NULL};
+    const char *const fm200[] = {"function", "m", "code", "200", NULL};
+    ck_assert(gf_prom_sum(&p, "gpufaas_requests_total", fm) == 43);
+    ck_assert(gf_prom_sum(&p, "gpufaas_requests_total", fm200) == 41);
+    ck_assert(gf_prom_sum(&p, "gpufaas_requests_total", NULL) == 50);
+    ck_assert(gf_prom_sum(&p, "gpufaas_requests_total", fzz) == 0);
+    ck_assert(gf_prom_sum(&p, "gpufaas_up", NULL) == 1);
     ck_assert(isnan(p.v[9].value));
     ck_assert(isinf(p.v[10].value) && p.v[10].value < 0);
     double le[8], cnt[8];
-    size_t n = gf_prom_buckets(&p, "gpufaas_d", "function", "m", le, cnt, 8);
+    size_t n = gf_prom_buckets(&p, "gpufaas_d", fm, le, cnt, 8);
     ck_assert_uint_eq(n, 4);
     ck_assert(le[0] == 0.1 && le[1] == 0.2 && le[2] == 0.4 && isinf(le[3]));
     ck_assert(cnt[0] == 10 && cnt[1] == 20 && cnt[2] == 40 && cnt[3] == 40);
-    ck_assert_uint_eq(gf_prom_buckets(&p, "gpufaas_d", "function", "m", le, cnt, 2), 2);
+    ck_assert_uint_eq(gf_prom_buckets(&p, "gpufaas_d", fm, le, cnt, 2), 2);
     gf_prom_free(&p);
     gf_prom_free(NULL);
 

@@ -384,7 +384,8 @@ START_TEST(test_deploy_and_invoke)
     /* metrics, workers, placements */
     ck_assert_int_eq(http("GET", "/metrics", NULL, &r), 200);
     ck_assert_str_eq(r.ctype, "text/plain; version=0.0.4; charset=utf-8");
-    ck_assert_msg(strstr(r.body.data, "gpufaas_requests_total{function=\"ref-mlp\",code=\"200\"}"),
+    ck_assert_msg(strstr(r.body.data,
+                         "gpufaas_requests_total{function=\"ref-mlp\",version=\"1\",code=\"200\"}"),
                   "%.2000s", r.body.data);
     resp_free(&r);
     ck_assert_int_eq(http("GET", "/v1/workers", NULL, &r), 200);

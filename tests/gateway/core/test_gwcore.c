@@ -205,7 +205,11 @@ static gf_status submit(gf_gw *gw, const char *name, waiter *w, gf_err *err)
     in->t.data = data;
     in->t.mem = GF_MEM_HOST;
     in->t.device_id = -1;
-    gf_gw_infer_req req = {name, 0, in, 1, on_done, w};
+    gf_gw_infer_req req = {.function = name,
+                           .inputs = in,
+                           .n_inputs = 1,
+                           .done = on_done,
+                           .done_arg = w};
     return gf_gw_submit(gw, &req, err);
 }
 
@@ -363,13 +367,21 @@ START_TEST(test_deploy_infer_batch_and_errors)
     bad->t.shape[1] = IN + 1;
     bad->t.nbytes = (IN + 1) * 4;
     bad->t.data = calloc(IN + 1, 4);
-    gf_gw_infer_req req = {"adder", 0, bad, 1, on_done, &w};
+    gf_gw_infer_req req = {.function = "adder",
+                           .inputs = bad,
+                           .n_inputs = 1,
+                           .done = on_done,
+                           .done_arg = &w};
     ck_assert_int_eq(gf_gw_submit(gw, &req, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "shape [1, 9] does not match [-1, 8]"), "%s", err.msg);
     ck_assert_ptr_null(req.inputs);
     gf_gw_tensor *wrong = calloc(1, sizeof *wrong);
     wrong->name = strdup("z");
-    gf_gw_infer_req req2 = {"adder", 0, wrong, 1, on_done, &w};
+    gf_gw_infer_req req2 = {.function = "adder",
+                           .inputs = wrong,
+                           .n_inputs = 1,
+                           .done = on_done,
+                           .done_arg = &w};
     ck_assert_int_eq(gf_gw_submit(gw, &req2, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "no input named 'z' (its inputs: x)"), "%s", err.msg);
     /* views */
@@ -391,15 +403,17 @@ START_TEST(test_deploy_infer_batch_and_errors)
     gf_buf mt;
     gf_buf_init(&mt);
     ck_assert_int_eq(gf_gw_metrics_text(gw, &mt), GF_OK);
-    ck_assert_msg(strstr(mt.data, "gpufaas_requests_total{function=\"adder\",code=\"200\"} 8"),
+    ck_assert_msg(strstr(mt.data, "gpufaas_requests_total{function=\"adder\",version=\"1\",code=\"200\"} 8"),
                   "%s", mt.data);
     ck_assert_msg(strstr(mt.data, "gpufaas_workers{state=\"up\"} 1"), "%s", mt.data);
     /* requests refused at submit are counted too: the bad shape and the
      * unknown input under the function, the unknown function without a name */
-    ck_assert_msg(strstr(mt.data, "gpufaas_requests_total{function=\"adder\",code=\"400\"} 2"),
-                  "%s", mt.data);
-    ck_assert_msg(strstr(mt.data, "gpufaas_requests_total{function=\"\",code=\"404\"} 1"), "%s",
-                  mt.data);
+    ck_assert_msg(
+        strstr(mt.data, "gpufaas_requests_total{function=\"adder\",version=\"1\",code=\"400\"} 2"),
+        "%s", mt.data);
+    ck_assert_msg(
+        strstr(mt.data, "gpufaas_requests_total{function=\"\",version=\"\",code=\"404\"} 1"),
+        "%s", mt.data);
     gf_buf_deinit(&mt);
     /* a deploy with weights that do not fit the manifest: 400 naming the tensor */
     char tmp[512], sha[GF_SHA256_HEX_LEN];
@@ -472,7 +486,11 @@ static void big_submit(gf_gw *gw, big_req *b)
     memcpy(in->t.data, b->x, in->t.nbytes);
     in->t.mem = GF_MEM_HOST;
     in->t.device_id = -1;
-    gf_gw_infer_req req = {"big", 0, in, 1, big_done, b};
+    gf_gw_infer_req req = {.function = "big",
+                           .inputs = in,
+                           .n_inputs = 1,
+                           .done = big_done,
+                           .done_arg = b};
     gf_err err;
     ck_assert_msg(gf_gw_submit(gw, &req, &err) == GF_OK, "%s", err.msg);
 }
@@ -658,7 +676,7 @@ START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
     const char *ev = strstr(mt.data, "gpufaas_evictions_total{worker=\"0\"} ");
     ck_assert_msg(ev != NULL && atoi(ev + strlen("gpufaas_evictions_total{worker=\"0\"} ")) > 0,
                   "%s", mt.data);
-    ck_assert_msg(strstr(mt.data, "gpufaas_cold_starts_total{function=\"m0\"}") != NULL, "%s",
+    ck_assert_msg(strstr(mt.data, "gpufaas_cold_starts_total{function=\"m0\",version=\"1\"}") != NULL, "%s",
                   mt.data);
     gf_buf_deinit(&mt);
     gf_gw_free(gw);

@@ -1,0 +1,90 @@
+/* gpufaas — every answered inference request, accounted in one place: its
+ * /metrics series and its invocations row in SQLite come from the same
+ * gw_answer, so the two always count the same requests. A request refused
+ * before any work (a bad body, an unknown function, a full queue) is
+ * accounted here too, with its reason. New per-request figures (an SLO met
+ * or missed, Triton's statistics) extend gw_answer and this file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "gateway/core/internal.h"
+
+void gw_answer_record(gf_gw *gw, const gw_answer *a)
+{
+    char ver[24] = "", code[16];
+    if (a->labelled)
+        snprintf(ver, sizeof ver, "%lld", (long long)a->version);
+    int pcode = a->code != 0 ? a->code : gw_protocol_code(gw, a->status);
+    snprintf(code, sizeof code, "%d", pcode);
+    const char *fn = a->labelled ? a->function : "";
+    const char *l3[3] = {fn, ver, code};
+    const char *l2[2] = {fn, ver};
+    gw_metric_add(gw->metrics, GW_M_REQUESTS, l3, 1);
+    gw_metric_observe(gw->metrics, GW_M_REQUEST_DURATION, l2, (double)a->total_us * 1e-6);
+    if (a->worker >= 0)
+        gw_metric_observe(gw->metrics, GW_M_QUEUE_DURATION, l2, (double)a->queue_us * 1e-6);
+    if (a->cold)
+        gw_metric_add(gw->metrics, GW_M_COLD_STARTS, l2, 1);
+    gf_store_invocation rec = {
+        .function = a->function != NULL ? a->function : "",
+        .version = a->version,
+        .worker = a->worker,
+        .status = a->status,
+        .http_code = pcode,
+        .batch_size = (int32_t)a->batch_size,
+        .cold = a->cold,
+        .queue_us = (int64_t)a->queue_us,
+        .load_us = (int64_t)a->load_us,
+        .exec_us = (int64_t)a->exec_us,
+        .total_us = (int64_t)a->total_us,
+        .at_us = 0,
+        .reason = a->status != GF_OK ? a->reason : NULL,
+    };
+    /* a full queue drops the row; the store counts it (gpufaas_store_records_total) and logs */
+    if (gw->store != NULL)
+        gf_store_log_invocation(gw->store, &rec);
+}
+
+/* The function and version a refused request named, resolved as far as
+ * they exist (lock not held). */
+static void resolve(gf_gw *gw, const char *function, int64_t version, gw_answer *a)
+{
+    a->function = function != NULL && gf_function_name_valid(function) ? function : "";
+    a->version = version;
+    a->labelled = false;
+    if (a->function[0] == '\0')
+        return;
+    pthread_mutex_lock(&gw->lock);
+    gw_function *f = gw_function_find(gw, a->function);
+    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    if (v != NULL && v->state != GF_STORE_VERSION_DELETED) {
+        a->version = v->version;
+        a->labelled = true;
+    }
+    pthread_mutex_unlock(&gw->lock);
+}
+
+void gf_gw_refused(gf_gw *gw, const char *function, int64_t version, gf_status st, int code,
+                   const char *reason, uint64_t total_us)
+{
+    gw_answer a = {.status = st == GF_OK ? GF_ERR_INTERNAL : st,
+                   .code = code,
+                   .reason = reason,
+                   .worker = -1,
+                   .total_us = total_us};
+    resolve(gw, function, version, &a);
+    gw_answer_record(gw, &a);
+}
+
+void gw_answer_refused(gf_gw *gw, const char *function, int64_t version, gf_status st,
+                       const char *reason, uint64_t t0_us)
+{
+    gw_answer a = {.status = st == GF_OK ? GF_ERR_INTERNAL : st,
+                   .reason = reason,
+                   .worker = -1,
+                   .total_us = gf_mono_us() - t0_us};
+    resolve(gw, function, version, &a);
+    gw_answer_record(gw, &a);
+}
