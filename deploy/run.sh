@@ -6,9 +6,12 @@
 #
 #   ./deploy/run.sh                  listen on 127.0.0.1:8080
 #   GPUFAAS_LISTEN=127.0.0.1:9000 ./deploy/run.sh
+#   GPUFAAS_BUILD_DIR=build-asan ./deploy/run.sh   another build folder (default build)
 #
 # Every `gpufaas serve` option can be set with its GPUFAAS_* variable (see
-# `./build/gateway/gpufaas serve --help`).
+# `./build/gateway/gpufaas serve --help`). Run it again at any time (after
+# Ctrl-C, after `gpufaas rm`, after a crash): it deploys only what is missing
+# or changed. When it fails it stops the server it started, and exits non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -21,17 +24,19 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
 export PATH="$root/.venv/bin:$PATH"
-if [ ! -f build/build.ninja ]; then
-  say "configuring build/"
-  meson setup build >/dev/null
+build=${GPUFAAS_BUILD_DIR:-build}
+if [ ! -f "$build/build.ninja" ]; then
+  say "configuring $build/"
+  meson setup "$build" >/dev/null
 fi
 say "building"
-ninja -C build >/dev/null
+ninja -C "$build" >/dev/null
 
 listen=${GPUFAAS_LISTEN:-127.0.0.1:8080}
 state=${GPUFAAS_STATE_DIR:-./var}
 url="http://$listen"
-gpufaas=$root/build/gateway/gpufaas
+case "$build" in /*) ;; *) build=$root/$build ;; esac
+gpufaas=$build/gateway/gpufaas
 examples=$state/examples
 mkdir -p "$examples"
 
@@ -51,25 +56,51 @@ if [ ! -f "$examples/bert-mini.safetensors" ]; then
 fi
 
 # ---- the server --------------------------------------------------------------
+# Whatever makes this script end early (a failed deploy, a signal), the server
+# it started goes with it: it never keeps running on its own after a failure.
+server=
+stop_server() {
+  if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
+    kill -TERM "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  server=
+}
+trap 'status=$?; trap - EXIT; stop_server; exit $status' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 say "starting gpufaas serve on $listen (state in $state)"
 "$gpufaas" serve --listen "$listen" --state-dir "$state" &
 server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server' INT TERM
-for _ in $(seq 1 100); do
-  if curl -fs "$url/v2/health/ready" >/dev/null 2>&1; then break; fi
-  if ! kill -0 $server 2>/dev/null; then
+ready=0
+for _ in $(seq 1 150); do
+  if curl -fs "$url/v2/health/ready" >/dev/null 2>&1; then ready=1; break; fi
+  if ! kill -0 "$server" 2>/dev/null; then
+    wait "$server" || true
+    server=
     say "the server did not start (see its messages above)"; exit 1
   fi
   sleep 0.2
 done
+if [ "$ready" != 1 ]; then
+  say "the server did not become ready in 30 s (see its messages above)"; exit 1
+fi
 
+# A deploy is idempotent: the same weights and manifest as a version there is
+# make no new version (200), so this runs the same on a fresh state, after a
+# restart, after `gpufaas rm NAME` (a new version, 201) and after a crash.
 deploy() { # name, manifest, weights
-  if curl -fs "$url/v1/functions/$1" >/dev/null 2>&1; then
-    say "$1 is already deployed"
-  else
-    say "deploying $1"
-    curl -fsS -F "manifest=@$2" -F "weights=@$3" "$url/v1/functions" >/dev/null
-  fi
+  local out code
+  out=$(mktemp)
+  code=$(curl -sS -o "$out" -w '%{http_code}' -F "manifest=@$2" -F "weights=@$3" \
+         "$url/v1/functions") || code=000
+  case "$code" in
+    201) say "deployed $1" ;;
+    200) say "$1 is deployed (the same weights and manifest)" ;;
+    *) say "deploying $1 failed (HTTP $code): $(cat "$out")"; rm -f "$out"; exit 1 ;;
+  esac
+  rm -f "$out"
 }
 deploy digits "$examples/digits/digits.json" "$examples/digits/digits.safetensors"
 deploy resnet18 "$examples/resnet18.json" "$examples/resnet18.safetensors"
@@ -84,7 +115,7 @@ gpufaas is serving on $url with the example functions deployed. Try:
 
   # the same through the FaaS API, and with the CLI
   curl -s -X POST -d @$examples/digits/request.json $url/v1/functions/digits/invoke
-  ./build/gateway/gpufaas invoke digits --file $examples/digits/request.json --top 3
+  $gpufaas invoke digits --file $examples/digits/request.json --top 3
 
   # what is deployed, and where each model lives right now
   curl -s $url/v1/functions
@@ -97,4 +128,8 @@ gpufaas is serving on $url with the example functions deployed. Try:
 Deploy your own: curl -F manifest=@m.json -F weights=@model.safetensors $url/v1/functions
 (see docs/functions.md). Ctrl-C stops the server.
 TXT
-wait $server
+# serve until the server ends or Ctrl-C (the EXIT trap stops it then)
+status=0
+wait "$server" || status=$?
+server=
+exit "$status"
