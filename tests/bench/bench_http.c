@@ -46,19 +46,12 @@
 #include "gf_config.h"
 #include "httpharness.h"
 #include "ipcrtt.h"
+#include "loadgen.h"
 #include "wharness.h"
 
 #define IN 16
 #define OUT 4
-#define MAX_CONNS 64
 #define WARMUP_S 0.5
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -66,189 +59,10 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* ---- the load generator ---------------------------------------------------------- */
-
-typedef struct conn {
-    int fd;
-    double t0;     /* when the request in flight was written */
-    size_t sent;   /* bytes of the request written so far */
-    char in[8192]; /* the answer so far */
-    size_t got;
-    bool busy; /* a request is in flight */
-} conn;
-
-typedef struct loadgen {
-    const char *req; /* the whole HTTP request */
-    size_t req_len;
-    int epfd;
-    conn conns[MAX_CONNS];
-    int n;
-    double *lat; /* seconds, per measured request */
-    size_t n_lat, cap_lat;
-    long errors;       /* answers that were not 200 */
-    size_t n_total;    /* answers read, warm-up included, over every run */
-    char sample[2048]; /* one 200 answer's body */
-    bool have_sample;
-} loadgen;
-
 static void die(const char *what)
 {
     fprintf(stderr, "bench_http: %s\n", what);
     exit(1);
-}
-
-/* Write (the rest of) the request; wait for EPOLLOUT when the socket is full. */
-static void conn_send(loadgen *g, conn *c)
-{
-    while (c->sent < g->req_len) {
-        ssize_t w = write(c->fd, g->req + c->sent, g->req_len - c->sent);
-        if (w < 0 && errno == EAGAIN) {
-            struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
-            epoll_ctl(g->epfd, EPOLL_CTL_MOD, c->fd, &ev);
-            return;
-        }
-        if (w <= 0)
-            die("write to the server failed");
-        c->sent += (size_t)w;
-    }
-}
-
-static void conn_start(loadgen *g, conn *c)
-{
-    c->t0 = now_s();
-    c->sent = 0;
-    c->got = 0;
-    c->busy = true;
-    conn_send(g, c);
-}
-
-/* Length of a complete answer at the start of c->in, 0 when incomplete. */
-static size_t answer_len(conn *c, int *status, size_t *body_off)
-{
-    c->in[c->got] = '\0';
-    char *end = strstr(c->in, "\r\n\r\n");
-    if (end == NULL)
-        return 0;
-    *status = atoi(c->in + 9); /* "HTTP/1.1 200 OK" */
-    size_t cl = 0;
-    for (char *h = strstr(c->in, "\r\n"); h != NULL && h < end; h = strstr(h + 2, "\r\n"))
-        if (strncasecmp(h + 2, "Content-Length:", 15) == 0)
-            cl = (size_t)strtoull(h + 17, NULL, 10);
-    *body_off = (size_t)(end + 4 - c->in);
-    return c->got >= *body_off + cl ? *body_off + cl : 0;
-}
-
-/* Read what arrived; on a complete answer record it and start the next
- * request unless sending has stopped. */
-static void conn_readable(loadgen *g, conn *c, double measure_from, double stop_at)
-{
-    ssize_t r = read(c->fd, c->in + c->got, sizeof c->in - 1 - c->got);
-    if (r < 0 && errno == EAGAIN)
-        return;
-    if (r <= 0)
-        die("the server closed a connection");
-    c->got += (size_t)r;
-    int status;
-    size_t body;
-    size_t len = answer_len(c, &status, &body);
-    if (len == 0) {
-        if (c->got == sizeof c->in - 1)
-            die("an answer larger than the buffer");
-        return;
-    }
-    if (len != c->got)
-        die("bytes after the answer (the server answered twice?)");
-    double t1 = now_s();
-    c->busy = false;
-    g->n_total++;
-    if (status != 200) {
-        g->errors++;
-        if (g->errors <= 3)
-            fprintf(stderr, "bench_http: status %d: %.200s\n", status, c->in + body);
-    } else if (!g->have_sample) {
-        snprintf(g->sample, sizeof g->sample, "%s", c->in + body);
-        g->have_sample = true;
-    }
-    if (c->t0 >= measure_from && t1 <= stop_at) {
-        if (g->n_lat == g->cap_lat) {
-            g->cap_lat = g->cap_lat ? 2 * g->cap_lat : 65536;
-            g->lat = realloc(g->lat, g->cap_lat * sizeof *g->lat);
-            if (g->lat == NULL)
-                die("out of memory");
-        }
-        g->lat[g->n_lat++] = t1 - c->t0;
-    }
-    if (t1 < stop_at)
-        conn_start(g, c);
-}
-
-/* A connected, non-blocking keep-alive connection to the server. */
-static int connect_to(uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        die("socket failed");
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        die("connect failed");
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
-        die("fcntl failed");
-    return fd;
-}
-
-/* Run n connections for warm-up + seconds; g->lat holds the latencies of
- * the requests written after the warm-up and answered before the end. */
-static void run_load(loadgen *g, uint16_t port, int n, double seconds)
-{
-    g->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (g->epfd < 0)
-        die("epoll_create1 failed");
-    g->n = n;
-    g->n_lat = 0;
-    g->errors = 0;
-    g->have_sample = false;
-    for (int i = 0; i < n; i++) {
-        conn *c = &g->conns[i];
-        memset(c, 0, sizeof *c);
-        c->fd = connect_to(port);
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-        if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
-            die("epoll_ctl failed");
-    }
-    double measure_from = now_s() + WARMUP_S, stop_at = measure_from + seconds;
-    for (int i = 0; i < n; i++)
-        conn_start(g, &g->conns[i]);
-    struct epoll_event evs[MAX_CONNS];
-    for (;;) {
-        int k = epoll_wait(g->epfd, evs, MAX_CONNS, 1000);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            die("epoll_wait failed");
-        for (int i = 0; i < k; i++) {
-            conn *c = evs[i].data.ptr;
-            if (evs[i].events & (EPOLLERR | EPOLLHUP))
-                die("a connection failed");
-            if (evs[i].events & EPOLLOUT) {
-                struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-                epoll_ctl(g->epfd, EPOLL_CTL_MOD, c->fd, &ev);
-                conn_send(g, c);
-            }
-            if (evs[i].events & EPOLLIN)
-                conn_readable(g, c, measure_from, stop_at);
-        }
-        int busy = 0;
-        for (int i = 0; i < n; i++)
-            busy += g->conns[i].busy;
-        if (busy == 0)
-            break; /* only after stop_at does a connection stay idle */
-    }
-    for (int i = 0; i < n; i++)
-        close(g->conns[i].fd);
-    close(g->epfd);
 }
 
 /* ---- the run ---------------------------------------------------------------------- */
@@ -280,11 +94,13 @@ static void batches(const char *url, double *reqs, double *n)
     gf_hh_resp r;
     *reqs = *n = 0;
     if (gf_hh_http(url, "GET", "/metrics", NULL, NULL, 0, false, &r) == 200) {
-        const char *s = strstr(r.body.data, "\ngpufaas_batch_size_sum ");
-        const char *c = strstr(r.body.data, "\ngpufaas_batch_size_count ");
+        static const char sum[] = "\ngpufaas_batch_size_sum{function=\"tiny\",version=\"1\"} ";
+        static const char cnt[] = "\ngpufaas_batch_size_count{function=\"tiny\",version=\"1\"} ";
+        const char *s = strstr(r.body.data, sum);
+        const char *c = strstr(r.body.data, cnt);
         if (s != NULL && c != NULL) {
-            *reqs = strtod(s + strlen("\ngpufaas_batch_size_sum "), NULL);
-            *n = strtod(c + strlen("\ngpufaas_batch_size_count "), NULL);
+            *reqs = strtod(s + strlen(sum), NULL);
+            *n = strtod(c + strlen(cnt), NULL);
         }
     }
     gf_hh_resp_free(&r);
@@ -395,9 +211,11 @@ int main(int argc, char **argv)
     printf("device_allocs_per_request=%g\n", ipc.device_allocs_per_request);
     printf("device_frees_per_request=%g\n", ipc.device_frees_per_request);
     fflush(stdout);
-    static loadgen g;
+    static gf_lg g;
     g.req = req;
     g.req_len = (size_t)rl;
+    g.expect = 200;
+    g.name = "bench_http";
     static const int levels[] = {1, 16, 64};
     double p50_c1 = 0;
     int rc = 0;
@@ -407,7 +225,7 @@ int main(int argc, char **argv)
         batches(srv.url, &breq0, &bn0);
         double gw0 = cpu_us(srv.pid), wk0 = wpid > 0 ? cpu_us(wpid) : 0;
         size_t done0 = g.n_total;
-        run_load(&g, port, c, seconds);
+        gf_lg_run(&g, port, c, WARMUP_S, seconds);
         double answered = (double)(g.n_total - done0);
         if (g.n_lat == 0)
             die("no request completed");
@@ -441,7 +259,7 @@ int main(int argc, char **argv)
         rc = 1;
     }
     curl_global_cleanup();
-    free(g.lat);
+    gf_lg_free(&g);
     gf_test_mlp_free(&m);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -117,7 +117,11 @@ static void *client_main(void *arg)
         pthread_mutex_lock(&c->r->lock);
         before = c->r->done;
         pthread_mutex_unlock(&c->r->lock);
-        gf_gw_infer_req req = {name, 0, in, 1, on_done, s};
+        gf_gw_infer_req req = {.function = name,
+                               .inputs = in,
+                               .n_inputs = 1,
+                               .done = on_done,
+                               .done_arg = s};
         gf_err err;
         if (gf_gw_submit(c->gw, &req, &err) != GF_OK) {
             fprintf(stderr, "bench_policy: submit: %s\n", err.msg);
