@@ -81,15 +81,6 @@ static gf_status decide(gf_gw *gw, const char *name, const gf_ver_request *r, gf
     return st;
 }
 
-/* What a node of a shared store cannot do yet: a change every node must
- * apply goes through the store's log, which has no entry for it yet. */
-static gf_status no_shared(gf_err *err, const char *what)
-{
-    return gf_err_set(err, GF_ERR_UNSUPPORTED, "%s is not available with --shared-store yet: "
-                      "the other nodes would not see it (deploy the version to make current "
-                      "again, or delete the function)", what);
-}
-
 /* Warm the host tier of the worker that would run v (lock held). */
 static void warm(gf_gw *gw, gw_version *v)
 {
@@ -151,9 +142,7 @@ static gf_status vfiles_place(vfiles *f, const char *dir, int64_t version, gf_er
     return GF_OK;
 }
 
-/* Make v current in the store and in memory, when it is not (deploy_lock
- * held, gw->lock not). */
-static gf_status publish(gf_gw *gw, gw_version *v, gf_err *err)
+gf_status gw_publish_local(gf_gw *gw, gw_version *v, gf_err *err)
 {
     pthread_mutex_lock(&gw->lock);
     bool already = v->fn->current == v;
@@ -329,7 +318,7 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *o
             st = gf_err_set(err, GF_ERR_INTERNAL, "version %lld vanished", (long long)d.version);
             goto out;
         }
-        if ((st = publish(gw, v, err)) != GF_OK)
+        if ((st = gw_publish_local(gw, v, err)) != GF_OK)
             goto out;
     } else {
         st = create_version(gw, mf, mj.data, &files, sha, bytes, d.version, &v, err);
@@ -378,14 +367,21 @@ gf_status gf_gw_activate(gf_gw *gw, const char *name, int64_t version, gf_buf *o
     pthread_mutex_lock(&gw->deploy_lock);
     gf_ver_request r = {.op = GF_VER_ACTIVATE, .version = version};
     gf_ver_decision d;
-    gf_status st = gw->sync != NULL ? no_shared(err, "activating a version")
+    gf_status st = gw->sync != NULL ? gw_sync_op(gw, name, GF_VER_ACTIVATE, version, err)
                                     : decide(gw, name, &r, &d, err);
     gw_version *v = NULL;
-    if (st == GF_OK) {
+    if (st == GF_OK && gw->sync != NULL) { /* the sync made it current here */
         pthread_mutex_lock(&gw->lock);
         v = gw_version_find(gw_function_find(gw, name), version);
         pthread_mutex_unlock(&gw->lock);
-        st = v != NULL ? publish(gw, v, err)
+        if (v == NULL)
+            st = gf_err_set(err, GF_ERR_CLOSED, "function '%s' version %lld is current in the "
+                            "shared store but not on this node yet", name, (long long)version);
+    } else if (st == GF_OK) {
+        pthread_mutex_lock(&gw->lock);
+        v = gw_version_find(gw_function_find(gw, name), version);
+        pthread_mutex_unlock(&gw->lock);
+        st = v != NULL ? gw_publish_local(gw, v, err)
                        : gf_err_set(err, GF_ERR_INTERNAL, "version %lld vanished",
                                     (long long)version);
     }
@@ -452,12 +448,33 @@ gf_status gf_gw_delete(gf_gw *gw, const char *name, gf_err *err)
     pthread_mutex_lock(&gw->deploy_lock);
     gf_ver_request r = {.op = GF_VER_DELETE};
     gf_ver_decision d;
-    gf_status st = gw->sync != NULL ? gw_sync_delete(gw, name, err) /* every node, by the log */
+    gf_status st = gw->sync != NULL ? gw_sync_op(gw, name, GF_VER_DELETE, 0, err) /* by the log */
                                     : decide(gw, name, &r, &d, err);
     if (st == GF_OK && gw->sync == NULL)
         st = gw_delete_local(gw, name, err);
     pthread_mutex_unlock(&gw->deploy_lock);
     return st;
+}
+
+gf_status gw_delete_version_local(gf_gw *gw, const char *name, int64_t version, gf_err *err)
+{
+    gf_status st = gf_store_version_delete(gw->store, name, version, err);
+    if (st != GF_OK)
+        return st;
+    pthread_mutex_lock(&gw->lock);
+    gw_version *v = gw_version_find(gw_function_find(gw, name), version);
+    if (v != NULL) {
+        v->state = GF_STORE_VERSION_DELETED;
+        gw_worker_unload_all(gw, v);
+        gw_version_ref(v);
+    }
+    pthread_mutex_unlock(&gw->lock);
+    if (v != NULL) {
+        gw_version_files_remove(gw, v);
+        gw_version_unref(v);
+        GF_LOG_I("function '%s' version %lld deleted", name, (long long)version);
+    }
+    return GF_OK;
 }
 
 gf_status gf_gw_delete_version(gf_gw *gw, const char *name, int64_t version, gf_err *err)
@@ -467,29 +484,11 @@ gf_status gf_gw_delete_version(gf_gw *gw, const char *name, int64_t version, gf_
     pthread_mutex_lock(&gw->deploy_lock);
     gf_ver_request r = {.op = GF_VER_DELETE_VERSION, .version = version};
     gf_ver_decision d;
-    gf_status st = gw->sync != NULL ? no_shared(err, "deleting one version")
+    gf_status st = gw->sync != NULL ? gw_sync_op(gw, name, GF_VER_DELETE_VERSION, version, err)
                                     : decide(gw, name, &r, &d, err);
-    if (st == GF_OK && d.outcome == GF_VER_REMOVE_ALL) {
-        st = gw_delete_local(gw, name, err);
-    } else if (st == GF_OK) {
-        st = gf_store_version_delete(gw->store, name, version, err);
-        gw_version *v = NULL;
-        if (st == GF_OK) {
-            pthread_mutex_lock(&gw->lock);
-            v = gw_version_find(gw_function_find(gw, name), version);
-            if (v != NULL) {
-                v->state = GF_STORE_VERSION_DELETED;
-                gw_worker_unload_all(gw, v);
-                gw_version_ref(v);
-            }
-            pthread_mutex_unlock(&gw->lock);
-        }
-        if (v != NULL) {
-            gw_version_files_remove(gw, v);
-            gw_version_unref(v);
-            GF_LOG_I("function '%s' version %lld deleted", name, (long long)version);
-        }
-    }
+    if (st == GF_OK && gw->sync == NULL)
+        st = d.outcome == GF_VER_REMOVE_ALL ? gw_delete_local(gw, name, err)
+                                            : gw_delete_version_local(gw, name, version, err);
     pthread_mutex_unlock(&gw->deploy_lock);
     return st;
 }

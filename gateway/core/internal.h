@@ -11,6 +11,7 @@
 #include "gateway/core/gateway.h"
 #include "gateway/core/metrics.h"
 #include "gateway/core/oneshot.h"
+#include "gateway/core/versions.h"
 #include "runtime/ipc.h"
 #include "store/store.h"
 
@@ -297,6 +298,12 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
 /* deploy.c: delete function name here only: unload it, remove its files,
  * record it (deploy_lock held by the caller, or the sync lock). */
 gf_status gw_delete_local(gf_gw *gw, const char *name, gf_err *err);
+/* deploy.c: delete one version of name here only (the rules allowed it):
+ * unload it, remove its files (derived ones too), record it. Same locking. */
+gf_status gw_delete_version_local(gf_gw *gw, const char *name, int64_t version, gf_err *err);
+/* deploy.c: make v current here (SQLite and memory) when it is not, and warm
+ * it (deploy_lock or the sync lock held, gw->lock not). */
+gf_status gw_publish_local(gf_gw *gw, gw_version *v, gf_err *err);
 
 /* sync.c: the shared store on this node (gf_gw_config.shared_store). */
 typedef struct gw_sync_deploy_in {
@@ -320,8 +327,10 @@ void gw_sync_stop(gf_gw *gw);
  * node's function store (the caller must not remove them). */
 gf_status gw_sync_deploy(gf_gw *gw, const gw_sync_deploy_in *in, bool *taken,
                          gf_gw_deployed *out, gf_err *err);
-/* Delete through the store (deploy_lock held). */
-gf_status gw_sync_delete(gf_gw *gw, const char *name, gf_err *err);
+/* Activate (version), delete one version (version) or delete the function
+ * (op GF_VER_DELETE, version ignored) through the store (deploy_lock held):
+ * append the entry, fold, apply here; the entry's outcome is the answer. */
+gf_status gw_sync_op(gf_gw *gw, const char *name, gf_ver_op op, int64_t version, gf_err *err);
 /* Park an inference for a function (or version) this node does not know:
  * true when parked (inputs taken; the thread looks the function up and
  * resubmits it or answers it); false (inputs still the caller's) without a

@@ -143,25 +143,33 @@ gf_status gf_shared_names(gf_shared *s, char ***names, size_t *n, gf_err *err);
 
 /* ---- the fold: versions and the current version from the entries ------------------ */
 
-/* One version as the fold knows it: borrows the deploy entry from the fold. */
+/* One version as the fold knows it: borrows the deploy entry from the fold;
+ * owns what the rules compare (the fold frees it). */
+struct gf_manifest;
 typedef struct gf_shared_version {
     int64_t version;
     bool live;                 /* false once deleted */
     const gf_shared_entry *deploy;
+    struct gf_manifest *mf;    /* its manifest, parsed: the interface */
+    char *identity;            /* gf_ver_identity of it */
+    char *content;             /* its objects: weights sha256 [;suffix=sha256]... */
 } gf_shared_version;
 
 /* What the fold made of one entry, for the node that wrote it. */
 typedef struct gf_shared_outcome {
-    gf_status status;          /* GF_OK: applied; GF_ERR_EXISTS, GF_ERR_NOT_FOUND,
-                                  GF_ERR_STATE, GF_ERR_INVALID: refused (message says why) */
+    gf_status status;          /* GF_OK: applied; refused with gf_ver_decide's status
+                                  (GF_ERR_EXISTS, GF_ERR_NOT_FOUND, GF_ERR_CONFLICT) or
+                                  GF_ERR_INVALID for an entry that cannot be applied; the
+                                  message says why and how to proceed */
     int64_t version;           /* deploy: the version it became (or the identical one
                                   that exists: then identical is set) */
     bool identical;            /* deploy: same weights and manifest as a live version */
-    char message[256];
+    char message[GF_ERR_MSG_MAX];
 } gf_shared_outcome;
 
 /* A function's log folded so far. Caller-owned (init/deinit). */
 typedef struct gf_shared_fold {
+    char name[128];            /* the function, for messages */
     uint64_t seq;              /* last entry folded */
     uint64_t generation;       /* deletes of the whole function so far */
     int64_t current;           /* 0: none (never deployed, or deleted) */
@@ -174,11 +182,18 @@ typedef struct gf_shared_fold {
     size_t n_entries, cap_entries;
 } gf_shared_fold;
 
-void gf_shared_fold_init(gf_shared_fold *f);
+void gf_shared_fold_init(gf_shared_fold *f, const char *name);
 void gf_shared_fold_deinit(gf_shared_fold *f);
 
 /* Fold entry e (its contents are moved into f; e is left empty). e->seq must
- * be f->seq + 1. *out (may be NULL) says what became of it. */
+ * be f->seq + 1. *out (may be NULL) says what became of it. The rules are a
+ * single node's, gf_ver_decide (gateway/core/versions.h), applied to the
+ * versions folded so far, so a cluster decides as one node would: a deploy
+ * without a version gets the next number (numbers continue after a delete of
+ * the function), an identical deploy is the existing version (made current),
+ * an interface change needs the entry's interface_change, activate needs a
+ * live version, delete_version refuses the current one while others live
+ * (the last one takes the function with it). Pure: no I/O. */
 gf_status gf_shared_fold_apply(gf_shared_fold *f, gf_shared_entry *e, gf_shared_outcome *out,
                                gf_err *err);
 

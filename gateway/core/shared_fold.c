@@ -9,10 +9,19 @@
 #include "core/buf.h"
 #include "functions/manifest.h"
 #include "gateway/core/shared.h"
+#include "gateway/core/versions.h"
 
-void gf_shared_fold_init(gf_shared_fold *f)
+static void version_deinit(gf_shared_version *v)
+{
+    gf_manifest_free(v->mf);
+    free(v->identity);
+    free(v->content);
+}
+
+void gf_shared_fold_init(gf_shared_fold *f, const char *name)
 {
     memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name != NULL ? name : "");
     f->next_version = 1;
 }
 
@@ -23,16 +32,10 @@ void gf_shared_fold_deinit(gf_shared_fold *f)
         free(f->entries[i]);
     }
     free(f->entries);
+    for (size_t i = 0; i < f->n_versions; i++)
+        version_deinit(&f->versions[i]);
     free(f->versions);
     memset(f, 0, sizeof *f);
-}
-
-static gf_shared_version *find_any(gf_shared_fold *f, int64_t v)
-{
-    for (size_t i = 0; i < f->n_versions; i++)
-        if (f->versions[i].version == v)
-            return &f->versions[i];
-    return NULL;
 }
 
 const gf_shared_version *gf_shared_fold_find(const gf_shared_fold *f, int64_t v)
@@ -45,53 +48,44 @@ const gf_shared_version *gf_shared_fold_find(const gf_shared_fold *f, int64_t v)
     return NULL;
 }
 
-static bool io_same(const gf_manifest_io *a, size_t na, const gf_manifest_io *b, size_t nb)
+/* What the rules compare as "the same files": the weights' sha256, then each
+ * companion's suffix and sha256, so that two deploys are identical only when
+ * every object they name is (malloc'd; NULL when out of memory). */
+static char *content_key(const gf_shared_entry *e)
 {
-    if (na != nb)
-        return false;
-    for (size_t i = 0; i < na; i++) {
-        if (strcmp(a[i].name, b[i].name) != 0 || a[i].dtype != b[i].dtype ||
-            a[i].rank != b[i].rank)
-            return false;
-        for (int32_t d = 0; d < a[i].rank; d++)
-            if (a[i].shape[d] != b[i].shape[d])
-                return false;
-    }
-    return true;
+    gf_buf b;
+    gf_buf_init(&b);
+    bool ok = gf_buf_append(&b, e->weights.sha256, strlen(e->weights.sha256)) == GF_OK;
+    for (size_t i = 0; ok && i < e->n_companions; i++)
+        ok = gf_buf_printf(&b, ";%s=%s", e->companions[i].suffix, e->companions[i].sha256) ==
+             GF_OK;
+    char *key = ok && b.data != NULL ? strdup(b.data) : NULL;
+    gf_buf_deinit(&b);
+    return key;
 }
 
-/* Compare two canonical manifests: *same when equal but for the version;
- * *same_io when their inputs and outputs agree. Unparsable = different. */
-static void compare(const char *a, const char *b, bool *same, bool *same_io)
+/* A deploy entry's manifest, identity and content key into v (which owns
+ * them). GF_ERR_FORMAT when its manifest does not parse. */
+static gf_status version_prepare(const gf_shared_entry *e, gf_shared_version *v, gf_err *err)
 {
-    *same = *same_io = false;
-    gf_manifest *ma = NULL, *mb = NULL;
-    if (gf_manifest_parse(a, strlen(a), &ma, NULL) == GF_OK &&
-        gf_manifest_parse(b, strlen(b), &mb, NULL) == GF_OK) {
-        *same_io = io_same(ma->inputs, ma->n_inputs, mb->inputs, mb->n_inputs) &&
-                   io_same(ma->outputs, ma->n_outputs, mb->outputs, mb->n_outputs);
-        ma->version = mb->version = 0;
-        gf_buf ja, jb;
-        gf_buf_init(&ja);
-        gf_buf_init(&jb);
-        if (gf_manifest_to_json(ma, &ja) == GF_OK && gf_manifest_to_json(mb, &jb) == GF_OK)
-            *same = ja.len == jb.len && memcmp(ja.data, jb.data, ja.len) == 0;
-        gf_buf_deinit(&ja);
-        gf_buf_deinit(&jb);
+    memset(v, 0, sizeof *v);
+    v->deploy = e;
+    gf_err pe;
+    gf_err_clear(&pe);
+    if (e->manifest == NULL ||
+        gf_manifest_parse(e->manifest, strlen(e->manifest), &v->mf, &pe) != GF_OK)
+        return gf_err_set(err, GF_ERR_FORMAT, "its manifest does not parse: %s", gf_err_msg(&pe));
+    gf_buf id;
+    gf_buf_init(&id);
+    if (gf_ver_identity(v->mf, &id) != GF_OK || id.data == NULL ||
+        (v->identity = strdup(id.data)) == NULL ||
+        (v->content = content_key(e)) == NULL) {
+        gf_buf_deinit(&id);
+        version_deinit(v);
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     }
-    gf_manifest_free(ma);
-    gf_manifest_free(mb);
-}
-
-static bool files_same(const gf_shared_entry *a, const gf_shared_entry *b)
-{
-    if (strcmp(a->weights.sha256, b->weights.sha256) != 0 || a->n_companions != b->n_companions)
-        return false;
-    for (size_t i = 0; i < a->n_companions; i++)
-        if (strcmp(a->companions[i].suffix, b->companions[i].suffix) != 0 ||
-            strcmp(a->companions[i].sha256, b->companions[i].sha256) != 0)
-            return false;
-    return true;
+    gf_buf_deinit(&id);
+    return GF_OK;
 }
 
 static void refuse(gf_shared_outcome *o, gf_status st, const char *fmt, ...)
@@ -106,37 +100,29 @@ static void refuse(gf_shared_outcome *o, gf_status st, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The rules of one deploy entry e (already stored in the fold). */
-static gf_status fold_deploy(gf_shared_fold *f, const gf_shared_entry *e, gf_shared_outcome *o,
-                             gf_err *err)
+/* The function as the rules see it: its live versions (every one ready: a
+ * file broken on one node is that node's matter, not the log's). The
+ * entries borrow from f; *entries is malloc'd (the caller frees it). */
+static gf_status ver_state(const gf_shared_fold *f, const char *name, gf_ver_state *s,
+                           gf_ver_entry **entries, gf_err *err)
 {
-    if (e->version > 0 && find_any(f, e->version) != NULL) {
-        refuse(o, GF_ERR_EXISTS, "version %lld exists (deploy without a version to get the "
-               "next one, %lld)", (long long)e->version, (long long)f->next_version);
-        return GF_OK;
-    }
-    const gf_shared_version *cur = gf_shared_fold_find(f, 0);
-    for (size_t i = 0; e->version == 0 && i < f->n_versions; i++) {
+    gf_ver_entry *live = calloc(f->n_versions ? f->n_versions : 1, sizeof *live);
+    if (live == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < f->n_versions; i++) {
         const gf_shared_version *v = &f->versions[i];
-        bool same, same_io;
-        if (!v->live || !files_same(v->deploy, e))
-            continue;
-        compare(v->deploy->manifest, e->manifest, &same, &same_io);
-        if (same) {
-            o->identical = true;
-            o->version = v->version;
-            return GF_OK;
-        }
+        if (v->live)
+            live[n++] = (gf_ver_entry){v->version, true, v->version == f->current,
+                                       v->content, v->identity, v->mf};
     }
-    if (cur != NULL && !e->interface_change) {
-        bool same, same_io;
-        compare(cur->deploy->manifest, e->manifest, &same, &same_io);
-        if (!same_io) {
-            refuse(o, GF_ERR_STATE, "the inputs or outputs differ from version %lld's (allow "
-                   "it with interface_change=allow)", (long long)cur->version);
-            return GF_OK;
-        }
-    }
+    *s = (gf_ver_state){name, live, n, f->next_version - 1};
+    *entries = live;
+    return GF_OK;
+}
+
+static gf_status add_version(gf_shared_fold *f, gf_shared_version *v, gf_err *err)
+{
     if (f->n_versions == f->cap_versions) {
         size_t nc = f->cap_versions ? 2 * f->cap_versions : 8;
         gf_shared_version *nv = realloc(f->versions, nc * sizeof *nv);
@@ -145,13 +131,92 @@ static gf_status fold_deploy(gf_shared_fold *f, const gf_shared_entry *e, gf_sha
         f->versions = nv;
         f->cap_versions = nc;
     }
-    int64_t v = e->version > 0 ? e->version : f->next_version;
-    f->versions[f->n_versions++] = (gf_shared_version){v, true, e};
-    if (v >= f->next_version)
-        f->next_version = v + 1;
-    f->current = v;
-    o->version = v;
+    f->versions[f->n_versions++] = *v;
+    if (v->version >= f->next_version)
+        f->next_version = v->version + 1;
     return GF_OK;
+}
+
+/* Apply entry e (stored in f already) by the rules of gateway/core/versions.h. */
+static gf_status fold_rules(gf_shared_fold *f, const gf_shared_entry *e, gf_shared_outcome *o,
+                            gf_err *err)
+{
+    static const gf_ver_op ops[] = {
+        [GF_SHARED_DEPLOY] = GF_VER_DEPLOY,
+        [GF_SHARED_ACTIVATE] = GF_VER_ACTIVATE,
+        [GF_SHARED_DELETE_VERSION] = GF_VER_DELETE_VERSION,
+        [GF_SHARED_DELETE] = GF_VER_DELETE,
+    };
+    if ((size_t)e->op >= sizeof ops / sizeof ops[0])
+        return gf_err_set(err, GF_ERR_INTERNAL, "shared store: op %d", (int)e->op);
+    gf_shared_version nv;
+    memset(&nv, 0, sizeof nv);
+    gf_ver_request r = {.op = ops[e->op], .version = e->version};
+    if (e->op == GF_SHARED_DEPLOY) {
+        gf_err pe;
+        gf_err_clear(&pe);
+        gf_status st = version_prepare(e, &nv, &pe);
+        if (st == GF_ERR_NOMEM)
+            return gf_err_set(err, st, "%s", gf_err_msg(&pe));
+        if (st != GF_OK) {
+            refuse(o, GF_ERR_INVALID, "a deploy entry that cannot be applied: %s",
+                   gf_err_msg(&pe));
+            return GF_OK;
+        }
+        r.sha256 = nv.content;
+        r.identity = nv.identity;
+        r.mf = nv.mf;
+        r.allow_interface_change = e->interface_change;
+    }
+    gf_ver_state s;
+    gf_ver_entry *live = NULL;
+    gf_status st = ver_state(f, f->name, &s, &live, err);
+    gf_ver_decision d;
+    if (st == GF_OK)
+        gf_ver_decide(&s, &r, &d);
+    free(live);
+    if (st != GF_OK || d.status != GF_OK) {
+        version_deinit(&nv);
+        if (st == GF_OK)
+            refuse(o, d.status, "%s", d.why);
+        return st;
+    }
+    o->version = d.version;
+    switch (d.outcome) {
+    case GF_VER_CREATE:
+        nv.version = d.version;
+        nv.live = true;
+        if ((st = add_version(f, &nv, err)) != GF_OK) {
+            version_deinit(&nv);
+            return st;
+        }
+        f->current = d.version;
+        return GF_OK;
+    case GF_VER_EXISTING:
+        version_deinit(&nv);
+        o->identical = true;
+        f->current = d.version;
+        return GF_OK;
+    case GF_VER_CURRENT:
+        f->current = d.version;
+        return GF_OK;
+    case GF_VER_REMOVE:
+        for (size_t i = 0; i < f->n_versions; i++)
+            if (f->versions[i].version == d.version)
+                f->versions[i].live = false;
+        return GF_OK;
+    case GF_VER_REMOVE_ALL:
+        /* the name is free again; numbers go on from where they were, so a number
+         * never names two different uploads of one name (SQLite keeps the deleted
+         * ones' history under their numbers) */
+        f->generation++;
+        for (size_t i = 0; i < f->n_versions; i++)
+            f->versions[i].live = false;
+        f->current = 0;
+        return GF_OK;
+    }
+    version_deinit(&nv);
+    return gf_err_set(err, GF_ERR_INTERNAL, "shared store: outcome %d", (int)d.outcome);
 }
 
 gf_status gf_shared_fold_apply(gf_shared_fold *f, gf_shared_entry *in, gf_shared_outcome *out,
@@ -179,47 +244,5 @@ gf_status gf_shared_fold_apply(gf_shared_fold *f, gf_shared_entry *in, gf_shared
     f->entries[f->n_entries++] = e;
     f->seq = e->seq;
     o->version = e->version;
-    gf_shared_version *v = e->op == GF_SHARED_DEPLOY || e->op == GF_SHARED_DELETE
-                               ? NULL
-                               : find_any(f, e->version);
-    switch (e->op) {
-    case GF_SHARED_DEPLOY:
-        return fold_deploy(f, e, o, err);
-    case GF_SHARED_ACTIVATE:
-        if (v == NULL || !v->live)
-            refuse(o, GF_ERR_NOT_FOUND, "no version %lld", (long long)e->version);
-        else
-            f->current = v->version;
-        return GF_OK;
-    case GF_SHARED_DELETE_VERSION:
-        if (v == NULL || !v->live) {
-            refuse(o, GF_ERR_NOT_FOUND, "no version %lld", (long long)e->version);
-            return GF_OK;
-        }
-        if (v->version == f->current) {
-            for (size_t i = 0; i < f->n_versions; i++)
-                if (f->versions[i].live && f->versions[i].version != v->version) {
-                    refuse(o, GF_ERR_STATE, "version %lld is current: activate another first",
-                           (long long)v->version);
-                    return GF_OK;
-                }
-            f->current = 0;
-        }
-        v->live = false;
-        return GF_OK;
-    case GF_SHARED_DELETE:
-        if (f->current == 0) {
-            refuse(o, GF_ERR_NOT_FOUND, "nothing to delete");
-            return GF_OK;
-        }
-        /* the name is free again; version numbers go on from where they were, so a
-         * number never names two different versions of one name (the node's SQLite
-         * keeps the deleted ones' history under their numbers) */
-        f->generation++;
-        for (size_t i = 0; i < f->n_versions; i++)
-            f->versions[i].live = false;
-        f->current = 0;
-        return GF_OK;
-    }
-    return gf_err_set(err, GF_ERR_INTERNAL, "shared store: op %d", (int)e->op);
+    return fold_rules(f, e, o, err);
 }

@@ -111,7 +111,7 @@ static gw_sync_fn *fn_get(gw_sync *s, const char *name, bool create)
     if (f == NULL)
         return NULL;
     snprintf(f->name, sizeof f->name, "%s", name);
-    gf_shared_fold_init(&f->fold);
+    gf_shared_fold_init(&f->fold, name);
     s->fns[s->n_fns++] = f;
     return f;
 }
@@ -320,16 +320,27 @@ static void reconcile(gw_sync *s, gw_sync_fn *f, local_files *lf)
     gw_function *lfn = gw_function_find(gw, f->name);
     gw_version *cur = lfn != NULL ? gw_version_find(lfn, fold->current) : NULL;
     bool change = cur != NULL && cur->state == GF_STORE_VERSION_READY && lfn->current != cur;
-    if (change) {
-        lfn->current = cur;
+    if (change)
         lfn->deleted = false;
-    }
     pthread_mutex_unlock(&gw->lock);
-    if (change) {
+    gf_err pe;
+    if (change && gw_publish_local(gw, cur, &pe) != GF_OK)
+        GF_LOG_W("function '%s': making version %lld current: %s", f->name,
+                 (long long)fold->current, gf_err_msg(&pe));
+    /* versions deleted in the store go here too (once another is current here) */
+    for (size_t i = 0; i < fold->n_versions; i++) {
+        const gf_shared_version *sv = &fold->versions[i];
+        if (sv->live)
+            continue;
+        pthread_mutex_lock(&gw->lock);
+        gw_version *lv = gw_version_find(gw_function_find(gw, f->name), sv->version);
+        bool here = lv != NULL && lv->state != GF_STORE_VERSION_DELETED &&
+                    lv->fn->current != lv;
+        pthread_mutex_unlock(&gw->lock);
         gf_err e;
-        if (gf_store_version_publish(gw->store, f->name, fold->current, &e) != GF_OK)
-            GF_LOG_W("function '%s': recording version %lld as current: %s", f->name,
-                     (long long)fold->current, e.msg);
+        if (here && gw_delete_version_local(gw, f->name, sv->version, &e) != GF_OK)
+            GF_LOG_W("function '%s': deleting version %lld as the shared store did: %s",
+                     f->name, (long long)sv->version, gf_err_msg(&e));
     }
 }
 
@@ -652,7 +663,7 @@ gf_status gw_sync_deploy(gf_gw *gw, const gw_sync_deploy_in *in, bool *taken,
         st = gf_err_set(err, GF_ERR_CLOSED, "the shared store does not show entry %llu of "
                         "'%s' yet", (unsigned long long)seq, in->mf->name);
     } else if (o.status != GF_OK) {
-        st = gf_err_set(err, o.status, "function '%s': %s", in->mf->name, o.message);
+        st = gf_err_set(err, o.status, "%s", o.message); /* the rules' own words */
     } else {
         local_files lf = {o.version, strdup(in->weights), in->companions, in->suffixes, in->n};
         reconcile(s, f, o.identical ? NULL : &lf);
@@ -678,12 +689,23 @@ out:
     return st;
 }
 
-gf_status gw_sync_delete(gf_gw *gw, const char *name, gf_err *err)
+gf_status gw_sync_op(gf_gw *gw, const char *name, gf_ver_op op, int64_t version, gf_err *err)
 {
+    static const struct {
+        gf_shared_op op;
+        const char *what;
+    } ops[] = {
+        [GF_VER_ACTIVATE] = {GF_SHARED_ACTIVATE, "the activation"},
+        [GF_VER_DELETE_VERSION] = {GF_SHARED_DELETE_VERSION, "the delete"},
+        [GF_VER_DELETE] = {GF_SHARED_DELETE, "the delete"},
+    };
+    if (op == GF_VER_DEPLOY || (size_t)op >= sizeof ops / sizeof ops[0])
+        return gf_err_set(err, GF_ERR_INTERNAL, "gw_sync_op: op %d", (int)op);
     gw_sync *s = gw->sync;
     gf_shared_entry e;
     memset(&e, 0, sizeof e);
-    e.op = GF_SHARED_DELETE;
+    e.op = ops[op].op;
+    e.version = version;
     uint64_t seq = 0;
     gf_shared_outcome o;
     memset(&o, 0, sizeof o);
@@ -694,23 +716,29 @@ gf_status gw_sync_delete(gf_gw *gw, const char *name, gf_err *err)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     }
     gf_status st = fold_new(s, f, 0, NULL, err);
-    if (st == GF_OK && f->fold.current == 0) {
-        /* not in the store: only this node may have it (deployed before it used one) */
+    if (st == GF_OK && f->fold.current == 0 && op == GF_VER_DELETE) {
+        /* not in the store: only this node may have it (deployed before it used one,
+         * or kept while it could not read the store) */
         pthread_mutex_unlock(&s->lock);
         return gw_delete_local(gw, name, err);
     }
-    e.version = f->fold.current;
+    if (op == GF_VER_DELETE)
+        e.version = f->fold.current; /* for people reading the log */
     if (st != GF_OK || (st = gf_shared_append(s->sh, name, &e, &seq, err)) != GF_OK ||
         (st = fold_new(s, f, seq, &o, err)) != GF_OK) {
         health(s, st, err);
-        gf_err_prefix(err, "the delete cannot reach the other nodes: the shared store");
+        gf_err_prefix(err, "%s cannot reach the other nodes: the shared store", ops[op].what);
         st = err != NULL ? (err->code = GF_ERR_CLOSED) : GF_ERR_CLOSED;
+    } else if (f->fold.seq < seq) {
+        st = gf_err_set(err, GF_ERR_CLOSED, "the shared store does not show entry %llu of "
+                        "'%s' yet", (unsigned long long)seq, name);
     } else if (o.status != GF_OK) {
-        st = gf_err_set(err, o.status, "function '%s': %s", name, o.message);
+        st = gf_err_set(err, o.status, "%s", o.message); /* the rules' own words */
     } else {
         reconcile(s, f, NULL);
     }
     pthread_mutex_unlock(&s->lock);
+    gf_shared_entry_deinit(&e);
     return st;
 }
 

@@ -8,7 +8,10 @@ through nginx: deploys pass through to any node and every node learns of
 them; every answer is correct (numpy reference); a function always lands on
 the same node, and the functions are spread over the nodes; two nodes
 deploying one name at once end with distinct versions and the same current
-version everywhere; a delete reaches every node; a gateway killed with
+version everywhere; versions are managed through any node by a single node's
+rules (next numbers, idempotent redeploys, interface changes, activate,
+per-version delete, numbers going on after a delete), the same in every
+node's memory and SQLite; a delete reaches every node; a gateway killed with
 SIGKILL under load loses no request (nginx retries them on another node,
 POSTs included) and, restarted, gets its functions back; a gateway stopped
 with SIGTERM under load (the drain) loses none either; a node that loses
@@ -195,6 +198,103 @@ def concurrent_deploys(cluster, tmp):
     c.close()
 
 
+def node_versions(gw, name):
+    """(current version, sorted live versions) of name on gw, or None."""
+    f = (node_functions(gw) or {}).get(name)
+    if f is None or f.get("state") == "deleted":
+        return None
+    return f["version"], sorted(f["versions"])
+
+
+def db_versions(gw, name):
+    """{version: state} of name in gw's own SQLite (read as an operator would)."""
+    import sqlite3
+    db = sqlite3.connect(f"file:{os.path.join(gw.state, 'gpufaas.db')}?mode=ro", uri=True,
+                         timeout=10)
+    try:
+        rows = db.execute("SELECT version, state FROM function_versions WHERE function = ? "
+                          "ORDER BY version", (name,)).fetchall()
+    finally:
+        db.close()
+    return dict(rows)
+
+
+def versions_through_store(cluster, tmp):
+    """A function's versions managed through any node: every node applies a
+    single node's rules (gateway/core/versions.c) to the store's log, so the
+    numbers, refusals, idempotent redeploys, activations and per-version
+    deletes are the same everywhere, in memory and in each node's SQLite."""
+    g = cluster.gateways
+    f1 = harness.Function("ver", 601, tmp=tmp)
+    f2 = harness.Function("ver", 602, tmp=tmp)               # other weights, same interface
+    f3 = harness.Function("ver", 603, dims=(32, 48, 4), tmp=tmp)  # another output shape
+
+    def on_all(want, what, timeout=10):
+        check(wait_until(lambda: all(node_versions(gw, "ver") == want for gw in g), timeout),
+              f"{what}: every node has {want} ({[node_versions(gw, 'ver') for gw in g]})")
+
+    def answers(fn, what):
+        for gw in g:
+            ok, st, up, ans = gw.client().invoke(fn)
+            check(ok, f"{what}: {gw.addr} answers with that version's weights ({st} {ans})")
+
+    st, _, b = g[0].client().deploy(f1)
+    check(st == 201, f"deploy on node 0: 201 ({st} {b[:200]!r})")
+    v1 = json.loads(b)["version"]
+    st, _, b = g[1].client().deploy(f1)  # the same weights and manifest, elsewhere
+    check(st == 200 and json.loads(b)["version"] == v1 and json.loads(b)["created"] is False,
+          f"an identical redeploy on node 1 returns version {v1}, created false ({st} {b[:200]!r})")
+    st, _, b = g[2].client().deploy(f2)
+    check(st == 201 and json.loads(b)["version"] == v1 + 1,
+          f"new weights on node 2: the next number ({st} {b[:200]!r})")
+    v2 = v1 + 1
+    on_all((v2, [v1, v2]), "two versions")
+    answers(f2, f"version {v2} current")
+
+    st, _, b = g[0].client().deploy(f3)
+    check(st == 409 and b"interface_change=allow" in b,
+          f"an interface change without allow: 409 naming the way ({st} {b[:300]!r})")
+    body, ctype = f3.multipart()
+    st, _, b = g[1].client().request("POST", "/v1/functions?interface_change=allow", body,
+                                     {"Content-Type": ctype})
+    check(st == 201 and json.loads(b)["version"] == v2 + 1,
+          f"... allowed: version {v2 + 1} ({st} {b[:200]!r})")
+    v3 = v2 + 1
+    on_all((v3, [v1, v2, v3]), "the interface change")
+    answers(f3, f"version {v3} current")
+
+    c = cluster.nginx.client()
+    st, _, b = c.request("POST", f"/v1/functions/ver/versions/{v2}/activate")
+    check(st == 200 and json.loads(b)["version"] == v2,
+          f"activate {v2} through nginx: 200 ({st} {b[:200]!r})")
+    on_all((v2, [v1, v2, v3]), f"rolled back to {v2}")
+    answers(f2, f"version {v2} current again")
+    st, _, b = c.request("DELETE", f"/v1/functions/ver/versions/{v2}")
+    check(st == 409 and b"activate another" in b,
+          f"deleting the current version: 409 ({st} {b[:300]!r})")
+    st, _, b = g[2].client().request("DELETE", f"/v1/functions/ver/versions/{v1}")
+    check(st == 200, f"delete version {v1} on node 2: 200 ({st} {b[:200]!r})")
+    on_all((v2, [v2, v3]), f"version {v1} deleted")
+    st, _, b = g[0].client().request("POST", f"/v1/functions/ver/versions/{v1}/activate")
+    check(st == 404, f"activating the deleted version {v1}: 404 ({st} {b[:200]!r})")
+    for gw in g:
+        check(wait_until(lambda: db_versions(gw, "ver") ==
+                         {v1: "deleted", v2: "ready", v3: "ready"}, 10),
+              f"{gw.addr}'s SQLite has the same versions ({db_versions(gw, 'ver')})")
+
+    st, _, _ = c.request("DELETE", "/v1/functions/ver")
+    check(st == 200, "delete the function through nginx")
+    check(wait_until(lambda: all(node_versions(gw, "ver") is None for gw in g), 10),
+          "the delete reached every node")
+    st, _, b = g[1].client().deploy(f1)
+    check(st == 201 and json.loads(b)["version"] == v3 + 1,
+          f"the name is free again and numbers go on: {v3 + 1} ({st} {b[:200]!r})")
+    on_all((v3 + 1, [v3 + 1]), "the redeploy after the delete")
+    answers(f1, "the redeploy")
+    c.request("DELETE", "/v1/functions/ver")
+    c.close()
+
+
 def store_unreadable(cluster, fns, home, tmp):
     """One node loses sight of the shared store."""
     g = cluster.gateways
@@ -276,6 +376,7 @@ def run(cluster, fns, tmp):
     check(used <= {x.addr for x in g}, "every answer came from a gateway")
     check(len(used) >= 2, f"the functions are spread over the nodes ({sorted(used)})")
     concurrent_deploys(cluster, tmp)
+    versions_through_store(cluster, tmp)
 
     # SIGKILL a node that owns functions, under load: no request lost
     victim = cluster.by_addr(sorted(used, key=lambda a: -list(home.values()).count(a))[0])

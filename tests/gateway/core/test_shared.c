@@ -310,10 +310,13 @@ static void fold_one(gf_shared_fold *f, gf_shared_entry e, gf_shared_outcome *o)
     gf_shared_entry_deinit(&e);
 }
 
+/* The fold applies a single node's rules (gf_ver_decide): the same
+ * outcomes, numbers and messages as tests/gateway/test_http_versions.c sees
+ * from one gateway. */
 START_TEST(test_fold_rules)
 {
     gf_shared_fold f;
-    gf_shared_fold_init(&f);
+    gf_shared_fold_init(&f, "f");
     gf_shared_outcome o;
     fold_one(&f, deploy_entry(MF_A, 'a', 0), &o);
     ck_assert_int_eq(o.status, GF_OK);
@@ -322,34 +325,44 @@ START_TEST(test_fold_rules)
     fold_one(&f, deploy_entry(MF_A, 'b', 0), &o); /* new weights: the next version */
     ck_assert_int_eq(o.version, 2);
     ck_assert_int_eq(f.current, 2);
-    fold_one(&f, deploy_entry(MF_A, 'a', 0), &o); /* identical to v1: that one, nothing new */
+    fold_one(&f, deploy_entry(MF_A, 'a', 0), &o); /* identical to v1: that one, made current */
     ck_assert_int_eq(o.status, GF_OK);
     ck_assert(o.identical);
     ck_assert_int_eq(o.version, 1);
-    ck_assert_int_eq(f.current, 2);
-    ck_assert_uint_eq(f.n_versions, 2);
-    fold_one(&f, deploy_entry(MF_A, 'c', 2), &o); /* an existing number */
-    ck_assert_int_eq(o.status, GF_ERR_EXISTS);
-    ck_assert_ptr_nonnull(strstr(o.message, "version 2 exists"));
-    fold_one(&f, deploy_entry(MF_B, 'd', 0), &o); /* another interface, not allowed */
-    ck_assert_int_eq(o.status, GF_ERR_STATE);
-    ck_assert_int_eq(f.current, 2);
-    fold_one(&f, op_entry(GF_SHARED_ACTIVATE, 1), &o); /* roll back */
-    ck_assert_int_eq(o.status, GF_OK);
     ck_assert_int_eq(f.current, 1);
-    fold_one(&f, op_entry(GF_SHARED_DELETE_VERSION, 1), &o); /* the current one */
-    ck_assert_int_eq(o.status, GF_ERR_STATE);
+    ck_assert_uint_eq(f.n_versions, 2);
+    fold_one(&f, deploy_entry(MF_A, 'c', 2), &o); /* a number a version holds */
+    ck_assert_int_eq(o.status, GF_ERR_EXISTS);
+    ck_assert_msg(strstr(o.message, "already has version 2") != NULL &&
+                      strstr(o.message, "version 3") != NULL, "%s", o.message);
+    fold_one(&f, deploy_entry(MF_B, 'd', 0), &o); /* another interface, not allowed */
+    ck_assert_int_eq(o.status, GF_ERR_CONFLICT);
+    ck_assert_msg(strstr(o.message, "interface_change=allow") != NULL, "%s", o.message);
+    ck_assert_int_eq(f.current, 1);
+    fold_one(&f, op_entry(GF_SHARED_ACTIVATE, 2), &o); /* roll forward */
+    ck_assert_int_eq(o.status, GF_OK);
+    ck_assert_int_eq(f.current, 2);
+    fold_one(&f, op_entry(GF_SHARED_DELETE_VERSION, 2), &o); /* the current one */
+    ck_assert_int_eq(o.status, GF_ERR_CONFLICT);
+    ck_assert_msg(strstr(o.message, "activate another") != NULL, "%s", o.message);
+    fold_one(&f, op_entry(GF_SHARED_ACTIVATE, 1), &o); /* roll back */
+    ck_assert_int_eq(f.current, 1);
     fold_one(&f, op_entry(GF_SHARED_DELETE_VERSION, 2), &o);
     ck_assert_int_eq(o.status, GF_OK);
     ck_assert_ptr_null(gf_shared_fold_find(&f, 2));
     fold_one(&f, op_entry(GF_SHARED_ACTIVATE, 2), &o);
     ck_assert_int_eq(o.status, GF_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(o.message, "its versions: 1") != NULL, "%s", o.message);
     gf_shared_entry ic = deploy_entry(MF_B, 'd', 0);
     ic.interface_change = true;
     fold_one(&f, ic, &o);
     ck_assert_int_eq(o.status, GF_OK);
-    ck_assert_int_eq(o.version, 3); /* numbers are never reused within a generation */
+    ck_assert_int_eq(o.version, 3); /* numbers are never reused */
     ck_assert_int_eq(gf_shared_fold_find(&f, 0)->version, 3);
+    fold_one(&f, deploy_entry(MF_B, 'd', 3), &o); /* the same, naming its own number */
+    ck_assert_int_eq(o.status, GF_OK);
+    ck_assert(o.identical);
+    ck_assert_int_eq(o.version, 3);
     fold_one(&f, op_entry(GF_SHARED_DELETE, 3), &o);
     ck_assert_int_eq(o.status, GF_OK);
     ck_assert_int_eq(f.current, 0);
@@ -358,16 +371,25 @@ START_TEST(test_fold_rules)
     ck_assert_int_eq(o.status, GF_ERR_NOT_FOUND);
     fold_one(&f, deploy_entry(MF_B, 'e', 1), &o); /* a number used before the delete */
     ck_assert_int_eq(o.status, GF_ERR_EXISTS);
-    fold_one(&f, deploy_entry(MF_B, 'e', 0), &o); /* the name is free; numbers go on */
-    ck_assert_int_eq(o.status, GF_OK);
+    ck_assert_msg(strstr(o.message, "never reused") != NULL, "%s", o.message);
+    fold_one(&f, deploy_entry(MF_A, 'e', 0), &o); /* the name is free; numbers go on */
+    ck_assert_int_eq(o.status, GF_OK);             /* (any interface: nothing is current) */
     ck_assert_int_eq(o.version, 4);
     ck_assert_int_eq(f.current, 4);
     ck_assert_uint_eq(f.generation, 1);
+    fold_one(&f, op_entry(GF_SHARED_DELETE_VERSION, 4), &o); /* the last: the function goes */
+    ck_assert_int_eq(o.status, GF_OK);
+    ck_assert_int_eq(f.current, 0);
+    ck_assert_uint_eq(f.generation, 2);
+    fold_one(&f, deploy_entry("{\"name\": 1}", 'f', 0), &o); /* cannot be applied */
+    ck_assert_int_eq(o.status, GF_ERR_INVALID);
+    ck_assert_int_eq(f.next_version, 5);
 
     gf_shared_entry late = op_entry(GF_SHARED_ACTIVATE, 1);
     late.seq = f.seq + 2;
     gf_err err;
     ck_assert_int_eq(gf_shared_fold_apply(&f, &late, &o, &err), GF_ERR_INTERNAL);
+    gf_shared_entry_deinit(&late);
     gf_shared_fold_deinit(&f);
 }
 END_TEST
@@ -406,7 +428,7 @@ START_TEST(test_fold_two_nodes)
         ck_assert_int_eq(gf_shared_read(s, "same", 0, &v, &n, &e), GF_OK);
         ck_assert_uint_eq(n, 2);
         gf_shared_fold f;
-        gf_shared_fold_init(&f);
+        gf_shared_fold_init(&f, "same");
         gf_shared_outcome o[2];
         for (size_t i = 0; i < n; i++)
             ck_assert_int_eq(gf_shared_fold_apply(&f, &v[i], &o[i], &e), GF_OK);
