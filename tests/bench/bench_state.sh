@@ -26,7 +26,7 @@ if [ ! -x "$old/build/gateway/gpufaas" ] || [ ! -x "$old/build/runtime/worker/gp
   mkdir -p "$old/src"
   git -C "$src" archive "$rev" | tar -x -C "$old/src"
   meson setup "$old/build" "$old/src" -Dcuda=disabled -Dtests=disabled >/dev/null
-  ninja -C "$old/build" gateway/gpufaas runtime/worker/gpufaas-worker >/dev/null
+  ninja -C "$old/build" -j2 gateway/gpufaas runtime/worker/gpufaas-worker >/dev/null
 fi
 bench=$build/tests/bench/bench_state
 echo "before=$short"
