@@ -147,10 +147,9 @@ static json_t *model_stat(gf_gw *gw, const gw_version *v)
         if (v->pl[w].state != GW_PL_NONE)
             json_array_append_new(tiers, json_pack("{s:i, s:s}", "worker", w, "tier",
                                                    gf_tier_name((gf_tier)v->pl[w].tier)));
-    const char *lf[1] = {fn};
     json_t *ours = json_pack(
         "{s:I, s:o, s:I, s:o}", "cold_starts",
-        (json_int_t)gw_metric_get(m, GW_M_COLD_STARTS, lf), "swap_in",
+        (json_int_t)gw_metric_get(m, GW_M_COLD_STARTS, l2), "swap_in",
         duration(gw_metric_get(m, GW_M_MODEL_SWAP_INS, l2),
                  gw_metric_get(m, GW_M_MODEL_SWAP_SECONDS, l2)),
         "swap_in_bytes", (json_int_t)gw_metric_get(m, GW_M_MODEL_SWAP_BYTES, l2), "tiers",
