@@ -1,5 +1,6 @@
 /* gpufaas — the parameter cache: tiers, page accounting, eviction, the models;
- * the loader thread and the host tier are in loader.c, the leases in lease.c.
+ * the loader thread and the host tier are in loader.c, the leases in lease.c,
+ * the eviction policy and the models' residency in policy.c.
  * See cache.h for the model. */
 #include "core/clock.h"
 #include "cache/cache_impl.h"
@@ -30,51 +31,6 @@ void gf_cache_emit(gf_cache *c, gf_cache_event_kind kind, const gf_cache_model *
         return;
     gf_cache_event ev = {kind, m->key, from, to, bytes, micros, msg};
     c->cfg.on_event(c->cfg.event_arg, &ev);
-}
-
-/* ---- policy ---------------------------------------------------------------- */
-
-/* Reload cost per byte of m if evicted now (microseconds per byte). */
-static double gds_cost_per_byte(const gf_cache *c, const gf_cache_model *m)
-{
-    double bw = m->host_ready ? c->bw_host : c->bw_store;
-    double setup = c->cfg.setup_cost_us > 0 ? c->cfg.setup_cost_us : 100.0;
-    return setup / (double)m->range_bytes + 1.0 / bw;
-}
-
-void gf_cache_touch(gf_cache *c, gf_cache_model *m)
-{
-    m->tick = ++c->clock;
-    m->last_used_us = gf_mono_us();
-    m->gds_h = c->gds_clock + gds_cost_per_byte(c, m);
-}
-
-static double priority(const gf_cache *c, const gf_cache_model *m)
-{
-    return c->cfg.policy == GF_EVICT_GDS ? m->gds_h : (double)m->tick;
-}
-
-static bool evictable(const gf_cache_model *m)
-{
-    return atomic_load(&m->dev) == DEV_READY && m->refs == 0;
-}
-
-/* The idle device model to evict next (not `keep`), or NULL. Lock held. */
-static gf_cache_model *pick_victim(gf_cache *c, const gf_cache_model *keep)
-{
-    gf_cache_model *best = NULL;
-    double best_p = 0;
-    for (size_t i = 0; i < c->n_models; i++) {
-        gf_cache_model *m = c->models[i];
-        if (m == keep || !evictable(m))
-            continue;
-        double p = priority(c, m);
-        if (best == NULL || p < best_p) {
-            best = m;
-            best_p = p;
-        }
-    }
-    return best;
 }
 
 /* ---- device tier ----------------------------------------------------------- */
@@ -159,29 +115,6 @@ static gf_status slab_open(gf_cache *c, gf_cache_model *m, int64_t pg, gf_err *e
     return GF_OK;
 }
 
-/* Bytes of the budget evicting every idle model would give back: the pages
- * of idle paged models, and the page of each slab whose models are all
- * idle (evicting some of a slab's models frees no page). Lock held. */
-static uint64_t idle_bytes(gf_cache *c, const gf_cache_model *keep)
-{
-    uint64_t idle = 0;
-    for (size_t i = 0; i < c->n_slabs; i++)
-        c->slabs[i]->mark = 0;
-    for (size_t i = 0; i < c->n_models; i++) {
-        gf_cache_model *o = c->models[i];
-        if (o == keep || !evictable(o))
-            continue;
-        if (!o->small)
-            idle += o->range_bytes;
-        else if (o->slab != NULL)
-            o->slab->mark++;
-    }
-    for (size_t i = 0; i < c->n_slabs; i++)
-        if (c->slabs[i]->mark == c->slabs[i]->n_ext)
-            idle += c->page_size;
-    return idle;
-}
-
 /* Unmap and free the pages the model holds. Lock held. */
 void gf_cache_release_pages(gf_cache *c, gf_cache_model *m)
 {
@@ -205,7 +138,7 @@ static void evict_device(gf_cache *c, gf_cache_model *m)
         gf_event_sync(c->be, m->last_use, NULL);
     gf_cache_release_pages(c, m);
     atomic_store(&m->dev, DEV_ABSENT);
-    if (c->cfg.policy == GF_EVICT_GDS && m->gds_h > c->gds_clock)
+    if (c->cfg.policy != GF_EVICT_LRU && m->gds_h > c->gds_clock)
         c->gds_clock = m->gds_h;
     c->st.evictions_device++;
     gf_cache_emit(c, GF_CACHE_EV_EVICT, m, GF_TIER_DEVICE,
@@ -254,7 +187,7 @@ static gf_status place_small(gf_cache *c, gf_cache_model *m, gf_err *err)
             gf_err_prefix(err, "model '%s'", m->key);
             return st;
         }
-        gf_cache_model *v = pick_victim(c, m);
+        gf_cache_model *v = gf_cache_pick_victim(c, m);
         if (v == NULL)
             return gf_err_set(err, GF_ERR_BUSY,
                               "model '%s' needs %zu bytes of device memory and nothing idle "
@@ -280,7 +213,7 @@ gf_status gf_cache_make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err
     for (;;) {
         if (m->small && slab_fit(c, m))
             return GF_OK;
-        uint64_t idle = idle_bytes(c, m);
+        uint64_t idle = gf_cache_idle_bytes(c, m);
         uint64_t free_now = budget_free(c);
         if (free_now + idle >= need)
             break;
@@ -291,7 +224,8 @@ gf_status gf_cache_make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err
         }
         return gf_err_set(err, GF_ERR_BUSY,
                           "model '%s' needs %zu bytes of device memory: %llu are free and %llu "
-                          "more held by idle models; the rest is in use",
+                          "more held by idle models that may be evicted; the rest is in use, "
+                          "pinned or kept warm",
                           m->key, m->range_bytes, (unsigned long long)free_now,
                           (unsigned long long)idle);
     }
@@ -303,7 +237,7 @@ gf_status gf_cache_make_room_and_map(gf_cache *c, gf_cache_model *m, gf_err *err
             st = gf_dev_page_alloc(c->be, &m->pages[k], err);
             if (st != GF_ERR_NO_DEVICE_MEM || budget_free(c) >= c->page_size)
                 break; /* success, or the device failed although the budget has room */
-            gf_cache_model *v = pick_victim(c, m);
+            gf_cache_model *v = gf_cache_pick_victim(c, m);
             if (v == NULL) {
                 st = gf_err_set(err, GF_ERR_BUSY,
                                 "model '%s' needs %zu bytes of device memory and nothing idle "
@@ -350,6 +284,9 @@ gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **ou
     c->bw_host = 10000.0; /* 10 GB/s until measured */
     c->bw_store = 2000.0; /* 2 GB/s until measured */
     c->st.host_budget = cfg->host_budget;
+    uint64_t dev_budget;
+    gf_dev_usage(be, NULL, &dev_budget);
+    c->pin_limit = cfg->pin_limit > 0 ? cfg->pin_limit : dev_budget / 2;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     gf_status st;
@@ -485,6 +422,7 @@ gf_status gf_cache_model_add(gf_cache *c, const char *key, const char *path,
     if (m == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory registering model '%s'", key);
     m->c = c;
+    m->res = GF_RESIDENCY_DEFAULT;
     gf_status st;
     m->key = strdup(key);
     if (m->key == NULL) {
@@ -608,6 +546,8 @@ gf_status gf_cache_model_remove(gf_cache *c, gf_cache_model *m, gf_err *err)
     if (dev == DEV_READY)
         evict_device(c, m);
     gf_cache_free_host(c, m, true);
+    if (m->res.pin)
+        c->pinned_bytes -= m->range_bytes;
     for (size_t i = 0; i < c->n_models; i++) {
         if (c->models[i] == m) {
             c->models[i] = c->models[--c->n_models];
@@ -722,7 +662,7 @@ uint64_t gf_cache_evict_idle(gf_cache *c, uint64_t bytes)
     pthread_mutex_lock(&c->lock);
     uint64_t free_now = budget_free(c);
     while (free_now < bytes) {
-        gf_cache_model *v = pick_victim(c, NULL);
+        gf_cache_model *v = gf_cache_pick_victim(c, NULL);
         if (v == NULL) {
             if (wait_for_unleased_load(c, NULL)) {
                 free_now = budget_free(c);
@@ -747,6 +687,8 @@ void gf_cache_get_stats(gf_cache *c, gf_cache_stats *out)
     out->host_used = c->host_used;
     out->host_pinned = c->host_pool != NULL ? gf_host_pool_pinned(c->host_pool) : 0;
     out->host_budget = c->cfg.host_budget;
+    out->pinned_bytes = c->pinned_bytes;
+    out->pin_limit = c->pin_limit;
     out->models = (uint32_t)c->n_models;
     out->models_on_device = 0;
     out->models_in_host = 0;

@@ -30,10 +30,16 @@
  * of pinned staging buffers. A loader thread owned by the cache does the
  * host-side work, so acquire never waits for bytes to move.
  *
- * Eviction takes whole models, by a policy: LRU, or GreedyDual-Size (priority
+ * Eviction takes whole models, by a policy: LRU, GreedyDual-Size (priority
  * = clock + reload cost / size; reload cost = a fixed setup cost + bytes /
- * measured bandwidth of the tier the model would come back from). Parameters
- * are read-only, so eviction unmaps pages and copies nothing back.
+ * measured bandwidth of the tier the model would come back from), or
+ * GreedyDual-Size-Frequency (clock + uses x reload cost / size: a model used
+ * often is worth more than one used once). Each model's residency
+ * (core/residency.h) comes first: pinned models are never evicted, models
+ * inside their keep-warm time only when pinned and kept-warm bytes exceed
+ * the pin limit, and an idle model of a lower priority class goes before
+ * any of a higher one. Parameters are read-only, so eviction unmaps pages
+ * and copies nothing back.
  *
  * Every load, hit and eviction is reported to a callback; counters and a
  * residency snapshot are available at any time.
@@ -51,6 +57,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/residency.h"
 #include "core/tier.h"
 #include "core/safetensors.h"
 
@@ -91,6 +98,8 @@ typedef struct gf_cache_config {
     size_t chunk_bytes;       /* copy chunk for big tensors (0 = 4 MiB) */
     int staging_buffers;      /* pinned staging ring for store-tier loads (0 = 3) */
     double setup_cost_us;     /* GDS: fixed reload cost per model (0 = 100 us) */
+    uint64_t pin_limit;       /* bytes that pinned and kept-warm models may hold on the device
+                                 (0 = half the device budget) */
     gf_cache_event_fn on_event; /* may be NULL */
     void *event_arg;
 } gf_cache_config;
@@ -137,6 +146,15 @@ long gf_cache_model_index(const gf_cache_model *m, const char *name);
 uint64_t gf_cache_model_device_bytes(const gf_cache_model *m);
 uint64_t gf_cache_model_host_bytes(const gf_cache_model *m);
 uint64_t gf_cache_model_copy_bytes(const gf_cache_model *m);
+
+/* The residency of m (GF_RESIDENCY_DEFAULT until set). */
+gf_residency gf_cache_model_residency(gf_cache *c, const gf_cache_model *m);
+
+/* Set m's residency. Pinning a model whose pages would take the pinned
+ * bytes past the pin limit is GF_ERR_TOO_LARGE (the message gives the
+ * sizes) and changes nothing. Pinning does not load the model: prefetch it. */
+gf_status gf_cache_model_set_residency(gf_cache *c, gf_cache_model *m, const gf_residency *r,
+                                       gf_err *err);
 
 /* ---- leases ---- */
 
@@ -198,6 +216,8 @@ typedef struct gf_cache_stats {
     uint64_t device_model_bytes;           /* pages held by models (shared pages included) */
     uint64_t host_used, host_budget;
     uint64_t host_pinned;                  /* pinned for the host tier so far (<= budget) */
+    uint64_t pinned_bytes;                 /* device pages of the models pinned (resident or not) */
+    uint64_t pin_limit;                    /* what pinned and kept-warm models may hold */
     uint32_t models, models_on_device, models_in_host;
     double host_bw_gbps, store_bw_gbps;    /* measured swap-in bandwidth (EWMA) */
 } gf_cache_stats;

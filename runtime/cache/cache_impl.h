@@ -56,8 +56,10 @@ struct gf_cache_model {
     uint64_t t_start_us;
     uint64_t tick;       /* LRU clock value of the last use */
     uint64_t last_used_us;
-    double gds_h;        /* GreedyDual-Size priority */
+    double gds_h;        /* GreedyDual-Size(-Frequency) priority */
     uint64_t hits;
+    uint64_t uses;       /* acquires, for GDSF (kept across evictions) */
+    gf_residency res;    /* pin, priority class, keep-warm time */
     /* host tier */
     char **host_pages;   /* pinned copy: n_host_pages pages of the host pool, or NULL */
     bool host_ready;     /* host_pages hold every byte */
@@ -92,6 +94,8 @@ struct gf_cache {
     size_t n_models, cap_models;
     uint64_t clock;      /* LRU ticks */
     double gds_clock;    /* GreedyDual L */
+    uint64_t pinned_bytes; /* range bytes of the models pinned */
+    uint64_t pin_limit;  /* what pinned and kept-warm models may hold */
     double bw_host, bw_store; /* bytes per microsecond, measured */
     uint64_t host_used;  /* bytes of host pages taken by models */
     gf_host_pool *host_pool; /* the host tier's pinned pages (NULL without a host tier) */
@@ -120,8 +124,15 @@ struct gf_lease {
 /* Report an event to cfg.on_event, if set. */
 void gf_cache_emit(gf_cache *c, gf_cache_event_kind kind, const gf_cache_model *m, gf_tier from,
                    gf_tier to, uint64_t bytes, uint64_t micros, const char *msg);
-/* m was just used: its LRU tick and eviction priority. */
+/* policy.c. m was just used: its LRU tick and eviction priority. */
 void gf_cache_touch(gf_cache *c, gf_cache_model *m);
+/* The idle device model to evict next (not `keep`), or NULL:
+ * never a pinned one; one inside its keep-warm time only when nothing else
+ * is idle and the guarantees pass the pin limit. Lock held. */
+gf_cache_model *gf_cache_pick_victim(gf_cache *c, const gf_cache_model *keep);
+/* Bytes of the budget evicting every model gf_cache_pick_victim may take
+ * would give back (not counting `keep`). Lock held. */
+uint64_t gf_cache_idle_bytes(gf_cache *c, const gf_cache_model *keep);
 /* Unmap and free the device pages m holds. */
 void gf_cache_release_pages(gf_cache *c, gf_cache_model *m);
 /* Take and map m's device pages (or its place in a shared slab), evicting

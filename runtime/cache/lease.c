@@ -53,6 +53,7 @@ again:
     }
     if (st == GF_OK) {
         m->refs++;
+        m->uses++;
         gf_cache_touch(c, m);
     }
     pthread_mutex_unlock(&c->lock);

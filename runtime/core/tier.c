@@ -14,7 +14,8 @@ const char *gf_tier_name(gf_tier t)
     return "none";
 }
 
-static const char *const gf_policy_names[] = {[GF_EVICT_LRU] = "lru", [GF_EVICT_GDS] = "gds"};
+static const char *const gf_policy_names[] = {
+    [GF_EVICT_LRU] = "lru", [GF_EVICT_GDS] = "gds", [GF_EVICT_GDSF] = "gdsf"};
 
 const char *gf_evict_policy_name(gf_evict_policy p)
 {
@@ -30,5 +31,5 @@ gf_status gf_evict_policy_parse(const char *s, gf_evict_policy *out, gf_err *err
             return GF_OK;
         }
     }
-    return gf_err_set(err, GF_ERR_INVALID, "'%.40s' is not lru or gds", s != NULL ? s : "");
+    return gf_err_set(err, GF_ERR_INVALID, "'%.40s' is not lru, gds or gdsf", s != NULL ? s : "");
 }

@@ -34,15 +34,16 @@ static inline int gf_tier_valid(int t)
 
 /* How the device tier chooses what to evict. */
 typedef enum gf_evict_policy {
-    GF_EVICT_LRU = 0, /* "lru": least recently used */
-    GF_EVICT_GDS = 1, /* "gds": GreedyDual-Size (cheap to reload per byte goes first) */
+    GF_EVICT_LRU = 0,  /* "lru": least recently used */
+    GF_EVICT_GDS = 1,  /* "gds": GreedyDual-Size (cheap to reload per byte goes first) */
+    GF_EVICT_GDSF = 2, /* "gdsf": GreedyDual-Size-Frequency (uses x reload cost per byte) */
 } gf_evict_policy;
 
-/* "lru", "gds". */
+/* "lru", "gds", "gdsf". */
 const char *gf_evict_policy_name(gf_evict_policy p);
 
-/* The policy named s ("lru" or "gds", any case); GF_ERR_INVALID otherwise,
- * saying which names there are. */
+/* The policy named s ("lru", "gds" or "gdsf", any case); GF_ERR_INVALID
+ * otherwise, saying which names there are. */
 gf_status gf_evict_policy_parse(const char *s, gf_evict_policy *out, gf_err *err);
 
 #ifdef __cplusplus

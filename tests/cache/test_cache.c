@@ -10,59 +10,14 @@
 #include <time.h>
 
 #include "cache/cache.h"
+#include "cache_testlib.h"
 #include "core/fault.h"
 #include "testutil.h"
 
-#define PAGE ((size_t)64 << 10)
-
-static char *tmpdir;
-static void setup(void) { tmpdir = gf_test_tmpdir(); }
-static void teardown(void)
-{
-    gf_fault_reset();
-    gf_test_rmtree(tmpdir);
-    tmpdir = NULL;
-}
+static void setup(void) { ct_setup(); }
+static void teardown(void) { ct_teardown(); }
 
 /* ---- helpers ---- */
-
-/* Write a model of n F32 tensors with the given element counts; returns the
- * path. Values are a function of (seed, tensor, index). */
-static char *write_model(const char *name, int n, const size_t *numel, uint32_t seed)
-{
-    gf_st_wtensor *ts = calloc((size_t)n, sizeof *ts);
-    int64_t *shapes = calloc((size_t)n, sizeof *shapes);
-    float **data = calloc((size_t)n, sizeof *data);
-    char (*names)[16] = calloc((size_t)n, sizeof *names);
-    for (int i = 0; i < n; i++) {
-        shapes[i] = (int64_t)numel[i];
-        data[i] = malloc(numel[i] * sizeof(float) + 1);
-        for (size_t k = 0; k < numel[i]; k++)
-            data[i][k] = (float)(seed * 1000003u + (uint32_t)i * 7919u + (uint32_t)k);
-        snprintf(names[i], sizeof names[i], "t%d", i);
-        ts[i] = (gf_st_wtensor){names[i], GF_DT_F32, 1, &shapes[i], data[i]};
-    }
-    char *path = gf_test_path(tmpdir, name);
-    gf_err err;
-    ck_assert_msg(gf_st_write(path, ts, (size_t)n, NULL, 0, &err) == GF_OK, "%s", err.msg);
-    for (int i = 0; i < n; i++)
-        free(data[i]);
-    free(data);
-    free(ts);
-    free(shapes);
-    free(names);
-    return path;
-}
-
-static gf_backend *open_cpu(size_t pages, gf_cpu_copy_hook hook, void *arg)
-{
-    gf_backend_config cfg = {.device = "cpu", .device_budget = pages * PAGE, .page_size = PAGE,
-                             .cpu_copy_hook = hook, .cpu_copy_hook_arg = arg};
-    gf_backend *be;
-    gf_err err;
-    ck_assert_msg(gf_backend_open(&cfg, &be, &err) == GF_OK, "%s", err.msg);
-    return be;
-}
 
 /* Check every tensor of a lease against the file, reading device memory
  * back through the backend. */
@@ -85,77 +40,16 @@ static void check_lease_bytes(gf_backend *be, gf_lease *l)
     }
 }
 
-/* event log */
-typedef struct {
-    pthread_mutex_t lock;
-    char log[4096];
-    int evictions, loads, hits, fails;
-    int *leases; /* per model index, maintained by the test */
-    char **keys;
-    int n_models;
-    int violations;
-} evlog;
-
-static void on_event(void *arg, const gf_cache_event *ev)
-{
-    evlog *L = arg;
-    pthread_mutex_lock(&L->lock);
-    const char *k = ev->kind == GF_CACHE_EV_LOAD ? "L" : ev->kind == GF_CACHE_EV_HIT ? "H"
-                  : ev->kind == GF_CACHE_EV_EVICT ? "E" : "F";
-    if (ev->kind == GF_CACHE_EV_EVICT && ev->from == GF_TIER_DEVICE) {
-        L->evictions++;
-        size_t len = strlen(L->log);
-        if (len + 40 < sizeof L->log)
-            snprintf(L->log + len, sizeof L->log - len, "%s%s", len ? "," : "", ev->key);
-        for (int i = 0; i < L->n_models; i++)
-            if (L->keys != NULL && strcmp(L->keys[i], ev->key) == 0 && L->leases[i] > 0)
-                L->violations++;
-    }
-    if (ev->kind == GF_CACHE_EV_LOAD && ev->to == GF_TIER_DEVICE)
-        L->loads++;
-    if (ev->kind == GF_CACHE_EV_HIT)
-        L->hits++;
-    if (ev->kind == GF_CACHE_EV_FAIL)
-        L->fails++;
-    (void)k;
-    pthread_mutex_unlock(&L->lock);
-}
-
-static gf_cache *new_cache(gf_backend *be, uint64_t host_budget, gf_evict_policy pol, evlog *L)
-{
-    gf_cache_config cfg = {.host_budget = host_budget, .policy = pol, .chunk_bytes = 64 << 10,
-                           .on_event = L ? on_event : NULL, .event_arg = L};
-    gf_cache *c;
-    gf_err err;
-    ck_assert_msg(gf_cache_new(be, &cfg, &c, &err) == GF_OK, "%s", err.msg);
-    return c;
-}
-
-static gf_cache_model *add(gf_cache *c, const char *key, const char *path)
-{
-    gf_cache_model *m;
-    gf_err err;
-    ck_assert_msg(gf_cache_model_add(c, key, path, NULL, 0, &m, &err) == GF_OK, "%s", err.msg);
-    return m;
-}
-
-/* A model of `pages` pages exactly: one tensor filling the range. */
-static char *write_pages_model(const char *name, size_t pages, uint32_t seed)
-{
-    size_t numel = pages * PAGE / 4;
-    return write_model(name, 1, &numel, seed);
-}
-
 /* ---- tests ---- */
 
 START_TEST(test_basic_load_hit_and_tiers)
 {
-    evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    gf_backend *be = open_cpu(16, NULL, NULL);
-    gf_cache *c = new_cache(be, 8 * PAGE, GF_EVICT_LRU, &L);
+    ct_evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    gf_backend *be = ct_open_cpu(16, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 8 * PAGE, GF_EVICT_LRU, &L);
     size_t numel[3] = {1, 3000, 50000};
-    char *p = write_model("a.safetensors", 3, numel, 1);
-    gf_cache_model *m = add(c, "a", p);
+    char *p = ct_write_model("a.safetensors", 3, numel, 1);
+    gf_cache_model *m = ct_add(c, "a", p);
     ck_assert_uint_eq(gf_cache_model_count(m), 3);
     ck_assert_int_eq(gf_cache_model_index(m, "t1"), 1);
     ck_assert_int_eq(gf_cache_model_index(m, "nope"), -1);
@@ -211,10 +105,10 @@ END_TEST
 
 START_TEST(test_add_errors)
 {
-    gf_backend *be = open_cpu(4, NULL, NULL);
-    gf_cache *c = new_cache(be, 0, GF_EVICT_LRU, NULL);
+    gf_backend *be = ct_open_cpu(4, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 0, GF_EVICT_LRU, NULL);
     size_t numel[2] = {10, 20};
-    char *p = write_model("m.safetensors", 2, numel, 2);
+    char *p = ct_write_model("m.safetensors", 2, numel, 2);
     gf_cache_model *m;
     gf_err err;
     const char *order[] = {"t1", "missing"};
@@ -237,17 +131,17 @@ END_TEST
 
 START_TEST(test_exact_lru_order)
 {
-    evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    gf_backend *be = open_cpu(6, NULL, NULL); /* room for three 2-page models */
-    gf_cache *c = new_cache(be, 0, GF_EVICT_LRU, &L);
+    ct_evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    gf_backend *be = ct_open_cpu(6, NULL, NULL); /* room for three 2-page models */
+    gf_cache *c = ct_new_cache(be, 0, GF_EVICT_LRU, &L);
     const char *keys[5] = {"A", "B", "C", "D", "E"};
     gf_cache_model *m[5];
     char *paths[5];
     for (int i = 0; i < 5; i++) {
         char name[32];
         snprintf(name, sizeof name, "%s.safetensors", keys[i]);
-        paths[i] = write_pages_model(name, 2, (uint32_t)i);
-        m[i] = add(c, keys[i], paths[i]);
+        paths[i] = ct_write_pages_model(name, 2, (uint32_t)i);
+        m[i] = ct_add(c, keys[i], paths[i]);
     }
     gf_lease *l;
     gf_err err;
@@ -271,13 +165,13 @@ END_TEST
 static const char *gds_victim(gf_evict_policy pol)
 {
     static char victim[64];
-    evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    gf_backend *be = open_cpu(9, NULL, NULL);
-    char *pb = write_pages_model("big.safetensors", 6, 1);
-    char *ps = write_pages_model("small.safetensors", 1, 2);
-    char *pn = write_pages_model("new.safetensors", 3, 3);
-    gf_cache *c = new_cache(be, 6 * PAGE, pol, &L); /* host tier: exactly the big model */
-    gf_cache_model *big = add(c, "big", pb), *small = add(c, "small", ps), *nw = add(c, "new", pn);
+    ct_evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    gf_backend *be = ct_open_cpu(9, NULL, NULL);
+    char *pb = ct_write_pages_model("big.safetensors", 6, 1);
+    char *ps = ct_write_pages_model("small.safetensors", 1, 2);
+    char *pn = ct_write_pages_model("new.safetensors", 3, 3);
+    gf_cache *c = ct_new_cache(be, 6 * PAGE, pol, &L); /* host tier: exactly the big model */
+    gf_cache_model *big = ct_add(c, "big", pb), *small = ct_add(c, "small", ps), *nw = ct_add(c, "new", pn);
     gf_err err;
     gf_lease *l;
     ck_assert_int_eq(gf_cache_acquire(c, small, &l, &err), GF_OK); /* least recent */
@@ -326,11 +220,11 @@ static bool model_loading(gf_cache *c)
 START_TEST(test_pipelining_param0_before_the_rest)
 {
     gf_test_gate g = GF_TEST_GATE_INIT;
-    gf_backend *be = open_cpu(16, gf_test_gate_hook, &g);
-    gf_cache *c = new_cache(be, 0, GF_EVICT_LRU, NULL); /* staging path */
+    gf_backend *be = ct_open_cpu(16, gf_test_gate_hook, &g);
+    gf_cache *c = ct_new_cache(be, 0, GF_EVICT_LRU, NULL); /* staging path */
     size_t numel[4] = {16384, 16384, 16384, 16384};   /* 64 KiB each: one chunk */
-    char *p = write_model("pipe.safetensors", 4, numel, 9);
-    gf_cache_model *m = add(c, "pipe", p);
+    char *p = ct_write_model("pipe.safetensors", 4, numel, 9);
+    gf_cache_model *m = ct_add(c, "pipe", p);
     gf_lease *l, *l2;
     gf_err err;
     ck_assert_int_eq(gf_cache_acquire(c, m, &l, &err), GF_OK);
@@ -366,11 +260,11 @@ END_TEST
 
 START_TEST(test_larger_than_host_and_device)
 {
-    gf_backend *be = open_cpu(8, NULL, NULL);
-    gf_cache *c = new_cache(be, 2 * PAGE, GF_EVICT_LRU, NULL);
-    char *p5 = write_pages_model("five.safetensors", 5, 4);
-    char *p9 = write_pages_model("nine.safetensors", 9, 5);
-    gf_cache_model *m5 = add(c, "five", p5), *m9 = add(c, "nine", p9);
+    gf_backend *be = ct_open_cpu(8, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 2 * PAGE, GF_EVICT_LRU, NULL);
+    char *p5 = ct_write_pages_model("five.safetensors", 5, 4);
+    char *p9 = ct_write_pages_model("nine.safetensors", 9, 5);
+    gf_cache_model *m5 = ct_add(c, "five", p5), *m9 = ct_add(c, "nine", p9);
     gf_lease *l;
     gf_err err;
     /* bigger than the host tier: streamed through the staging ring */
@@ -399,10 +293,10 @@ END_TEST
 
 START_TEST(test_busy_when_leased_models_fill_the_device)
 {
-    gf_backend *be = open_cpu(4, NULL, NULL);
-    gf_cache *c = new_cache(be, 0, GF_EVICT_LRU, NULL);
-    char *pa = write_pages_model("a.safetensors", 3, 1), *pb = write_pages_model("b.safetensors", 2, 2);
-    gf_cache_model *a = add(c, "a", pa), *b = add(c, "b", pb);
+    gf_backend *be = ct_open_cpu(4, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 0, GF_EVICT_LRU, NULL);
+    char *pa = ct_write_pages_model("a.safetensors", 3, 1), *pb = ct_write_pages_model("b.safetensors", 2, 2);
+    gf_cache_model *a = ct_add(c, "a", pa), *b = ct_add(c, "b", pb);
     gf_lease *la, *lb;
     gf_err err;
     ck_assert_int_eq(gf_cache_acquire(c, a, &la, &err), GF_OK);
@@ -430,11 +324,11 @@ END_TEST
  * stays, and the allocation fails naming the eviction. */
 START_TEST(test_allocation_evicts_idle_models)
 {
-    evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    gf_backend *be = open_cpu(8, NULL, NULL);
-    gf_cache *c = new_cache(be, 0, GF_EVICT_LRU, &L);
-    char *pa = write_pages_model("a.safetensors", 6, 1);
-    gf_cache_model *a = add(c, "a", pa);
+    ct_evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    gf_backend *be = ct_open_cpu(8, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 0, GF_EVICT_LRU, &L);
+    char *pa = ct_write_pages_model("a.safetensors", 6, 1);
+    gf_cache_model *a = ct_add(c, "a", pa);
     gf_lease *l;
     gf_err err;
     ck_assert_int_eq(gf_cache_acquire(c, a, &l, &err), GF_OK);
@@ -470,14 +364,14 @@ END_TEST
 START_TEST(test_randomised_invariants)
 {
     enum { NM = 50, POOL = 24, MAXL = 4 };
-    evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    ct_evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
     int leases_per_model[NM] = {0};
     char *keys[NM];
     L.leases = leases_per_model;
     L.keys = keys;
     L.n_models = NM;
-    gf_backend *be = open_cpu(POOL, NULL, NULL);
-    gf_cache *c = new_cache(be, 12 * PAGE, GF_EVICT_GDS, &L);
+    gf_backend *be = ct_open_cpu(POOL, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 12 * PAGE, GF_EVICT_GDS, &L);
     gf_test_rng r;
     gf_test_rng_seed(&r, 2024);
     gf_cache_model *m[NM];
@@ -489,10 +383,10 @@ START_TEST(test_randomised_invariants)
             numel[k] = 1 + gf_test_rng_below(&r, 40000); /* up to ~160 KiB per tensor */
         char name[32];
         snprintf(name, sizeof name, "m%d.safetensors", i);
-        paths[i] = write_model(name, nt, numel, (uint32_t)i + 100);
+        paths[i] = ct_write_model(name, nt, numel, (uint32_t)i + 100);
         keys[i] = malloc(16);
         snprintf(keys[i], 16, "m%d", i);
-        m[i] = add(c, keys[i], paths[i]);
+        m[i] = ct_add(c, keys[i], paths[i]);
     }
     gf_lease *held[MAXL] = {0};
     int held_idx[MAXL] = {0};
@@ -575,15 +469,15 @@ END_TEST
 
 START_TEST(test_faults_leave_cache_consistent)
 {
-    evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    gf_backend *be = open_cpu(8, NULL, NULL);
-    gf_cache *c = new_cache(be, 8 * PAGE, GF_EVICT_LRU, &L);
-    char *p = write_pages_model("f.safetensors", 3, 7);
+    ct_evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    gf_backend *be = ct_open_cpu(8, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 8 * PAGE, GF_EVICT_LRU, &L);
+    char *p = ct_write_pages_model("f.safetensors", 3, 7);
     gf_cache_model *m;
     gf_err err;
     gf_fault_arm("cache_alloc", 1, 1);
     ck_assert_int_eq(gf_cache_model_add(c, "f", p, NULL, 0, &m, &err), GF_ERR_NOMEM);
-    m = add(c, "f", p);
+    m = ct_add(c, "f", p);
     gf_lease *l;
     uint64_t used;
     /* mapping fails on the second page: nothing stays mapped or allocated */
@@ -645,11 +539,11 @@ END_TEST
 START_TEST(test_failed_load_waits_for_its_queued_copies)
 {
     gf_test_gate g = GF_TEST_GATE_INIT;
-    gf_backend *be = open_cpu(16, gf_test_gate_hook, &g);
-    gf_cache *c = new_cache(be, 16 * PAGE, GF_EVICT_LRU, NULL); /* fills the host tier */
+    gf_backend *be = ct_open_cpu(16, gf_test_gate_hook, &g);
+    gf_cache *c = ct_new_cache(be, 16 * PAGE, GF_EVICT_LRU, NULL); /* fills the host tier */
     size_t numel[4] = {16384, 16384, 16384, 16384};              /* 64 KiB each: one chunk */
-    char *p = write_model("q.safetensors", 4, numel, 11);
-    gf_cache_model *m = add(c, "q", p);
+    char *p = ct_write_model("q.safetensors", 4, numel, 11);
+    gf_cache_model *m = ct_add(c, "q", p);
     gf_lease *l;
     gf_err err;
     gf_fault_arm("memcpy_async", 3, 1);
@@ -690,11 +584,11 @@ END_TEST
  * still come and go through the host tier. */
 START_TEST(test_host_tier_pins_once)
 {
-    gf_backend *be = open_cpu(16, NULL, NULL);
-    gf_cache *c = new_cache(be, 6 * PAGE, GF_EVICT_LRU, NULL);
-    char *pa = write_pages_model("a.safetensors", 3, 1), *pb = write_pages_model("b.safetensors", 3, 2);
-    char *pc = write_pages_model("c.safetensors", 2, 3);
-    gf_cache_model *a = add(c, "a", pa), *b = add(c, "b", pb), *m3 = add(c, "c", pc);
+    gf_backend *be = ct_open_cpu(16, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 6 * PAGE, GF_EVICT_LRU, NULL);
+    char *pa = ct_write_pages_model("a.safetensors", 3, 1), *pb = ct_write_pages_model("b.safetensors", 3, 2);
+    char *pc = ct_write_pages_model("c.safetensors", 2, 3);
+    gf_cache_model *a = ct_add(c, "a", pa), *b = ct_add(c, "b", pb), *m3 = ct_add(c, "c", pc);
     gf_err err;
     gf_cache_stats st;
     ck_assert_int_eq(gf_cache_prefetch(c, a, GF_TIER_HOST, &err), GF_OK);
@@ -746,10 +640,10 @@ static void count_res(void *arg, const gf_cache_residency *r)
 
 START_TEST(test_prefetch_and_snapshot)
 {
-    gf_backend *be = open_cpu(8, NULL, NULL);
-    gf_cache *c = new_cache(be, 8 * PAGE, GF_EVICT_LRU, NULL);
-    char *pa = write_pages_model("a.safetensors", 2, 1), *pb = write_pages_model("b.safetensors", 2, 2);
-    gf_cache_model *a = add(c, "a", pa), *b = add(c, "b", pb);
+    gf_backend *be = ct_open_cpu(8, NULL, NULL);
+    gf_cache *c = ct_new_cache(be, 8 * PAGE, GF_EVICT_LRU, NULL);
+    char *pa = ct_write_pages_model("a.safetensors", 2, 1), *pb = ct_write_pages_model("b.safetensors", 2, 2);
+    gf_cache_model *a = ct_add(c, "a", pa), *b = ct_add(c, "b", pb);
     gf_err err;
     ck_assert_int_eq(gf_cache_prefetch(c, a, GF_TIER_HOST, &err), GF_OK);
     ck_assert_int_eq(gf_cache_prefetch(c, b, GF_TIER_DEVICE, &err), GF_OK);
