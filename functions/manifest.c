@@ -270,6 +270,29 @@ static gf_status parse_io_list(const gf_json *v, const char *field, gf_manifest_
     return GF_OK;
 }
 
+/* "admission": {"max_predicted_slo": F}, F in [1, 1000]. */
+static gf_status parse_admission(const gf_json *v, gf_manifest *m, gf_err *err)
+{
+    if (v->type != GF_JSON_OBJECT)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"admission\" must be an object "
+                          "{\"max_predicted_slo\": F}");
+    if (gf_json_obj_find_dup(v) >= 0)
+        return gf_err_set(err, GF_ERR_INVALID, "manifest: \"admission\" has a member twice");
+    for (size_t i = 0; i < v->u.obj.n; i++) {
+        const char *k = v->u.obj.m[i].key;
+        const gf_json *x = v->u.obj.m[i].value;
+        if (strcmp(k, "max_predicted_slo") != 0)
+            return gf_err_set(err, GF_ERR_INVALID, "manifest: admission: unknown member "
+                              "\"%.40s\" (max_predicted_slo)", k);
+        if (x->type != GF_JSON_NUMBER || !isfinite(x->u.num.d) || x->u.num.d < 1 ||
+            x->u.num.d > 1000)
+            return gf_err_set(err, GF_ERR_INVALID, "manifest: admission: \"max_predicted_slo\" "
+                              "must be a number in [1, 1000] (multiples of slo_ms)");
+        m->admission_max_slo = x->u.num.d;
+    }
+    return GF_OK;
+}
+
 gf_status gf_manifest_parse(const char *text, size_t len, gf_manifest **out, gf_err *err)
 {
     *out = NULL;
@@ -293,6 +316,7 @@ gf_status gf_manifest_parse(const char *text, size_t len, gf_manifest **out, gf_
         goto fail;
     }
     m->max_batch_size = 1;
+    m->residency = GF_RESIDENCY_DEFAULT;
     if (root->type != GF_JSON_OBJECT) {
         st = gf_err_set(err, GF_ERR_INVALID, "manifest must be a JSON object, not a %s",
                         gf_json_type_name(root->type));
@@ -348,6 +372,14 @@ gf_status gf_manifest_parse(const char *text, size_t len, gf_manifest **out, gf_
                 goto fail;
             }
             m->slo_ms = v->u.num.d;
+        } else if (strcmp(k, "residency") == 0) {
+            if ((st = gf_residency_from_json(v, &m->residency, err)) != GF_OK) {
+                gf_err_prefix(err, "manifest");
+                goto fail;
+            }
+        } else if (strcmp(k, "admission") == 0) {
+            if ((st = parse_admission(v, m, err)) != GF_OK)
+                goto fail;
         } else if (strcmp(k, "config") == 0) {
             if (v->type != GF_JSON_OBJECT) {
                 st = gf_err_set(err, GF_ERR_INVALID, "manifest: \"config\" must be an object");
@@ -361,6 +393,11 @@ gf_status gf_manifest_parse(const char *text, size_t len, gf_manifest **out, gf_
             st = gf_err_set(err, GF_ERR_INVALID, "manifest: unknown field \"%.64s\"", k);
             goto fail;
         }
+    }
+    if (m->admission_max_slo > 0 && m->slo_ms <= 0) {
+        st = gf_err_set(err, GF_ERR_INVALID, "manifest: \"admission\" needs \"slo_ms\" (it "
+                        "admits by predicted completion against the SLO)");
+        goto fail;
     }
     static const char *const required[] = {"name", "kind", "inputs", "outputs"};
     const void *have[] = {m->name, m->kind, m->inputs, m->outputs};
@@ -438,6 +475,15 @@ gf_status gf_manifest_to_json(const gf_manifest *m, gf_buf *b)
                            (long long)m->max_batch_size, (long long)m->max_queue_delay_us);
     if (st == GF_OK && m->slo_ms > 0)
         st = gf_buf_printf(b, ",\"slo_ms\":%.17g", m->slo_ms);
+    gf_residency dflt = GF_RESIDENCY_DEFAULT;
+    if (st == GF_OK && !gf_residency_equal(&m->residency, &dflt)) {
+        st = gf_buf_append_str(b, ",\"residency\":");
+        if (st == GF_OK)
+            st = gf_residency_to_json(&m->residency, b);
+    }
+    if (st == GF_OK && m->admission_max_slo > 0)
+        st = gf_buf_printf(b, ",\"admission\":{\"max_predicted_slo\":%.17g}",
+                           m->admission_max_slo);
     for (size_t i = 0; st == GF_OK && i < m->n_ignore_weights; i++) {
         st = gf_buf_append_str(b, i ? "," : ",\"ignore_weights\":[");
         if (st == GF_OK)

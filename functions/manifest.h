@@ -13,6 +13,10 @@
  * batch dimension when -1);
  * max_batch_size >= 1 (default 1); max_queue_delay_us >= 0 (default 0);
  * slo_ms > 0 (optional); config is an object handed to the kind;
+ * residency (optional) is {"pin", "priority", "keep_warm_s"} (core/residency.h);
+ * admission (optional, needs slo_ms) is {"max_predicted_slo": F}: a request
+ * whose predicted completion (queue + swap-in + execution) exceeds F x slo_ms
+ * is answered at once with 503 and Retry-After instead of being served late;
  * ignore_weights (optional) lists weights tensors the function deliberately
  * does without (see gf_manifest_ignores_weight). Unknown fields are rejected
  * with their name.
@@ -28,6 +32,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/residency.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +65,8 @@ typedef struct gf_manifest {
     int64_t max_batch_size;
     int64_t max_queue_delay_us;
     double slo_ms;              /* 0 when not given */
+    gf_residency residency;     /* GF_RESIDENCY_DEFAULT when not given */
+    double admission_max_slo;   /* admission.max_predicted_slo; 0 = admit everything */
     char *config_json;          /* the config object re-serialised, "{}" when absent */
     char **ignore_weights;      /* weights tensors the kind never sees: exact names, or */
     size_t n_ignore_weights;    /* prefixes ending in '*' ("*" = every unused one); 0 = none */

@@ -2,6 +2,8 @@
 #include "core/clock.h"
 #include "ipc.h"
 
+#include "core/residency.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -274,6 +276,17 @@ gf_status gf_ipc_encode_unload(gf_buf *b, uint64_t id, const gf_ipc_unload *m, g
     enc_begin(&e, b, GF_IPC_UNLOAD, id);
     put_str(&e, m->key, GF_IPC_MAX_KEY, "key");
     return enc_finish(&e, GF_IPC_UNLOAD, err);
+}
+
+gf_status gf_ipc_encode_residency(gf_buf *b, uint64_t id, const gf_ipc_residency *m, gf_err *err)
+{
+    enc e;
+    enc_begin(&e, b, GF_IPC_SET_RESIDENCY, id);
+    put_str(&e, m->key, GF_IPC_MAX_KEY, "key");
+    put_u32(&e, m->pin, "pin");
+    put_u32(&e, m->priority, "priority");
+    put_u64(&e, m->keep_warm_us, "keep_warm_us");
+    return enc_finish(&e, GF_IPC_SET_RESIDENCY, err);
 }
 
 gf_status gf_ipc_encode_infer(gf_buf *b, uint64_t id, const gf_ipc_infer *m, gf_err *err)
@@ -660,6 +673,26 @@ gf_status gf_ipc_decode_unload(const gf_ipc_frame *f, gf_ipc_unload *out, gf_err
     if (!dec_begin(&d, f, GF_IPC_UNLOAD, err))
         return d.st;
     out->key = get_str(&d, GF_IPC_MAX_KEY, true, NULL, "key");
+    return dec_end(&d);
+}
+
+gf_status gf_ipc_decode_residency(const gf_ipc_frame *f, gf_ipc_residency *out, gf_err *err)
+{
+    dec d;
+    memset(out, 0, sizeof *out);
+    if (!dec_begin(&d, f, GF_IPC_SET_RESIDENCY, err))
+        return d.st;
+    out->key = get_str(&d, GF_IPC_MAX_KEY, true, NULL, "key");
+    out->pin = get_u32(&d, "pin");
+    out->priority = get_u32(&d, "priority");
+    out->keep_warm_us = get_u64(&d, "keep_warm_us");
+    if (d.st == GF_OK && out->pin > 1)
+        dec_fail(&d, "pin", "%u is not 0 or 1", out->pin);
+    if (d.st == GF_OK && out->priority >= GF_PRIORITY_COUNT)
+        dec_fail(&d, "priority", "%u is not a priority class (0 low, 1 normal, 2 high)",
+                 out->priority);
+    if (d.st == GF_OK && out->keep_warm_us > GF_KEEP_WARM_MAX_US)
+        dec_fail(&d, "keep_warm_us", "%llu is over a day", (unsigned long long)out->keep_warm_us);
     return dec_end(&d);
 }
 

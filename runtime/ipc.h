@@ -144,7 +144,9 @@ extern "C" {
     X(STATS, 12, 'G', false, "cache counters, device and host memory, worker counters")            \
     X(PING, 13, 'W', true, "liveness check")                                                       \
     X(PONG, 14, 'G', true, "answer to PING")                                                       \
-    X(SHUTDOWN, 15, 'W', true, "stop accepting work, finish what is in flight, exit 0")
+    X(SHUTDOWN, 15, 'W', true, "stop accepting work, finish what is in flight, exit 0")          \
+    X(SET_RESIDENCY, 16, 'W', false, "set a function version's pin, priority and keep-warm time") \
+    X(RESIDENCY_SET, 17, 'G', true, "SET_RESIDENCY done")
 
 typedef enum gf_ipc_type {
 #define GF_IPC_ENUM_(name, value, dir, empty, doc) GF_IPC_##name = value,
@@ -201,7 +203,9 @@ const char *gf_ipc_type_name(uint32_t type);
     X(events_dropped, "EVENTs dropped because the queue was full")                                 \
     X(uptime_us, "microseconds since the worker started")                                          \
     X(device_allocs, "device allocations the backend made (none on a warm request)")             \
-    X(device_frees, "device frees the backend made (none on a warm request)")
+    X(device_frees, "device frees the backend made (none on a warm request)")               \
+    X(pinned_bytes, "device bytes of the models pinned (resident or not)")                        \
+    X(pin_limit, "device bytes pinned and kept-warm models may hold")
 
 typedef struct gf_ipc_stats {
 #define GF_IPC_STATS_MEMBER_(field, doc) uint64_t field;
@@ -265,6 +269,16 @@ typedef struct gf_ipc_unload {
     const char *key;
 } gf_ipc_unload;
 
+/* SET_RESIDENCY: a run-time override of the manifest's residency. A pin
+ * over the worker's pin limit is answered with ERROR (GF_ERR_TOO_LARGE);
+ * a pinned model is prefetched to the device. */
+typedef struct gf_ipc_residency {
+    const char *key;
+    uint32_t pin;          /* 0 or 1 */
+    uint32_t priority;     /* gf_priority */
+    uint64_t keep_warm_us; /* <= GF_KEEP_WARM_MAX_US */
+} gf_ipc_residency;
+
 typedef struct gf_ipc_infer {
     const char *key;
     uint32_t n;       /* tensors */
@@ -310,6 +324,7 @@ gf_status gf_ipc_encode_ready(gf_buf *b, uint64_t id, const gf_ipc_ready *m, gf_
 gf_status gf_ipc_encode_load(gf_buf *b, uint64_t id, const gf_ipc_load *m, gf_err *err);
 gf_status gf_ipc_encode_loaded(gf_buf *b, uint64_t id, const gf_ipc_loaded *m, gf_err *err);
 gf_status gf_ipc_encode_unload(gf_buf *b, uint64_t id, const gf_ipc_unload *m, gf_err *err);
+gf_status gf_ipc_encode_residency(gf_buf *b, uint64_t id, const gf_ipc_residency *m, gf_err *err);
 /* INFER and RESULT: every tensor must be host-addressable (t.data readable
  * for t.nbytes bytes) and consistent (t.nbytes = numel x dtype size). */
 gf_status gf_ipc_encode_infer(gf_buf *b, uint64_t id, const gf_ipc_infer *m, gf_err *err);
@@ -349,6 +364,8 @@ gf_status gf_ipc_decode_ready(const gf_ipc_frame *f, gf_ipc_ready *out, gf_err *
 gf_status gf_ipc_decode_load(const gf_ipc_frame *f, gf_ipc_load *out, gf_err *err);
 gf_status gf_ipc_decode_loaded(const gf_ipc_frame *f, gf_ipc_loaded *out, gf_err *err);
 gf_status gf_ipc_decode_unload(const gf_ipc_frame *f, gf_ipc_unload *out, gf_err *err);
+/* Also checks pin (0/1), priority (a gf_priority) and keep_warm_us. */
+gf_status gf_ipc_decode_residency(const gf_ipc_frame *f, gf_ipc_residency *out, gf_err *err);
 gf_status gf_ipc_decode_infer(const gf_ipc_frame *f, gf_ipc_infer *out, gf_err *err);
 gf_status gf_ipc_decode_result(const gf_ipc_frame *f, gf_ipc_result *out, gf_err *err);
 gf_status gf_ipc_decode_error(const gf_ipc_frame *f, gf_ipc_error *out, gf_err *err);

@@ -1,6 +1,7 @@
 /* gpufaas — the worker process: the admin thread — LOAD (manifest, kind
- * load, derived parameters, cache registration, prefetch) and UNLOAD — so a
- * slow kind load never stalls requests for other models. */
+ * load, derived parameters, cache registration, residency, prefetch),
+ * SET_RESIDENCY and UNLOAD — so a slow kind load never stalls requests for
+ * other models. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,24 @@ void wk_release_model_state(gf_worker *w, wmodel *m)
     m->mf = NULL;
 }
 
+/* Give m's cache model residency r. A pin over the pin limit fails (the
+ * rest of r is applied without the pin, and the failure is logged). */
+static gf_status apply_residency(gf_worker *w, wmodel *m, const gf_residency *r, gf_err *err)
+{
+    gf_err e;
+    gf_err_clear(&e);
+    gf_status st = gf_cache_model_set_residency(w->cache, m->cm, r, &e);
+    if (st != GF_OK) {
+        GF_LOG_W("'%s': %s", m->key, gf_err_msg(&e));
+        gf_residency unpinned = *r;
+        unpinned.pin = false;
+        gf_cache_model_set_residency(w->cache, m->cm, &unpinned, NULL);
+        if (err != NULL)
+            *err = e;
+    }
+    return st;
+}
+
 /* Build everything for a first LOAD of m. On failure everything taken is
  * released and err says why. */
 static gf_status prepare_model(gf_worker *w, wmodel *m, int32_t tier, gf_ipc_loaded *out,
@@ -125,6 +144,8 @@ static gf_status prepare_model(gf_worker *w, wmodel *m, int32_t tier, gf_ipc_loa
     m->mf = mf;
     m->plan = plan;
     m->cm = cm;
+    if (apply_residency(w, m, &mf->residency, NULL) == GF_OK && mf->residency.pin)
+        tier = GF_TIER_DEVICE; /* pinned: on the device from the start */
     if ((st = prefetch(w, m, tier, &out->tier, err)) != GF_OK) {
         wk_release_model_state(w, m);
         return st;
@@ -186,6 +207,35 @@ static void do_load(gf_worker *w, wjob *j, gf_buf *b)
     wk_send_encoded(w, b, gf_ipc_encode_loaded(b, j->id, &out, &err), &err, "LOADED");
 }
 
+/* SET_RESIDENCY, after the LOADs queued before it. */
+static void do_residency(gf_worker *w, wjob *j, gf_buf *b)
+{
+    wmodel *m = j->m;
+    pthread_mutex_lock(&w->lock);
+    bool ready = m->prep == WM_READY && !m->unloading;
+    pthread_mutex_unlock(&w->lock);
+    if (!ready) {
+        wk_reply_error(w, b, j->id, GF_ERR_NOT_FOUND, "no such function version on this worker");
+        return;
+    }
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st = apply_residency(w, m, &j->res, &err);
+    if (st != GF_OK) {
+        wk_reply_error(w, b, j->id, st, gf_err_msg(&err));
+        return;
+    }
+    if (j->res.pin) {
+        int32_t done;
+        if (prefetch(w, m, GF_TIER_DEVICE, &done, &err) != GF_OK)
+            GF_LOG_W("'%s' is pinned but cannot be placed on the device: %s", m->key,
+                     gf_err_msg(&err));
+    }
+    GF_LOG_I("'%s': pin %s, priority %s, keep warm %.3f s", m->key, j->res.pin ? "on" : "off",
+             gf_priority_name(j->res.priority), (double)j->res.keep_warm_us / 1e6);
+    wk_reply_empty(w, b, GF_IPC_RESIDENCY_SET, j->id);
+}
+
 static void do_unload(gf_worker *w, wjob *j, gf_buf *b)
 {
     wmodel *m = j->m;
@@ -222,6 +272,8 @@ void *wk_admin_main(void *arg)
         pthread_mutex_unlock(&w->lock);
         if (j->kind == JOB_LOAD)
             do_load(w, j, &b);
+        else if (j->kind == JOB_RESIDENCY)
+            do_residency(w, j, &b);
         else
             do_unload(w, j, &b);
         pthread_mutex_lock(&w->lock);

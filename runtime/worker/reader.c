@@ -29,6 +29,19 @@ static bool refusing(gf_worker *w, char *why, size_t cap)
     return r;
 }
 
+/* Append j (its model referenced) to the admin thread's queue and wake it.
+ * w->lock held; released here. */
+static void job_queue_unlock(gf_worker *w, wjob *j)
+{
+    if (w->j_tail != NULL)
+        w->j_tail->next = j;
+    else
+        w->j_head = j;
+    w->j_tail = j;
+    pthread_cond_signal(&w->admin_cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
 static void handle_load(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_load *msg)
 {
     char why[sizeof w->stop_why];
@@ -105,49 +118,56 @@ static void handle_load(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_load 
     }
     m->refs++;
     j->m = m;
-    if (w->j_tail != NULL)
-        w->j_tail->next = j;
-    else
-        w->j_head = j;
-    w->j_tail = j;
-    pthread_cond_signal(&w->admin_cond);
-    pthread_mutex_unlock(&w->lock);
+    job_queue_unlock(w, j);
 }
 
-static void handle_unload(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_unload *msg)
+/* A job of kind for the live version named key, its model referenced, with
+ * w->lock held; or NULL (lock not held) after answering ERROR: refusing
+ * work, out of memory, no such version. */
+static wjob *job_for_key(gf_worker *w, gf_buf *b, uint64_t id, const char *key, job_kind kind)
 {
     char why[sizeof w->stop_why];
     if (refusing(w, why, sizeof why)) {
         wk_reply_error(w, b, id, GF_ERR_CLOSED, why);
-        return;
+        return NULL;
     }
     wjob *j = calloc(1, sizeof *j);
     if (j == NULL) {
         wk_reply_error(w, b, id, GF_ERR_NOMEM, "out of memory");
-        return;
+        return NULL;
     }
     pthread_mutex_lock(&w->lock);
-    wmodel *m = wk_table_find(w, msg->key);
+    wmodel *m = wk_table_find(w, key);
     if (m == NULL) {
         pthread_mutex_unlock(&w->lock);
         free(j);
-        {
-            wk_reply_error(w, b, id, GF_ERR_NOT_FOUND, "no such function version on this worker");
-            return;
-        }
+        wk_reply_error(w, b, id, GF_ERR_NOT_FOUND, "no such function version on this worker");
+        return NULL;
     }
-    m->unloading = true;
     m->refs++;
-    j->kind = JOB_UNLOAD;
+    j->kind = kind;
     j->id = id;
     j->m = m;
-    if (w->j_tail != NULL)
-        w->j_tail->next = j;
-    else
-        w->j_head = j;
-    w->j_tail = j;
-    pthread_cond_signal(&w->admin_cond);
-    pthread_mutex_unlock(&w->lock);
+    return j;
+}
+
+static void handle_unload(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_unload *msg)
+{
+    wjob *j = job_for_key(w, b, id, msg->key, JOB_UNLOAD);
+    if (j == NULL)
+        return;
+    j->m->unloading = true;
+    job_queue_unlock(w, j);
+}
+
+/* SET_RESIDENCY: queued behind the LOADs before it, on the admin thread. */
+static void handle_residency(gf_worker *w, gf_buf *b, uint64_t id, const gf_ipc_residency *msg)
+{
+    wjob *j = job_for_key(w, b, id, msg->key, JOB_RESIDENCY);
+    if (j == NULL)
+        return;
+    j->res = (gf_residency){msg->pin != 0, (gf_priority)msg->priority, msg->keep_warm_us};
+    job_queue_unlock(w, j);
 }
 
 /* Queue an INFER; takes the frame (and the decoded message) in every case. */
@@ -291,6 +311,14 @@ static int handle_frame(gf_worker *w, gf_buf *b, gf_ipc_frame *f)
             rc = protocol_error(w, b, id, err.code, err.msg);
         else
             handle_unload(w, b, id, &msg);
+        break;
+    }
+    case GF_IPC_SET_RESIDENCY: {
+        gf_ipc_residency msg;
+        if (gf_ipc_decode_residency(f, &msg, &err) != GF_OK)
+            rc = protocol_error(w, b, id, err.code, err.msg);
+        else
+            handle_residency(w, b, id, &msg);
         break;
     }
     case GF_IPC_INFER: {

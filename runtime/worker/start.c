@@ -90,6 +90,12 @@ gf_status gf_worker_parse_args(int argc, char **argv, gf_worker_config *cfg, gf_
                 st = gf_err_set(err, GF_ERR_INVALID, "between 4K and 1T");
         } else if (strcmp(name, "--copy-bandwidth") == 0) {
             st = gf_size_parse(val, &cfg->copy_bandwidth, err);
+        } else if (strcmp(name, "--pin-limit") == 0) {
+            st = gf_size_parse(val, &cfg->pin_limit, err);
+        } else if (strcmp(name, "--page-size") == 0) {
+            st = gf_size_parse(val, &cfg->page_size, err);
+            if (st == GF_OK && (cfg->page_size < 4096 || cfg->page_size > ((uint64_t)1 << 30)))
+                st = gf_err_set(err, GF_ERR_INVALID, "between 4K and 1G");
         } else if (strcmp(name, "--state-dir") == 0) {
             cfg->state_dir = val;
         } else if (strcmp(name, "--fd") == 0) {
@@ -241,6 +247,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
         .device_budget = (size_t)cfg->device_memory,
         .blas_threads = cfg->blas_threads,
         .cpu_copy_bandwidth = cfg->copy_bandwidth,
+        .page_size = (size_t)cfg->page_size,
     };
     if ((st = gf_backend_open(&bc, &w->be, err)) != GF_OK) {
         gf_err_prefix(err, "device '%s'", w->device);
@@ -249,6 +256,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
     gf_cache_config cc = {
         .host_budget = cfg->host_memory,
         .policy = cfg->policy,
+        .pin_limit = cfg->pin_limit,
         .on_event = wk_on_cache_event,
         .event_arg = w,
     };

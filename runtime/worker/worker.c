@@ -292,6 +292,8 @@ void wk_send_stats(gf_worker *w, gf_buf *b, uint64_t id)
         .process_rss = process_rss(),
         .system_available = mem_available(),
         .uptime_us = gf_mono_us() - w->t_start_us,
+        .pinned_bytes = cs.pinned_bytes,
+        .pin_limit = cs.pin_limit,
     };
     gf_dev_counters(w->be, &s.device_allocs, &s.device_frees);
     pthread_mutex_lock(&w->lock);

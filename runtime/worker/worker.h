@@ -53,6 +53,10 @@ typedef struct gf_worker_config {
     uint64_t max_frame;      /* payload limit of a frame (0 = GF_IPC_DEFAULT_MAX_FRAME) */
     int blas_threads;        /* cpu: OpenBLAS threads (0 = 1) */
     uint64_t copy_bandwidth; /* cpu only, for tests: emulated link, bytes/s (0 = memcpy) */
+    uint64_t pin_limit;      /* device bytes pinned and kept-warm models may hold (0 = half the
+                                device budget) */
+    uint64_t page_size;      /* device page (and host tier page) size, bytes; 0 = the backend's
+                                default (2 MiB); benchmarks that scale models down scale it too */
 } gf_worker_config;
 
 /* Defaults for every field (fd = -1: none). */

@@ -73,7 +73,7 @@ typedef struct wreq {
     gf_lease *lease; /* (w->lock while queued) acquired ahead, or at its turn */
 } wreq;
 
-typedef enum { JOB_LOAD = 0, JOB_UNLOAD = 1 } job_kind;
+typedef enum { JOB_LOAD = 0, JOB_UNLOAD = 1, JOB_RESIDENCY = 2 } job_kind;
 
 typedef struct wjob {
     struct wjob *next;
@@ -81,6 +81,7 @@ typedef struct wjob {
     uint64_t id;
     wmodel *m; /* a reference */
     int32_t tier;
+    gf_residency res; /* JOB_RESIDENCY */
 } wjob;
 
 typedef struct wevent {

@@ -1,4 +1,4 @@
-/* Tests for functions/: manifests, the runtime side of the function ABI
+/* Tests for functions/: the runtime side of the function ABI
  * (validation, derived parameters, inference, workspace eviction), the mlp
  * kind against a naive reference, and plugins (the example, a refused ABI,
  * a non-plugin, a disallowed load). Real files, the real cpu backend and
@@ -16,6 +16,7 @@
 #include "core/fault.h"
 #include "core/tensor.h"
 #include "functions/runtime.h"
+#include "manifest_testlib.h"
 #include "mlp.h"
 #include "testutil.h"
 
@@ -28,155 +29,6 @@ static void teardown(void)
     gf_test_rmtree(tmpdir);
     tmpdir = NULL;
 }
-
-static gf_manifest *parse(const char *json)
-{
-    gf_manifest *m;
-    gf_err err;
-    ck_assert_msg(gf_manifest_parse(json, strlen(json), &m, &err) == GF_OK, "%s: %s", json,
-                  err.msg);
-    return m;
-}
-
-static void parse_bad(const char *json, const char *expect)
-{
-    gf_manifest *m = (gf_manifest *)0x1;
-    gf_err err;
-    gf_err_clear(&err);
-    ck_assert_msg(gf_manifest_parse(json, strlen(json), &m, &err) != GF_OK, "accepted: %s", json);
-    ck_assert_ptr_null(m);
-    ck_assert_msg(strstr(err.msg, expect) != NULL, "'%s': message '%s' lacks '%s'", json,
-                  err.msg, expect);
-}
-
-#define IO_OK "\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[-1,4]}]," \
-              "\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[-1,3]}]"
-
-START_TEST(test_manifest_parse_and_round_trip)
-{
-    gf_manifest *m = parse("{\"name\":\"digits.v2\",\"kind\":\"mlp\",\"version\":3," IO_OK
-                           ",\"max_batch_size\":32,\"max_queue_delay_us\":500,\"slo_ms\":12.5,"
-                           "\"config\":{\"activations\":[\"relu\",\"identity\"],\"softmax\":true}}");
-    ck_assert_str_eq(m->name, "digits.v2");
-    ck_assert_str_eq(m->kind, "mlp");
-    ck_assert_int_eq(m->version, 3);
-    ck_assert_uint_eq(m->n_inputs, 1);
-    ck_assert_int_eq(m->inputs[0].dtype, GF_DT_F32);
-    ck_assert_int_eq(m->inputs[0].shape[0], -1);
-    ck_assert_int_eq(m->max_batch_size, 32);
-    ck_assert(m->slo_ms == 12.5);
-    ck_assert_str_eq(m->config_json, "{\"activations\":[\"relu\",\"identity\"],\"softmax\":true}");
-    gf_buf b;
-    gf_buf_init(&b);
-    ck_assert_int_eq(gf_manifest_to_json(m, &b), GF_OK);
-    gf_manifest *m2 = parse(b.data);
-    gf_buf b2;
-    gf_buf_init(&b2);
-    ck_assert_int_eq(gf_manifest_to_json(m2, &b2), GF_OK);
-    ck_assert_str_eq(b.data, b2.data);
-    gf_manifest *m3;
-    ck_assert_int_eq(gf_manifest_clone(m, &m3, NULL), GF_OK);
-    ck_assert_str_eq(m3->config_json, m->config_json);
-    ck_assert_int_eq(gf_manifest_input_index(m, "x"), 0);
-    ck_assert_int_eq(gf_manifest_output_index(m, "x"), -1);
-    gf_buf_deinit(&b);
-    gf_buf_deinit(&b2);
-    gf_manifest_free(m);
-    gf_manifest_free(m2);
-    gf_manifest_free(m3);
-    /* ignore_weights survives the canonical form */
-    m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"ignore_weights\":[\"aux.w\","
-              "\"cls.*\"]}");
-    ck_assert_int_eq(gf_manifest_clone(m, &m3, NULL), GF_OK);
-    ck_assert_uint_eq(m3->n_ignore_weights, 2);
-    ck_assert_str_eq(m3->ignore_weights[1], "cls.*");
-    ck_assert(gf_manifest_ignores_weight(m3, "aux.w") && !gf_manifest_ignores_weight(m3, "aux.w2"));
-    ck_assert(gf_manifest_ignores_weight(m3, "cls.predictions.bias"));
-    ck_assert(gf_manifest_ignores_weight(m3, "cls.") && !gf_manifest_ignores_weight(m3, "cls"));
-    gf_manifest_free(m3);
-    gf_manifest_free(m);
-    /* defaults */
-    m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK "}");
-    ck_assert_int_eq(m->max_batch_size, 1);
-    ck_assert_int_eq(m->max_queue_delay_us, 0);
-    ck_assert_int_eq(m->version, 0);
-    ck_assert_str_eq(m->config_json, "{}");
-    gf_manifest_free(m);
-}
-END_TEST
-
-START_TEST(test_manifest_rejects)
-{
-    parse_bad("[]", "must be a JSON object");
-    parse_bad("{", "manifest: malformed JSON");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"colour\":1}", "unknown field \"colour\"");
-    parse_bad("{\"kind\":\"mlp\"," IO_OK "}", "missing field \"name\"");
-    parse_bad("{\"name\":\"a\"," IO_OK "}", "missing field \"kind\"");
-    parse_bad("{\"name\":\"../etc\",\"kind\":\"mlp\"," IO_OK "}", "must match");
-    parse_bad("{\"name\":\"Upper\",\"kind\":\"mlp\"," IO_OK "}", "must match");
-    parse_bad("{\"name\":\"a\",\"name\":\"b\",\"kind\":\"mlp\"," IO_OK "}",
-              "field \"name\" appears twice");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[],\"outputs\":[]}",
-              "\"inputs\" needs 1 to");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP33\","
-              "\"shape\":[1]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1]}]}",
-              "unknown datatype \"FP33\"");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
-              "\"shape\":[0]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1]}]}",
-              "shape[0] must be a positive integer or -1");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
-              "\"shape\":[1]},{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1]}],"
-              "\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1]}]}",
-              "duplicate name \"x\"");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
-              "\"shape\":[1],\"extra\":1}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\","
-              "\"shape\":[1]}]}", "inputs[0]: unknown field \"extra\"");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"max_batch_size\":0}",
-              "\"max_batch_size\" is 0");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"slo_ms\":-1}", "\"slo_ms\" must be");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"config\":[]}",
-              "\"config\" must be an object");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"version\":1.5}",
-              "\"version\" must be an integer");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"ignore_weights\":\"x\"}",
-              "\"ignore_weights\" must be an array");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"ignore_weights\":[]}",
-              "\"ignore_weights\" must be an array of 1 to");
-    parse_bad("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"ignore_weights\":[\"a\",\"\"]}",
-              "ignore_weights[1] must be a tensor name");
-    ck_assert(gf_function_name_valid("a"));
-    ck_assert(gf_function_name_valid("resnet-50_v1.2"));
-    ck_assert(!gf_function_name_valid(""));
-    ck_assert(!gf_function_name_valid(".hidden"));
-    ck_assert(!gf_function_name_valid("a/b"));
-    char long_name[70];
-    memset(long_name, 'a', 64);
-    long_name[64] = '\0';
-    ck_assert(!gf_function_name_valid(long_name));
-    long_name[63] = '\0';
-    ck_assert(gf_function_name_valid(long_name));
-}
-END_TEST
-
-START_TEST(test_check_tensor)
-{
-    gf_manifest *m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"max_batch_size\":4}");
-    gf_tensor t;
-    gf_err err;
-    gf_tensor_init(&t, GF_DT_F32, 2, (int64_t[]){3, 4}, NULL, GF_MEM_HOST, -1, NULL);
-    ck_assert_int_eq(gf_manifest_check_tensor(m, &m->inputs[0], &t, &err), GF_OK);
-    gf_tensor_init(&t, GF_DT_F32, 2, (int64_t[]){3, 5}, NULL, GF_MEM_HOST, -1, NULL);
-    ck_assert_int_eq(gf_manifest_check_tensor(m, &m->inputs[0], &t, &err), GF_ERR_INVALID);
-    ck_assert_msg(strstr(err.msg, "shape [3, 5] does not match [-1, 4]") != NULL, "%s", err.msg);
-    gf_tensor_init(&t, GF_DT_I64, 2, (int64_t[]){3, 4}, NULL, GF_MEM_HOST, -1, NULL);
-    ck_assert_int_eq(gf_manifest_check_tensor(m, &m->inputs[0], &t, &err), GF_ERR_INVALID);
-    ck_assert_msg(strstr(err.msg, "datatype INT64, expected FP32") != NULL, "%s", err.msg);
-    gf_tensor_init(&t, GF_DT_F32, 2, (int64_t[]){5, 4}, NULL, GF_MEM_HOST, -1, NULL);
-    ck_assert_int_eq(gf_manifest_check_tensor(m, &m->inputs[0], &t, &err), GF_ERR_INVALID);
-    ck_assert_msg(strstr(err.msg, "exceeds max_batch_size 4") != NULL, "%s", err.msg);
-    gf_manifest_free(m);
-}
-END_TEST
 
 /* ---- mlp ---- */
 
@@ -700,9 +552,6 @@ int main(void)
     TCase *tc = tcase_create("runtime");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_manifest_parse_and_round_trip);
-    tcase_add_test(tc, test_manifest_rejects);
-    tcase_add_test(tc, test_check_tensor);
     tcase_add_test(tc, test_mlp_matches_reference);
     tcase_add_test(tc, test_mlp_validation_errors);
     tcase_add_test(tc, test_infer_input_errors_and_workspace_eviction);

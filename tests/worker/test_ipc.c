@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/tensor.h"
+#include "core/residency.h"
 #include "ipc.h"
 #include "testutil.h"
 
@@ -161,6 +162,33 @@ START_TEST(test_round_trips)
     gf_ipc_frame_deinit(&f);
     gf_buf_reset(&b);
 
+    gf_ipc_residency rs = {"a@1", 1, 2, 30000000};
+    ck_assert_int_eq(gf_ipc_encode_residency(&b, 8, &rs, &e), GF_OK);
+    to_frame(b.data, b.len, &f);
+    gf_ipc_residency rs2;
+    ck_assert_int_eq(gf_ipc_decode_residency(&f, &rs2, &e), GF_OK);
+    ck_assert_str_eq(rs2.key, "a@1");
+    ck_assert_uint_eq(rs2.pin, 1);
+    ck_assert_uint_eq(rs2.priority, 2);
+    ck_assert_uint_eq(rs2.keep_warm_us, 30000000);
+    gf_ipc_frame_deinit(&f);
+    gf_buf_reset(&b);
+    /* out-of-range fields are protocol errors naming the field */
+    static const struct {
+        gf_ipc_residency r;
+        const char *field;
+    } bad[] = {{{"a@1", 2, 1, 0}, "pin"},
+               {{"a@1", 0, 3, 0}, "priority"},
+               {{"a@1", 0, 1, GF_KEEP_WARM_MAX_US + 1}, "keep_warm_us"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(gf_ipc_encode_residency(&b, 8, &bad[i].r, &e), GF_OK);
+        to_frame(b.data, b.len, &f);
+        ck_assert_int_eq(gf_ipc_decode_residency(&f, &rs2, &e), GF_ERR_PROTOCOL);
+        ck_assert_msg(strstr(e.msg, bad[i].field) != NULL, "%s", e.msg);
+        gf_ipc_frame_deinit(&f);
+        gf_buf_reset(&b);
+    }
+
     ck_assert_int_eq(gf_ipc_encode_error(&b, 9, GF_ERR_NO_DEVICE_MEM, "needs 5 bytes", &e), GF_OK);
     to_frame(b.data, b.len, &f);
     gf_ipc_error er;
@@ -245,7 +273,7 @@ START_TEST(test_round_trips)
         gf_status want = gf_ipc_msg_info_of(t)->empty ? GF_OK : GF_ERR_INVALID;
         ck_assert_int_eq(gf_ipc_encode_empty(&b, (gf_ipc_type)t, t, NULL), want);
     }
-    ck_assert_uint_eq(b.len, 6 * GF_IPC_HEADER_SIZE);
+    ck_assert_uint_eq(b.len, 7 * GF_IPC_HEADER_SIZE); /* HELLO ... SHUTDOWN, RESIDENCY_SET */
     gf_buf_deinit(&b);
     gf_buf_deinit(&b2);
 }

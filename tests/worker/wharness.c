@@ -133,6 +133,39 @@ gf_status gf_wh_recv(gf_wh *w, gf_ipc_frame *f, int timeout_ms, gf_err *err)
     }
 }
 
+uint32_t gf_wh_call(gf_wh *w, uint64_t id, int timeout_ms, gf_ipc_frame *f, char *msg,
+                    size_t cap)
+{
+    gf_err e;
+    gf_err_clear(&e);
+    memset(f, 0, sizeof *f);
+    if (gf_wh_send(w, &e) != GF_OK || gf_wh_recv(w, f, timeout_ms, &e) != GF_OK) {
+        if (msg != NULL)
+            snprintf(msg, cap, "%s", gf_err_msg(&e));
+        return (uint32_t)-1;
+    }
+    if (f->h.request_id != id) {
+        if (msg != NULL)
+            snprintf(msg, cap, "%s answers request %llu, not %llu", gf_ipc_type_name(f->h.type),
+                     (unsigned long long)f->h.request_id, (unsigned long long)id);
+        gf_ipc_frame_deinit(f);
+        return (uint32_t)-1;
+    }
+    if (f->h.type != GF_IPC_ERROR)
+        return 0;
+    gf_ipc_error er;
+    uint32_t code = (uint32_t)-1;
+    if (gf_ipc_decode_error(f, &er, &e) == GF_OK) {
+        code = er.code;
+        if (msg != NULL)
+            snprintf(msg, cap, "%s", er.message);
+    } else if (msg != NULL) {
+        snprintf(msg, cap, "%s", gf_err_msg(&e));
+    }
+    gf_ipc_frame_deinit(f);
+    return code;
+}
+
 int gf_wh_wait(gf_wh *w, int timeout_ms, bool close_first)
 {
     if (close_first && w->fd >= 0) {

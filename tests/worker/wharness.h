@@ -49,6 +49,14 @@ gf_status gf_wh_send_raw(gf_wh *w, const void *p, size_t n, gf_err *err);
  * end of stream, GF_ERR_TIMEOUT after timeout_ms. *f is owned by the caller. */
 gf_status gf_wh_recv(gf_wh *w, gf_ipc_frame *f, int timeout_ms, gf_err *err);
 
+/* Send what w->out holds and read the answer to request id (EVENTs are
+ * counted on the way). Returns 0 with *f the answer (caller-owned), the
+ * ERROR's code (its message in msg when non-NULL; *f emptied), or (uint32_t)-1
+ * with msg filled when the send or the read failed or the answer is for
+ * another id. */
+uint32_t gf_wh_call(gf_wh *w, uint64_t id, int timeout_ms, gf_ipc_frame *f, char *msg,
+                    size_t cap);
+
 /* Wait for the process to exit, up to timeout_ms; SIGKILL it after that and
  * return -1. Otherwise the exit code, or 128 + signal. Closes our end of the
  * socket first when close_first. */
