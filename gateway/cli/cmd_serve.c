@@ -77,8 +77,8 @@ static const struct {
     [F_QUEUE_LIMIT] = {"queue-limit", "GPUFAAS_QUEUE_LIMIT", "N", D_UINT, NULL,
                        GF_GW_DEFAULT_QUEUE_LIMIT,
                        "requests waiting per function version (429 beyond)"},
-    [F_POLICY] = {"policy", "GPUFAAS_POLICY", "lru|gds", D_TEXT, "lru", 0,
-                  "device-tier eviction: LRU or GreedyDual-Size"},
+    [F_POLICY] = {"policy", "GPUFAAS_POLICY", "lru|gds|gdsf", D_TEXT, "lru", 0,
+                  "device-tier eviction: LRU, GreedyDual-Size or GreedyDual-Size-Frequency"},
     [F_DRAIN_TIMEOUT] = {"drain-timeout", "GPUFAAS_DRAIN_TIMEOUT", "SECONDS", D_UINT, NULL,
                          GF_GW_DEFAULT_DRAIN_TIMEOUT_MS / 1000,
                          "on SIGTERM, how long in-flight requests may finish"},
@@ -252,7 +252,7 @@ int gf_cmd_serve(int argc, char **argv)
         return serve_bad("queue-limit", "expected an integer in [1, 16777216]");
     gc.queue_limit = (size_t)u;
     if (gf_evict_policy_parse(val[F_POLICY], &gc.policy, NULL) != GF_OK)
-        return serve_bad("policy", "expected lru or gds");
+        return serve_bad("policy", "expected lru, gds or gdsf");
     if (!parse_uint(val[F_DRAIN_TIMEOUT], 0, 3600, &u))
         return serve_bad("drain-timeout", "expected seconds in [0, 3600]");
     gc.drain_timeout_ms = u == 0 ? 1 : (uint32_t)(u * 1000);

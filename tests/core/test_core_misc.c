@@ -229,7 +229,7 @@ START_TEST(test_tier_names)
     ck_assert_int_eq(gf_evict_policy_parse("lru", &p, &e), GF_OK);
     ck_assert_int_eq(p, GF_EVICT_LRU);
     ck_assert_int_eq(gf_evict_policy_parse("fifo", &p, &e), GF_ERR_INVALID);
-    ck_assert_str_eq(e.msg, "'fifo' is not lru or gds");
+    ck_assert_str_eq(e.msg, "'fifo' is not lru, gds or gdsf");
 }
 END_TEST
 

@@ -775,7 +775,7 @@ START_TEST(test_serve_flags)
         const char *arg1, *arg2;
         const char *want;
     } bad[] = {
-        {"--policy", "foo", "--policy: expected lru or gds"},
+        {"--policy", "foo", "--policy: expected lru, gds or gdsf"},
         {"--max-body", "12Q", "--max-body: '12Q' is not a size"},
         {"--device-memory", "1.5G", "--device-memory: '1.5G' is not a size"},
         {"--queue-limit", "0", "--queue-limit: expected an integer"},
@@ -804,7 +804,7 @@ START_TEST(test_serve_flags)
     setenv("GPUFAAS_POLICY", "bogus", 1);
     char *argv3[] = {(char *)g, "serve", NULL};
     ck_assert_int_eq(gf_test_run_cmd(argv3, &out, &err, 30), 2);
-    ck_assert_msg(strstr(err, "--policy: expected lru or gds") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "--policy: expected lru, gds or gdsf") != NULL, "%s", err);
     free(out), free(err);
     setenv("GPUFAAS_ADMIN_TOKEN", TOKEN, 1);
     const char *extra[] = {"--policy", "gds", NULL};
