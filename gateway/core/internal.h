@@ -380,6 +380,11 @@ gw_function *gw_function_find(gf_gw *gw, const char *name);          /* lock hel
 /* The live version `version` of f (0 = the current one); NULL when it does
  * not exist or was deleted. Lock held. */
 gw_version *gw_version_find(gw_function *f, int64_t version);
+/* The live version `version` (0 = the current one) of the function named
+ * `name`, as a request names it: NULL for an invalid name, an unknown or
+ * deleted function, or no such version. *fn (when not NULL) receives the
+ * function, or NULL. Lock held. */
+gw_version *gw_version_lookup(gf_gw *gw, const char *name, int64_t version, gw_function **fn);
 gf_status gw_registry_recover(gf_gw *gw, gf_err *err);
 gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t version,
                           const char *manifest_json, const char *weights_path,

@@ -27,6 +27,14 @@ gw_version *gw_version_find(gw_function *f, int64_t version)
     return NULL;
 }
 
+gw_version *gw_version_lookup(gf_gw *gw, const char *name, int64_t version, gw_function **fn)
+{
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    if (fn != NULL)
+        *fn = f;
+    return f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+}
+
 gw_version *gw_version_by_key(gf_gw *gw, const char *key)
 {
     const char *at = strrchr(key, '@');

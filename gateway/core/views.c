@@ -197,8 +197,8 @@ gf_status gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, gf_
     gf_status st = GF_OK;
     gw_sync_lookup(gw, name, version);
     pthread_mutex_lock(&gw->lock);
-    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
-    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    gw_function *f;
+    gw_version *v = gw_version_lookup(gw, name, version, &f);
     if (v == NULL || v->state == GF_STORE_VERSION_DELETED) {
         if (f == NULL || f->deleted)
             st = gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s' is not "
@@ -230,8 +230,7 @@ bool gf_gw_model_ready(gf_gw *gw, const char *name, int64_t version)
     bool ready = false;
     gw_sync_lookup(gw, name, version);
     pthread_mutex_lock(&gw->lock);
-    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
-    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    gw_version *v = gw_version_lookup(gw, name, version, NULL);
     char why[256];
     ready = v != NULL && gw_version_unavailable(gw, v, why, sizeof why) == NULL &&
             gw_workers_up(gw) > 0 &&
@@ -320,8 +319,7 @@ gf_status gf_gw_model_config(gf_gw *gw, const char *name, int64_t version, gf_bu
     gf_status st = GF_OK;
     gw_sync_lookup(gw, name, version);
     pthread_mutex_lock(&gw->lock);
-    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
-    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    gw_version *v = gw_version_lookup(gw, name, version, NULL);
     if (v == NULL || v->state == GF_STORE_VERSION_DELETED) {
         st = gf_err_set(err, GF_ERR_NOT_FOUND, "Request for unknown model: '%.80s'%s is not found",
                         name, version != 0 ? " (that version)" : "");
@@ -393,8 +391,7 @@ gf_status gf_gw_output_labels(gf_gw *gw, const char *name, int64_t version, cons
     *n = 0;
     gf_status st = GF_OK;
     pthread_mutex_lock(&gw->lock);
-    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
-    gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
+    gw_version *v = gw_version_lookup(gw, name, version, NULL);
     long o = v != NULL ? gf_manifest_output_index(v->mf, output) : -1;
     size_t count = o >= 0 ? v->mf->outputs[o].n_labels : 0;
     char **copy = count > 0 ? calloc(count, sizeof *copy) : NULL;
