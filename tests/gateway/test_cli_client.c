@@ -698,7 +698,9 @@ typedef struct pty_run {
 
 static void pty_start(pty_run *p, const char *interval)
 {
-    struct winsize ws = {.ws_row = 50, .ws_col = 130};
+    /* wide enough that a device line's list of models is never cut at the
+     * terminal's edge, whatever other checks of this suite left deployed */
+    struct winsize ws = {.ws_row = 50, .ws_col = 240};
     memset(p, 0, sizeof *p);
     gf_buf_init(&p->out);
     ck_assert_int_eq(openpty(&p->master, &p->slave, NULL, NULL, &ws), 0);
@@ -854,7 +856,9 @@ START_TEST(test_top_live)
     HAS(screen, "FUNCTION");
     HAS(screen, "P99");
     /* a model on a device line, by its label: these small ones take a cell
-     * each of the bar (they share a page), and are named after it */
+     * each of the bar (they share a page), so with several deployed the bar
+     * shows only their first letters; the line's list after the sizes names
+     * each in full */
     bool in_bar = false;
     for (const char *l = screen; (l = strstr(l, "  device [")) != NULL; l++)
         for (int i = 0; i < 3 && !in_bar; i++) {
