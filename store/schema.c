@@ -195,6 +195,56 @@ static const char gf_store_schema_v2[] =
     "ALTER TABLE function_versions ADD COLUMN file_mtime_ns INTEGER;  -- the file at publish\n"
     "ALTER TABLE function_versions ADD COLUMN file_inode INTEGER;\n"
     "ALTER TABLE function_versions ADD COLUMN checked_at INTEGER;  -- its sha256 last matched\n";
+
+/* Issue 21, density: each invocation's SLO and how it fared, the run-time
+ * residency override, and the views that say which functions meet their SLO
+ * and why not. */
+static const char gf_store_schema_v3[] =
+    "ALTER TABLE invocations ADD COLUMN slo_us INTEGER;  -- the SLO then; NULL when none\n"
+    "ALTER TABLE invocations ADD COLUMN slo TEXT\n"
+    "    CHECK (slo IN ('met', 'cold', 'queue', 'exec', 'failed'));  -- NULL when no SLO\n"
+    /* the run-time residency override (PUT /v1/functions/{name}/residency);
+     * NULL: the current version's manifest decides */
+    "ALTER TABLE functions ADD COLUMN pin INTEGER CHECK (pin IN (0, 1));\n"
+    "ALTER TABLE functions ADD COLUMN priority TEXT CHECK (priority IN ('low', 'normal', 'high'));\n"
+    "ALTER TABLE functions ADD COLUMN keep_warm_us INTEGER CHECK (keep_warm_us >= 0);\n"
+    /* Per function and version over the last hour: the requests that met
+     * their SLO, and the misses by what made them late. */
+    "CREATE VIEW v_function_slo AS\n"
+    "SELECT function,\n"
+    "       version,\n"
+    "       COUNT(*) AS requests,\n"
+    "       SUM(slo IS NOT NULL) AS with_slo,\n"
+    "       SUM(slo = 'met') AS met,\n"
+    "       SUM(slo IS NOT NULL AND slo <> 'met') AS missed,\n"
+    "       ROUND(100.0 * SUM(slo = 'met') / NULLIF(SUM(slo IS NOT NULL), 0), 2) AS met_pct,\n"
+    "       SUM(cold) AS cold,\n"
+    "       SUM(slo = 'cold') AS missed_cold,\n"
+    "       SUM(slo = 'queue') AS missed_queue,\n"
+    "       SUM(slo = 'exec') AS missed_exec,\n"
+    "       SUM(slo = 'failed') AS missed_failed,\n"
+    "       ROUND(MAX(slo_us) / 1000.0, 2) AS slo_ms\n"
+    "FROM invocations\n"
+    "WHERE at >= " GF_NOW_US " - 3600000000\n"
+    "GROUP BY function, version;\n"
+    /* What keeps each live function on the device: the run-time override
+     * when set, else its current version's manifest. */
+    "CREATE VIEW v_residency AS\n"
+    "SELECT f.name AS function,\n"
+    "       f.current_version AS version,\n"
+    "       CASE WHEN f.pin IS NOT NULL THEN f.pin\n"
+    "            ELSE COALESCE(json_extract(v.manifest, '$.residency.pin'), 0) END AS pin,\n"
+    "       CASE WHEN f.pin IS NOT NULL THEN f.priority\n"
+    "            ELSE COALESCE(json_extract(v.manifest, '$.residency.priority'), 'normal') END"
+    " AS priority,\n"
+    "       CASE WHEN f.pin IS NOT NULL THEN f.keep_warm_us / 1e6\n"
+    "            ELSE COALESCE(json_extract(v.manifest, '$.residency.keep_warm_s'), 0) END"
+    " AS keep_warm_s,\n"
+    "       CASE WHEN f.pin IS NOT NULL THEN 'api' ELSE 'manifest' END AS source,\n"
+    "       json_extract(v.manifest, '$.slo_ms') AS slo_ms\n"
+    "FROM functions f\n"
+    "LEFT JOIN function_versions v ON v.function = f.name AND v.version = f.current_version\n"
+    "WHERE f.deleted_at IS NULL;\n";
 /* clang-format on */
 
 const gf_store_migration gf_store_migrations[] = {
@@ -206,6 +256,9 @@ const gf_store_migration gf_store_migrations[] = {
      "invocations.reason (refused requests are recorded too); the weights file's identity "
      "(size, mtime, inode) and when its sha256 was last checked",
      gf_store_schema_v2},
+    {3, "invocations.slo_us and .slo, the functions' residency override, v_function_slo, "
+        "v_residency",
+     gf_store_schema_v3},
 };
 const size_t gf_store_migrations_n = sizeof gf_store_migrations / sizeof gf_store_migrations[0];
 

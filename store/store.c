@@ -31,6 +31,7 @@
 
 #include "core/fault.h"
 #include "core/log.h"
+#include "core/residency.h"
 #include "store/schema.h"
 #include "store/store_impl.h"
 
@@ -43,8 +44,8 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
     [GF_SQL_ROLLBACK_TO] = "ROLLBACK TO gf_admin",
     [GF_SQL_INV_INSERT] =
         "INSERT INTO invocations (function, version, worker_id, status, http_code, batch_size,"
-        " cold, queue_us, load_us, exec_us, total_us, at, reason)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        " cold, queue_us, load_us, exec_us, total_us, at, reason, slo_us, slo)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     [GF_SQL_SWAP_INSERT] =
         "INSERT INTO swap_events (worker_id, function, version, from_tier, to_tier, bytes,"
         " elapsed_us, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -102,6 +103,9 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
         " state = 'starting', device_budget = excluded.device_budget, device_used = 0,"
         " host_budget = excluded.host_budget, host_used = 0, started_at = excluded.started_at,"
         " last_heartbeat = NULL",
+    /* NULLs: back to the manifest's residency */
+    [GF_SQL_FN_RESIDENCY] = "UPDATE functions SET pin = ?2, priority = ?3, keep_warm_us = ?4"
+                            " WHERE name = ?1 AND deleted_at IS NULL",
     [GF_SQL_RUN_CLEAR_PL] = "DELETE FROM placements",
     [GF_SQL_RUN_CLEAR_W] = "DELETE FROM workers",
     /* ids grow in insertion order, so the newest N rows are the top N ids */
@@ -117,7 +121,7 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
 static const char gf_store_sql_catalog[] =
     "SELECT v.function, v.version, v.kind, v.manifest, v.weights_path, v.bytes, v.sha256,"
     " v.created_at, v.state, v.state_reason, (f.current_version IS v.version),"
-    " v.file_mtime_ns, v.file_inode, v.checked_at"
+    " v.file_mtime_ns, v.file_inode, v.checked_at, f.pin, f.priority, f.keep_warm_us"
     " FROM function_versions v JOIN functions f ON f.name = v.function"
     " WHERE v.state <> 'deleted' ORDER BY v.function, v.version";
 static const char gf_store_sql_functions[] =
@@ -127,6 +131,12 @@ static const char gf_store_sql_functions[] =
 
 /* ---- small helpers ----------------------------------------------------------- */
 
+
+const char *gf_store_slo_name(gf_store_slo s)
+{
+    static const char *const names[] = {"none", "met", "cold", "queue", "exec", "failed"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "none";
+}
 
 const char *gf_store_pstate_name(gf_store_pstate st)
 {
@@ -524,6 +534,16 @@ static bool gf_store_read_version(sqlite3_stmt *q, gf_store_version_info *v)
     int64_t ino = sqlite3_column_int64(q, 12);
     v->file.inode = ino > 0 ? (uint64_t)ino : 0;
     v->checked_at_us = sqlite3_column_int64(q, 13);
+    v->has_residency = sqlite3_column_type(q, 14) != SQLITE_NULL;
+    v->residency = GF_RESIDENCY_DEFAULT;
+    if (v->has_residency) {
+        v->residency.pin = sqlite3_column_int(q, 14) != 0;
+        const char *pr = (const char *)sqlite3_column_text(q, 15);
+        if (pr == NULL || gf_priority_parse(pr, &v->residency.priority, NULL) != GF_OK)
+            v->residency.priority = GF_PRIORITY_NORMAL;
+        int64_t kw = sqlite3_column_int64(q, 16);
+        v->residency.keep_warm_us = kw > 0 ? (uint64_t)kw : 0;
+    }
     return v->function != NULL && v->kind != NULL && v->manifest != NULL &&
            v->weights_path != NULL;
 }

@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/residency.h"
 #include "core/tier.h"
 #include "store/sha256.h"
 
@@ -139,6 +140,19 @@ typedef enum gf_store_vstate {
     GF_STORE_VERSION_DELETED = 2, /* 'deleted': the function was deleted */
 } gf_store_vstate;
 
+/* How a request of a function with an SLO fared (invocations.slo); the
+ * gateway decides it, once, when the request is answered. */
+typedef enum gf_store_slo {
+    GF_STORE_SLO_NONE = 0, /* NULL: the function has no SLO */
+    GF_STORE_SLO_MET,      /* 'met': answered within it */
+    GF_STORE_SLO_COLD,     /* 'cold': late, and its parameters had to be swapped in */
+    GF_STORE_SLO_QUEUE,    /* 'queue': late, mostly waiting behind other requests */
+    GF_STORE_SLO_EXEC,     /* 'exec': late, mostly running */
+    GF_STORE_SLO_FAILED,   /* 'failed': not answered with a result (an error, admission) */
+} gf_store_slo;
+
+/* "met", "cold", "queue", "exec", "failed"; "none" for GF_STORE_SLO_NONE. */
+const char *gf_store_slo_name(gf_store_slo s);
 /* Text of each value as stored in the tables ("ready", "dead", ...). */
 const char *gf_store_pstate_name(gf_store_pstate s);
 const char *gf_store_wstate_name(gf_store_wstate s);
@@ -166,6 +180,8 @@ typedef struct gf_store_invocation {
     const char *reason; /* why it was refused or failed (borrowed; NULL or "" = none,
                            stored as NULL, as it is for GF_OK); cut to
                            GF_STORE_REASON_MAX bytes */
+    int64_t slo_us;     /* the function's SLO then; 0 = none (stored as NULL) */
+    gf_store_slo slo;   /* how it fared against it (NONE: stored as NULL) */
 } gf_store_invocation;
 gf_status gf_store_log_invocation(gf_store *s, const gf_store_invocation *rec);
 
@@ -283,6 +299,12 @@ gf_status gf_store_version_checked(gf_store *s, const char *function, int64_t ve
  * already deleted. */
 gf_status gf_store_function_delete(gf_store *s, const char *function, gf_err *err);
 
+/* Record the function's run-time residency override (functions.pin,
+ * .priority, .keep_warm_us); r NULL clears it (back to the manifest's).
+ * GF_ERR_NOT_FOUND for a function that does not exist. */
+gf_status gf_store_function_residency(gf_store *s, const char *function, const gf_residency *r,
+                                      gf_err *err);
+
 /* Mark a version broken (never served) with a reason (borrowed, may be NULL).
  * GF_ERR_NOT_FOUND when absent. The current version pointer is kept, so an
  * operator sees which version was meant to be served. */
@@ -322,6 +344,8 @@ typedef struct gf_store_version_info {
     int64_t checked_at_us; /* when its sha256 last matched; 0 = never */
     bool hashed_now;       /* gf_store_recover hashed it (its identity had changed) and
                               it matched */
+    bool has_residency;     /* the function's run-time residency override is set: */
+    gf_residency residency; /* (function-wide, repeated on each of its versions) */
 } gf_store_version_info;
 
 /* A function name ever deployed, deleted or not. */

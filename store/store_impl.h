@@ -50,6 +50,7 @@ enum gf_store_stmt_id {
     GF_SQL_FN_UNPUBLISH,
     GF_SQL_V_CHECKED,
     GF_SQL_W_REGISTER,
+    GF_SQL_FN_RESIDENCY,
     GF_SQL_RUN_CLEAR_PL,
     GF_SQL_RUN_CLEAR_W,
     /* retention */
@@ -107,6 +108,7 @@ typedef enum gf_store_req_op {
     GF_REQ_WORKER,
     GF_REQ_FLUSH,
     GF_REQ_CLEAR_RUN,
+    GF_REQ_RESIDENCY,
 } gf_store_req_op;
 
 /* An admin write, on its caller's stack while the caller waits. */
@@ -119,6 +121,7 @@ typedef struct gf_store_req {
     const char *reason;                 /* BROKEN */
     const gf_store_file_id *file;       /* CHECKED */
     bool hashed;                        /* CHECKED */
+    const gf_residency *residency;      /* RESIDENCY (NULL: back to the manifest's) */
     gf_status status;
     gf_err err;
     bool done; /* under s->lock */

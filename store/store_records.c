@@ -260,6 +260,14 @@ int gf_store_apply(gf_store *s, const gf_store_rec *r, const char **why)
             sqlite3_bind_text(st, 13, r->reason, -1, SQLITE_STATIC);
         else
             sqlite3_bind_null(st, 13);
+        if (v->slo_us > 0)
+            sqlite3_bind_int64(st, 14, v->slo_us);
+        else
+            sqlite3_bind_null(st, 14);
+        if (v->slo != GF_STORE_SLO_NONE)
+            sqlite3_bind_text(st, 15, gf_store_slo_name(v->slo), -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 15);
         rc = gf_store_exec(st);
         break;
     }

@@ -15,6 +15,7 @@
 #include "core/fault.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/residency.h"
 #include "store/schema.h"
 #include "store/store_impl.h"
 
@@ -229,6 +230,26 @@ static gf_status gf_store_do_clear_run(gf_store *s, gf_store_req *r)
     return GF_OK;
 }
 
+static gf_status gf_store_do_residency(gf_store *s, gf_store_req *r)
+{
+    sqlite3_stmt *st = s->stmt[GF_SQL_FN_RESIDENCY];
+    sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
+    if (r->residency != NULL) {
+        sqlite3_bind_int(st, 2, r->residency->pin ? 1 : 0);
+        sqlite3_bind_text(st, 3, gf_priority_name(r->residency->priority), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, (int64_t)r->residency->keep_warm_us);
+    } else {
+        for (int i = 2; i <= 4; i++)
+            sqlite3_bind_null(st, i);
+    }
+    int rc = gf_store_exec(st);
+    if (rc != SQLITE_DONE)
+        return gf_store_sql_fail(s, &r->err, rc, "setting the residency");
+    if (sqlite3_changes(s->db) == 0)
+        return gf_err_set(&r->err, GF_ERR_NOT_FOUND, "no function '%s'", r->function);
+    return GF_OK;
+}
+
 /* Run the admin operation r asks for. */
 static gf_status gf_store_do_req(gf_store *s, gf_store_req *r)
 {
@@ -249,6 +270,8 @@ static gf_status gf_store_do_req(gf_store *s, gf_store_req *r)
         return gf_store_do_worker(s, r);
     case GF_REQ_CLEAR_RUN:
         return gf_store_do_clear_run(s, r);
+    case GF_REQ_RESIDENCY:
+        return gf_store_do_residency(s, r);
     case GF_REQ_FLUSH:
         return GF_OK;
     }
@@ -609,6 +632,18 @@ gf_status gf_store_version_checked(gf_store *s, const char *function, int64_t ve
                       .file = id,
                       .hashed = hashed};
     return gf_store_submit(s, &r, err);
+}
+
+gf_status gf_store_function_residency(gf_store *s, const char *function, const gf_residency *r,
+                                      gf_err *err)
+{
+    gf_status st = gf_store_check_name("function name", function, err);
+    if (st == GF_OK && r != NULL)
+        st = gf_residency_check(r, err);
+    if (st != GF_OK)
+        return st;
+    gf_store_req r_ = {.op = GF_REQ_RESIDENCY, .function = function, .residency = r};
+    return gf_store_submit(s, &r_, err);
 }
 
 gf_status gf_store_worker_register(gf_store *s, const gf_store_worker_spec *w, gf_err *err)

@@ -344,6 +344,43 @@ START_TEST(test_sqlite3_cli_during_writes)
 }
 END_TEST
 
+/* v_function_slo and v_residency against the populated database, through the
+ * sqlite3 tool: resnet50 v2's 100 requests have a 50 ms SLO (1..100 ms,
+ * every 20th from the 8th a timeout, every 10th cold), bert-base is pinned
+ * at run time. */
+START_TEST(test_slo_and_residency_views)
+{
+    const char *cli = gf_test_prog("GF_SQLITE3");
+    gf_store *s = st_open(dbpath, NULL);
+    st_populate(s, tmpdir);
+    static const struct {
+        const char *sql, *want;
+    } q[] = {
+        {"SELECT requests, with_slo, met, missed, met_pct, cold, missed_cold, missed_queue, "
+         "missed_exec, missed_failed, slo_ms FROM v_function_slo WHERE function = 'resnet50' "
+         "AND version = 2",
+         "100|100|47|53|47.0|10|5|0|43|5|50.0\n"},
+        {"SELECT COUNT(*) FROM v_function_slo WHERE function = 'bert-base' AND with_slo = 0",
+         "1\n"},
+        {"SELECT function, pin, priority, keep_warm_s, source FROM v_residency "
+         "ORDER BY function",
+         "bert-base|1|high|30.0|api\nmlp-small|0|normal|0|manifest\n"
+         "resnet50|0|normal|0|manifest\n"},
+    };
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        char *argv[] = {(char *)cli, dbpath, (char *)q[i].sql, NULL};
+        char *out = NULL, *errs = NULL;
+        int rc = gf_test_run_cmd(argv, &out, &errs, 30);
+        ck_assert_msg(rc == 0 && errs[0] == '\0', "'%s': exit %d, %s", q[i].sql, rc, errs);
+        ck_assert_msg(strcmp(out, q[i].want) == 0, "'%s' printed '%s', want '%s'", q[i].sql, out,
+                      q[i].want);
+        free(out);
+        free(errs);
+    }
+    st_close(s);
+}
+END_TEST
+
 /* ---- docs/operations.md ----------------------------------------------------- */
 
 /* The ```sh blocks of text that run sqlite3, in order (malloc'd strings). */
@@ -419,6 +456,7 @@ int main(int argc, char **argv)
     if (getenv("GF_SQLITE3") != NULL) {
         tcase_add_test(tc, test_sqlite3_cli_during_writes);
         tcase_add_test(tc, test_operations_recipes_run);
+        tcase_add_test(tc, test_slo_and_residency_views);
     } else {
         fprintf(stderr, "sqlite3 not found: the command-line tests do not run\n");
     }
