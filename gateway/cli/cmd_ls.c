@@ -33,6 +33,26 @@ static void placed_str(const json_t *placements, char *buf, size_t cap)
         snprintf(buf, cap, "-");
 }
 
+/* "pin high warm:30s (api)": what the residency keeps, "-" for the
+ * defaults (not pinned, normal priority, no keep-warm time). */
+static void residency_str(const json_t *res, char *buf, size_t cap)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    if (json_is_true(json_object_get(res, "pin")))
+        off += (size_t)snprintf(buf + off, cap - off, "pin");
+    const char *pr = gf_cli_json_str(res, "priority", "normal");
+    if (strcmp(pr, "normal") != 0 && off + 1 < cap)
+        off += (size_t)snprintf(buf + off, cap - off, "%s%s", off ? " " : "", pr);
+    double kw = json_number_value(json_object_get(res, "keep_warm_s"));
+    if (kw > 0 && off + 1 < cap)
+        off += (size_t)snprintf(buf + off, cap - off, "%swarm:%gs", off ? " " : "", kw);
+    if (off == 0)
+        snprintf(buf, cap, "-");
+    else if (off + 1 < cap && strcmp(gf_cli_json_str(res, "source", ""), "api") == 0)
+        snprintf(buf + off, cap - off, " (api)");
+}
+
 static int ls_all(gf_cli_client *c)
 {
     json_t *j = gf_cli_get_json(c, "/v1/functions");
@@ -46,11 +66,12 @@ static int ls_all(gf_cli_client *c)
         printf("no functions deployed (gpufaas deploy NAME --kind KIND --weights FILE ...)\n");
     } else {
         gf_cli_table t;
-        gf_cli_table_init(&t, 7);
-        gf_cli_table_row(&t, "NAME", "VERSION", "VERSIONS", "KIND", "SIZE", "STATE", "PLACED");
+        gf_cli_table_init(&t, 9);
+        gf_cli_table_row(&t, "NAME", "VERSION", "VERSIONS", "KIND", "SIZE", "STATE", "SLO",
+                         "RESIDENCY", "PLACED");
         for (size_t i = 0; i < json_array_size(fns); i++) {
             const json_t *f = json_array_get(fns, i);
-            char ver[24], vers[256], size[32], placed[512];
+            char ver[24], vers[256], size[32], placed[512], slo[32], res[96];
             long long v = gf_cli_json_int(f, "version", -1);
             snprintf(ver, sizeof ver, v >= 0 ? "%lld" : "-", v);
             size_t off = 0;
@@ -65,9 +86,15 @@ static int ls_all(gf_cli_client *c)
             else
                 snprintf(size, sizeof size, "-");
             placed_str(json_object_get(f, "placements"), placed, sizeof placed);
+            json_t *sj = json_object_get(f, "slo_ms");
+            if (json_is_number(sj))
+                snprintf(slo, sizeof slo, "%gms", json_number_value(sj));
+            else
+                snprintf(slo, sizeof slo, "-");
+            residency_str(json_object_get(f, "residency"), res, sizeof res);
             gf_cli_table_row(&t, gf_cli_json_str(f, "name", "?"), ver, vers[0] ? vers : "-",
                              gf_cli_json_str(f, "kind", "?"), size,
-                             gf_cli_json_str(f, "state", "?"), placed);
+                             gf_cli_json_str(f, "state", "?"), slo, res, placed);
         }
         rc = gf_cli_table_print(&t, c, stdout);
         gf_cli_table_deinit(&t);
@@ -105,6 +132,12 @@ static int ls_one(gf_cli_client *c, const char *name)
         printf("current version %lld\n", cur);
     else
         printf("no current version\n");
+    const json_t *res = json_object_get(f, "residency");
+    if (res != NULL) {
+        char rs[96];
+        residency_str(res, rs, sizeof rs);
+        printf("  residency %s\n", rs);
+    }
     const json_t *vs = json_object_get(f, "versions");
     for (size_t i = 0; i < json_array_size(vs); i++) {
         const json_t *v = json_array_get(vs, i);

@@ -27,17 +27,21 @@ enum {
     F_DEVICES,
     F_DEVICE_MEMORY,
     F_HOST_MEMORY,
+    F_PAGE_SIZE,
+    F_PIN_LIMIT,
     F_ADMIN_TOKEN,
     F_ALLOW_NATIVE,
     F_MAX_BODY,
     F_MAX_UPLOAD,
     F_QUEUE_LIMIT,
     F_POLICY,
+    F_REPLICATE,
     F_DRAIN_TIMEOUT,
     F_HTTP_THREADS,
     F_WORKER,
     F_SHARED_STORE,
     F_SHARED_SCAN,
+    F_CPU_COPY_BANDWIDTH,
     F_LOG_LEVEL,
     F_COUNT_
 };
@@ -66,6 +70,11 @@ static const struct {
                          "device tier budget per worker (K/M/G, powers of 1024)"},
     [F_HOST_MEMORY] = {"host-memory", "GPUFAAS_HOST_MEMORY", "SIZE", D_NONE, NULL, 0,
                        "host tier budget per worker"},
+    [F_PAGE_SIZE] = {"page-size", "GPUFAAS_PAGE_SIZE", "SIZE", D_NONE, NULL, 0,
+                     "device page size, the unit of the device and host tiers (workers: 2M)"},
+    [F_PIN_LIMIT] = {"pin-limit", "GPUFAAS_PIN_LIMIT", "SIZE", D_NONE, NULL, 0,
+                     "device bytes pinned and kept-warm functions may hold per worker "
+                     "(default: half the device budget)"},
     [F_ADMIN_TOKEN] = {"admin-token", "GPUFAAS_ADMIN_TOKEN", "TOKEN", D_NONE, NULL, 0,
                        "bearer token for deploy/delete/load/unload (prefer the variable)"},
     [F_ALLOW_NATIVE] = {"allow-native-functions", "GPUFAAS_ALLOW_NATIVE_FUNCTIONS", NULL, D_NONE,
@@ -79,6 +88,9 @@ static const struct {
                        "requests waiting per function version (429 beyond)"},
     [F_POLICY] = {"policy", "GPUFAAS_POLICY", "lru|gds|gdsf", D_TEXT, "lru", 0,
                   "device-tier eviction: LRU, GreedyDual-Size or GreedyDual-Size-Frequency"},
+    [F_REPLICATE] = {"replicate", "GPUFAAS_REPLICATE", "on|off", D_TEXT, "on", 0,
+                     "prefetch a second replica of a function whose queue wait passes half its "
+                     "SLO"},
     [F_DRAIN_TIMEOUT] = {"drain-timeout", "GPUFAAS_DRAIN_TIMEOUT", "SECONDS", D_UINT, NULL,
                          GF_GW_DEFAULT_DRAIN_TIMEOUT_MS / 1000,
                          "on SIGTERM, how long in-flight requests may finish"},
@@ -91,6 +103,10 @@ static const struct {
     [F_SHARED_SCAN] = {"shared-store-scan", "GPUFAAS_SHARED_STORE_SCAN", "MS", D_UINT, NULL,
                        GF_GW_DEFAULT_SHARED_SCAN_MS,
                        "how often to read the shared store for changes"},
+    [F_CPU_COPY_BANDWIDTH] = {"cpu-copy-bandwidth", "GPUFAAS_CPU_COPY_BANDWIDTH", "SIZE", D_NONE,
+                              NULL, 0,
+                              "benchmarks: cpu workers copy to their device at SIZE bytes/s, "
+                              "emulating a GPU's link"},
     [F_LOG_LEVEL] = {"log-level", "GPUFAAS_LOG_LEVEL", "LEVEL", D_TEXT, "info", 0,
                      "error | warn | info | debug | trace"},
 };
@@ -240,6 +256,22 @@ int gf_cmd_serve(int argc, char **argv)
         if (gf_size_parse(val[F_HOST_MEMORY], &gc.host_memory, &err) != GF_OK)
             return serve_bad("host-memory", gf_err_msg(&err));
     }
+    if (val[F_PAGE_SIZE] != NULL) {
+        if (gf_size_parse(val[F_PAGE_SIZE], &gc.page_size, &err) != GF_OK)
+            return serve_bad("page-size", gf_err_msg(&err));
+        if (gc.page_size < 4096 || gc.page_size > ((uint64_t)1 << 30))
+            return serve_bad("page-size", "between 4K and 1G");
+    }
+    if (val[F_PIN_LIMIT] != NULL &&
+        gf_size_parse(val[F_PIN_LIMIT], &gc.pin_limit, &err) != GF_OK)
+        return serve_bad("pin-limit", gf_err_msg(&err));
+    bool replicate;
+    if (!parse_bool(val[F_REPLICATE], &replicate))
+        return serve_bad("replicate", "expected on or off");
+    gc.no_replicate = !replicate;
+    if (val[F_CPU_COPY_BANDWIDTH] != NULL &&
+        gf_size_parse(val[F_CPU_COPY_BANDWIDTH], &gc.cpu_copy_bandwidth, &err) != GF_OK)
+        return serve_bad("cpu-copy-bandwidth", gf_err_msg(&err));
     hc.admin_token = val[F_ADMIN_TOKEN];
     if (val[F_ALLOW_NATIVE] != NULL && !parse_bool(val[F_ALLOW_NATIVE], &gc.allow_native))
         return serve_bad("allow-native-functions", "expected 1/0, true/false, yes/no");

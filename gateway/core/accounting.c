@@ -2,14 +2,36 @@
  * /metrics series and its invocations row in SQLite come from the same
  * gw_answer, so the two always count the same requests. A request refused
  * before any work (a bad body, an unknown function, a full queue) is
- * accounted here too, with its reason. New per-request figures (an SLO met
- * or missed, Triton's statistics) extend gw_answer and this file. */
+ * accounted here too, with its reason; and each request of a function with an
+ * SLO, with how it fared against it. New per-request figures (Triton's
+ * statistics) extend gw_answer and this file. */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "gateway/core/internal.h"
+
+int64_t gw_slo_us(const gf_manifest *mf)
+{
+    return mf->slo_ms > 0 ? (int64_t)(mf->slo_ms * 1000.0 + 0.5) : 0;
+}
+
+gf_store_slo gw_slo_result(const gw_answer *a, int pcode)
+{
+    if (a->slo_us <= 0)
+        return GF_STORE_SLO_NONE;
+    if (a->status != GF_OK)
+        return pcode >= 400 && pcode < 500 && pcode != 429 ? GF_STORE_SLO_NONE
+                                                           : GF_STORE_SLO_FAILED;
+    if (a->total_us <= (uint64_t)a->slo_us)
+        return GF_STORE_SLO_MET;
+    if (a->queue_us >= a->exec_us && a->queue_us >= a->load_us)
+        return GF_STORE_SLO_QUEUE;
+    /* a cold request's execution waits for its parameters (pipelined), so
+     * its lateness is the swap's unless it queued most */
+    return a->cold ? GF_STORE_SLO_COLD : GF_STORE_SLO_EXEC;
+}
 
 void gw_answer_record(gf_gw *gw, const gw_answer *a)
 {
@@ -27,6 +49,11 @@ void gw_answer_record(gf_gw *gw, const gw_answer *a)
         gw_metric_observe(gw->metrics, GW_M_QUEUE_DURATION, l2, (double)a->queue_us * 1e-6);
     if (a->cold)
         gw_metric_add(gw->metrics, GW_M_COLD_STARTS, l2, 1);
+    gf_store_slo slo = gw_slo_result(a, pcode);
+    if (slo != GF_STORE_SLO_NONE) {
+        const char *ls[3] = {fn, ver, gf_store_slo_name(slo)};
+        gw_metric_add(gw->metrics, GW_M_SLO_REQUESTS, ls, 1);
+    }
     gf_store_invocation rec = {
         .function = a->function != NULL ? a->function : "",
         .version = a->version,
@@ -41,6 +68,8 @@ void gw_answer_record(gf_gw *gw, const gw_answer *a)
         .total_us = (int64_t)a->total_us,
         .at_us = 0,
         .reason = a->status != GF_OK ? a->reason : NULL,
+        .slo_us = slo != GF_STORE_SLO_NONE ? a->slo_us : 0,
+        .slo = slo,
     };
     /* a full queue drops the row; the store counts it (gpufaas_store_records_total) and logs */
     if (gw->store != NULL)
@@ -62,6 +91,7 @@ static void resolve(gf_gw *gw, const char *function, int64_t version, gw_answer 
     if (v != NULL && v->state != GF_STORE_VERSION_DELETED) {
         a->version = v->version;
         a->labelled = true;
+        a->slo_us = gw_slo_us(v->mf);
     }
     pthread_mutex_unlock(&gw->lock);
 }

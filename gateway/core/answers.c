@@ -58,6 +58,8 @@ static void on_ready(gw_worker *w, const gf_ipc_frame *f)
     bool was_up = w->state == GW_W_UP;
     if (w->state == GW_W_STARTING)
         w->state = GW_W_UP;
+    if (!was_up)
+        gw_residency_place_pinned(gw); /* a new process holds nothing */
     pthread_cond_broadcast(&gw->cond);
     pthread_mutex_unlock(&gw->lock);
     if (!was_up) {

@@ -56,7 +56,8 @@ void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
                    .queue_us = res->queue_us,
                    .load_us = res->load_us,
                    .exec_us = res->exec_us,
-                   .total_us = res->total_us};
+                   .total_us = res->total_us,
+                   .slo_us = gw_slo_us(v->mf)};
     gw_answer_record(gw, &a);
     gw_stats_request(gw, v, res, q->rows);
     gf_gw_done_fn done = q->done;

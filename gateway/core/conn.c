@@ -269,6 +269,7 @@ gf_status gw_worker_load(gf_gw *gw, gw_worker *w, gw_version *v, int tier, gf_er
     }
     gw_worker_send(w, f);
     gw_frame_unref(f);
+    gw_residency_after_load(gw, w, v); /* queued behind the LOAD on the worker */
     return GF_OK;
 }
 

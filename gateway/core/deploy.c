@@ -293,6 +293,15 @@ gf_status gf_gw_deploy(gf_gw *gw, const gf_gw_deploy_req *req, gf_gw_deployed *o
     }
     pthread_mutex_lock(&gw->lock);
     uint64_t budget = gw_max_device_budget(gw);
+    /* a manifest's pin counts against the pin limit unless the function's
+     * run-time override decides instead */
+    gw_function *pf = gw_function_find(gw, mf->name);
+    if (mf->residency.pin && (pf == NULL || pf->deleted || !pf->has_res) &&
+        (st = gw_pin_check(gw, pf, bytes, err)) != GF_OK) {
+        pthread_mutex_unlock(&gw->lock);
+        gf_err_prefix(err, "function '%s' asks to be pinned", mf->name);
+        goto out;
+    }
     pthread_mutex_unlock(&gw->lock);
     if (budget > 0 && bytes > budget) {
         st = gf_err_set(err, GF_ERR_INVALID,

@@ -342,8 +342,27 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
         st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");
         goto fail;
     }
+    double predicted_us = v->mf->admission_max_slo > 0 ? gw_route_predict_us(gw, v) : -1;
     gw_version_ref(v);
     pthread_mutex_unlock(&gw->lock);
+    if (predicted_us >= 0) {
+        /* requests already waiting in the batcher run first */
+        pthread_mutex_lock(&gw->qlock);
+        size_t waiting = v->q_len;
+        pthread_mutex_unlock(&gw->qlock);
+        double batches = (double)((waiting + (size_t)v->mf->max_batch_size - 1) /
+                                  (size_t)v->mf->max_batch_size);
+        predicted_us += batches * (v->exec_us > 0 ? v->exec_us : 0);
+        double limit_us = v->mf->admission_max_slo * v->mf->slo_ms * 1000.0;
+        if (predicted_us > limit_us) {
+            st = gf_err_set(err, GF_ERR_OVERLOADED,
+                            "function '%s' would answer in about %.1f ms, more than %.3g times "
+                            "its %.3g ms SLO: try again later",
+                            req->function, predicted_us / 1000.0, v->mf->admission_max_slo,
+                            v->mf->slo_ms);
+            goto fail;
+        }
+    }
 
     /* inputs: each manifest input exactly once, checked */
     const gf_manifest *mf = v->mf;

@@ -40,6 +40,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/residency.h"
 #include "core/tier.h"
 
 #ifdef __cplusplus
@@ -71,6 +72,11 @@ typedef struct gf_gw_config {
     uint64_t retention_age_s;    /* invocation age kept (0 = store default) */
     uint64_t cpu_copy_bandwidth; /* benchmarks: cpu workers emulate a host-to-device link of
                                     this many bytes/s (0 = memcpy speed) */
+    uint64_t page_size;          /* workers' device page size, bytes (0 = their default, 2 MiB) */
+    uint64_t pin_limit;          /* per worker: device bytes pinned and kept-warm functions may
+                                    hold (0 = half the device budget) */
+    bool no_replicate;           /* never prefetch a second replica of a function whose queue
+                                    wait passes half its SLO (benchmarks measure the lever) */
     const char *const *plugins;  /* shared objects of plugin kinds the workers may load
                                     (needs allow_native); may be NULL */
     size_t n_plugins;
@@ -282,6 +288,17 @@ void gf_gw_labels_free(char **labels, size_t n);
 gf_status gf_gw_repo_load_new(gf_gw *gw, const gf_gw_load_req *req, gf_gw_deployed *out,
                               gf_err *err);
 gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, gf_err *err);
+
+/* Residency at run time: set the function's pin, priority and keep-warm
+ * time (r), or go back to what its current version's manifest says (r
+ * NULL). Recorded in SQLite (functions.pin, .priority, .keep_warm_us),
+ * sent to every worker holding one of its versions; a pinned function is
+ * loaded onto a device. GF_ERR_NOT_FOUND for an unknown function,
+ * GF_ERR_INVALID for an out-of-range r, GF_ERR_CONFLICT when the pin would
+ * pass the pin limit. On GF_OK appends {"function", "version",
+ * "residency": {...}, "source": "api"|"manifest"} to out. */
+gf_status gf_gw_set_residency(gf_gw *gw, const char *name, const gf_residency *r, gf_buf *out,
+                              gf_err *err);
 
 /* ---- reading state (JSON text for the APIs, gateway/core/views.c) --------------- */
 

@@ -125,6 +125,8 @@ struct gw_function {
     bool unloaded;           /* the repository extension unloaded it: UNAVAILABLE (not
                                 ready, infer refused) until a load or a deploy */
     int64_t max_version;     /* the highest number the name ever had (versions.h) */
+    bool has_res;            /* a run-time residency override is set (PUT .../residency) */
+    gf_residency res;        /* it, when set; else each version's manifest decides */
 };
 
 typedef enum {
@@ -256,7 +258,18 @@ typedef struct gw_answer {
     bool cold;
     uint32_t batch_size;
     uint64_t queue_us, load_us, exec_us, total_us;
+    int64_t slo_us;          /* the version's SLO (gw_slo_us); 0 = none */
 } gw_answer;
+
+/* A manifest's SLO in microseconds; 0 when it has none. */
+int64_t gw_slo_us(const gf_manifest *mf);
+
+/* How a fared against its SLO: none (no SLO, or a client error: a request
+ * the client got wrong has no SLO to meet), met, late by what took most of
+ * its time (queue; cold: the swap-in; exec), or failed (any other error,
+ * admission's 503 included). The one place that decides it, for /metrics and
+ * SQLite alike (pcode: the protocol code answered). */
+gf_store_slo gw_slo_result(const gw_answer *a, int pcode);
 
 /* Count a in /metrics and record its invocations row. Any thread, lock not
  * held. */
@@ -437,6 +450,20 @@ void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, const char *msg);
 void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worker);
 void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res);
 
+/* residency.c (lock held) */
+/* The residency v runs with: its function's run-time override, else its
+ * manifest's. */
+gf_residency gw_residency_of(const gw_version *v);
+/* After a LOAD of v to w: send the override, if any (the worker applied the
+ * manifest's itself). */
+void gw_residency_after_load(gf_gw *gw, gw_worker *w, gw_version *v);
+/* GF_OK when pinning `bytes` more keeps the pinned bytes of the current
+ * versions (those of `skip` not counted; may be NULL) within every up
+ * worker's pin limit; else GF_ERR_CONFLICT with the sizes. */
+gf_status gw_pin_check(gf_gw *gw, const gw_function *skip, uint64_t bytes, gf_err *err);
+/* Place every pinned current version that is on no device yet. */
+void gw_residency_place_pinned(gf_gw *gw);
+
 /* stats.c: Triton's statistics, recorded in the metrics registry. A
  * request's answer (rows: its share of the batch dimension), a batch a
  * worker ran, a load of v onto a device. */
@@ -447,6 +474,10 @@ void gw_stats_swap_in(gf_gw *gw, const gw_version *v, uint64_t bytes, uint64_t m
 
 /* router.c: the worker to run v on (lock held), or NULL when none is up. */
 gw_worker *gw_route(gf_gw *gw, gw_version *v, int exclude, double *est_us);
+/* The router's prediction of when a request for v sent now would finish,
+ * microseconds from now (the best worker's queue + swap-in + execution);
+ * < 0 when no worker is up. Lock held. */
+double gw_route_predict_us(gf_gw *gw, gw_version *v);
 /* After routing v to w with an estimated queue wait: start a second replica
  * on another worker when the wait exceeds half the SLO (lock held). */
 void gw_route_replicate(gf_gw *gw, gw_version *v, gw_worker *chosen);

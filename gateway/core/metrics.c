@@ -42,6 +42,10 @@ static const struct {
     [GW_M_BATCH_SIZE] = {"gpufaas_batch_size", KIND_HISTOGRAM,
                          "Requests per batch sent to a worker.", 2, {"function", "version"},
                          batch_buckets, 10},
+    [GW_M_SLO_REQUESTS] = {"gpufaas_slo_requests_total", KIND_COUNTER,
+                           "Requests of functions with an SLO, by result: met, or late because "
+                           "of the swap-in (cold), the queue or the execution (exec), or failed.",
+                           3, {"function", "version", "result"}, NULL, 0},
     [GW_M_SWAP_BYTES] = {"gpufaas_swap_bytes_total", KIND_COUNTER,
                          "Bytes moved between tiers, by worker and direction.", 3,
                          {"worker", "from", "to"}, NULL, 0},

@@ -24,6 +24,7 @@ typedef enum {
     GW_M_QUEUE_DURATION,      /* histogram {function, version} seconds */
     GW_M_COLD_STARTS,         /* counter   {function, version} */
     GW_M_BATCH_SIZE,          /* histogram {function, version} requests per batch */
+    GW_M_SLO_REQUESTS,        /* counter   {function, version, result} */
     GW_M_SWAP_BYTES,          /* counter   {worker, from, to} */
     GW_M_SWAP_DURATION,       /* histogram {worker} seconds */
     GW_M_EVICTIONS,           /* counter   {worker} */

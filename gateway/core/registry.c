@@ -242,6 +242,9 @@ gf_status gw_registry_recover(gf_gw *gw, gf_err *err)
         v->verified = vi->hashed_now; /* else the background check hashes it */
         if (vi->current) /* a broken current one stays current: it is answered 503 */
             v->fn->current = v;
+        v->fn->has_res = vi->has_residency;
+        if (vi->has_residency)
+            v->fn->res = vi->residency;
         if (vi->state == GF_STORE_VERSION_READY) {
             ready++;
         } else {

@@ -66,9 +66,24 @@ gw_worker *gw_route(gf_gw *gw, gw_version *v, int exclude, double *est_us)
     return best;
 }
 
+double gw_route_predict_us(gf_gw *gw, gw_version *v)
+{
+    double best = -1;
+    for (int i = 0; i < gw->n_workers; i++) {
+        gw_worker *w = &gw->workers[i];
+        if (w->state != GW_W_UP)
+            continue;
+        const gw_placement *pl = &v->pl[i];
+        double cost = w->queued_us + swap_us(w, v, pl) + exec_us(v, pl);
+        if (best < 0 || cost < best)
+            best = cost;
+    }
+    return best;
+}
+
 void gw_route_replicate(gf_gw *gw, gw_version *v, gw_worker *chosen)
 {
-    if (v->mf->slo_ms <= 0 || chosen->queued_us <= v->mf->slo_ms * 1000.0 / 2)
+    if (gw->cfg.no_replicate || v->mf->slo_ms <= 0 || chosen->queued_us <= v->mf->slo_ms * 1000.0 / 2)
         return;
     /* a second replica, on the best worker that does not have it yet */
     for (int i = 0; i < gw->n_workers; i++)

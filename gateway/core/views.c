@@ -76,6 +76,12 @@ static json_t *placements_of(gf_gw *gw, const gw_version *v, json_t *arr, bool w
     return arr;
 }
 
+static json_t *residency_json(const gf_residency *r)
+{
+    return json_pack("{s:b, s:s, s:f}", "pin", r->pin, "priority", gf_priority_name(r->priority),
+                     "keep_warm_s", (double)r->keep_warm_us / 1e6);
+}
+
 static json_t *version_json(gf_gw *gw, const gw_version *v, int created)
 {
     char invoke[160], v2[160];
@@ -93,6 +99,12 @@ static json_t *version_json(gf_gw *gw, const gw_version *v, int created)
     json_object_set_new(j, "inputs", io_json(v->mf->inputs, v->mf->n_inputs));
     json_object_set_new(j, "outputs", io_json(v->mf->outputs, v->mf->n_outputs));
     json_object_set_new(j, "max_batch_size", json_integer(v->mf->max_batch_size));
+    if (v->mf->slo_ms > 0)
+        json_object_set_new(j, "slo_ms", json_real(v->mf->slo_ms));
+    json_object_set_new(j, "residency", residency_json(&v->mf->residency)); /* its manifest's */
+    if (v->mf->admission_max_slo > 0)
+        json_object_set_new(j, "admission", json_pack("{s:f}", "max_predicted_slo",
+                                                      v->mf->admission_max_slo));
     json_object_set_new(j, "placements", placements_of(gw, v, json_array(), false));
     if (created >= 0)
         json_object_set_new(j, "created", json_boolean(created));
@@ -112,6 +124,12 @@ static json_t *function_json(gf_gw *gw, const gw_function *f, bool detail)
     json_object_set_new(j, "invoke", json_string(invoke));
     if (cur != NULL) {
         json_object_set_new(j, "bytes", json_integer((json_int_t)cur->bytes));
+        if (cur->mf->slo_ms > 0)
+            json_object_set_new(j, "slo_ms", json_real(cur->mf->slo_ms));
+        gf_residency res = gw_residency_of(cur);
+        json_t *rj = residency_json(&res);
+        json_object_set_new(rj, "source", json_string(f->has_res ? "api" : "manifest"));
+        json_object_set_new(j, "residency", rj);
         json_object_set_new(j, "placements", placements_of(gw, cur, json_array(), false));
     }
     json_t *vs = json_array();

@@ -46,16 +46,18 @@ static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
         return gf_err_set(err, GF_ERR_IO, "socketpair: %s", strerror(errno));
     /* everything the child needs is built before fork: after it, only
      * async-signal-safe calls */
-    char fdbuf[16], idbuf[16], dmem[32], hmem[32], bw[32];
+    char fdbuf[16], idbuf[16], dmem[32], hmem[32], bw[32], pgs[32], pin[32];
     snprintf(fdbuf, sizeof fdbuf, "%d", 3);
     snprintf(idbuf, sizeof idbuf, "%d", w->id);
     snprintf(dmem, sizeof dmem, "%llu", (unsigned long long)gw->cfg.device_memory);
     snprintf(hmem, sizeof hmem, "%llu", (unsigned long long)gw->cfg.host_memory);
     snprintf(bw, sizeof bw, "%llu", (unsigned long long)gw->cfg.cpu_copy_bandwidth);
+    snprintf(pgs, sizeof pgs, "%llu", (unsigned long long)gw->cfg.page_size);
+    snprintf(pin, sizeof pin, "%llu", (unsigned long long)gw->cfg.pin_limit);
     static const char *const lv[] = {"error", "warn", "info", "debug", "trace"};
     int t = gf_log_threshold < 0 ? 0 : gf_log_threshold > 4 ? 4 : gf_log_threshold;
     const char *dev = strncmp(w->device, "cpu", 3) == 0 ? "cpu" : w->device;
-    const char *argv[24];
+    const char *argv[32];
     int a = 0;
     argv[a++] = gw->worker_path;
     argv[a++] = "--device";
@@ -83,6 +85,14 @@ static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
     if (gw->cfg.cpu_copy_bandwidth > 0 && strcmp(dev, "cpu") == 0) {
         argv[a++] = "--copy-bandwidth";
         argv[a++] = bw;
+    }
+    if (gw->cfg.page_size > 0) {
+        argv[a++] = "--page-size";
+        argv[a++] = pgs;
+    }
+    if (gw->cfg.pin_limit > 0) {
+        argv[a++] = "--pin-limit";
+        argv[a++] = pin;
     }
     argv[a] = NULL;
     pid_t pid = fork();

@@ -122,7 +122,9 @@ struct gf_http_req {
     gf_gw_deployed deployed; /* a deploy's answer */
     int load_worker;       /* repository load: the worker its parameters name, -1 = any */
     bool allow_interface_change; /* a deploy's ?interface_change=allow */
-    gf_buf job_out;        /* an admin call's JSON answer (activate, fsck) */
+    gf_residency residency; /* PUT .../residency: the settings asked for */
+    bool residency_reset;  /* DELETE .../residency: back to the manifest's */
+    gf_buf job_out;        /* an admin call's JSON answer (activate, fsck, residency) */
     gf_status job_status;  /* an admin call's outcome (the message in job_err) */
     gf_err job_err;
 };
@@ -141,8 +143,8 @@ void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_ty
 void gf_http_reply_json(gf_http_req *r, unsigned status, gf_buf *json);
 
 /* Answer {"error": "<message>"} with the HTTP code the one table gives st
- * (gf_http_status_of); a GF_ERR_BUSY answer (429) says when to retry
- * (Retry-After). The way to answer every failure that has a gf_status. */
+ * (gf_http_status_of); a GF_ERR_BUSY (429) or GF_ERR_OVERLOADED (503) answer
+ * says when to retry (Retry-After). The way to answer every failure that has a gf_status. */
 void gf_http_fail(gf_http_req *r, gf_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/residency.h"
 #include "functions/manifest.h"
 #include "gateway/http/http_impl.h"
 
@@ -532,6 +533,48 @@ static void h_fsck(gf_http_req *r)
     gf_http_run_admin(r, job_fsck);
 }
 
+/* ---- residency --------------------------------------------------------------------- */
+
+static void job_residency(gf_http_req *r)
+{
+    gf_buf_init(&r->job_out);
+    r->job_status = gf_gw_set_residency(r->srv->gw, r->name,
+                                        r->residency_reset ? NULL : &r->residency, &r->job_out,
+                                        &r->job_err);
+}
+
+/* PUT {"pin": true, "priority": "high", "keep_warm_s": 30}: members left
+ * out take their defaults (the whole residency is replaced). */
+static void h_fn_residency_put(gf_http_req *r)
+{
+    if (r->body.len > GF_SMALL_BODY_MAX) {
+        gf_http_fail(r, GF_ERR_TOO_LARGE, "request body larger than %u bytes", GF_SMALL_BODY_MAX);
+        return;
+    }
+    gf_json_doc *doc = NULL;
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st = gf_json_parse(r->body.data != NULL ? r->body.data : "", r->body.len,
+                                 GF_CODEC_MAX_DEPTH, &doc, &err);
+    if (st == GF_OK)
+        st = gf_residency_from_json(gf_json_doc_root(doc), &r->residency, &err);
+    gf_json_doc_free(doc);
+    if (st != GF_OK) {
+        gf_http_fail(r, GF_ERR_INVALID, "%s", gf_err_msg(&err));
+        return;
+    }
+    r->residency_reset = false;
+    gf_http_async_begin(r, finish_job_json);
+    gf_http_run_admin(r, job_residency);
+}
+
+static void h_fn_residency_delete(gf_http_req *r)
+{
+    r->residency_reset = true;
+    gf_http_async_begin(r, finish_job_json);
+    gf_http_run_admin(r, job_residency);
+}
+
 static void h_workers(gf_http_req *r)
 {
     gf_buf b;
@@ -609,6 +652,8 @@ const gf_route gf_http_routes[] = {
     {"POST", "/v1/functions/{m}/versions/{v}/activate", h_version_activate, GF_ROUTE_ADMIN},
     {"DELETE", "/v1/functions/{m}/versions/{v}", h_version_delete, GF_ROUTE_ADMIN},
     {"POST", "/v1/fsck", h_fsck, GF_ROUTE_ADMIN},
+    {"PUT", "/v1/functions/{m}/residency", h_fn_residency_put, GF_ROUTE_ADMIN},
+    {"DELETE", "/v1/functions/{m}/residency", h_fn_residency_delete, GF_ROUTE_ADMIN},
     {"GET", "/v1/workers", h_workers, 0},
     {"GET", "/v1/placements", h_placements, 0},
     /* Prometheus */

@@ -155,7 +155,7 @@ void gf_http_fail(gf_http_req *r, gf_status st, const char *fmt, ...)
     va_start(ap, fmt);
     error_reply(r, st, (unsigned)gf_http_status_of(st), fmt, ap);
     va_end(ap);
-    if (st == GF_ERR_BUSY)
+    if (st == GF_ERR_BUSY || st == GF_ERR_OVERLOADED)
         gf_http_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
 }
 

@@ -24,7 +24,8 @@ static const unsigned short gf_http_codes[GF_STATUS_COUNT_] = {
     [GF_ERR_INTERNAL] = 500,
     [GF_ERR_CLOSED] = 503,         /* shutting down, no worker up */
     [GF_ERR_NO_SPACE] = 507,       /* the disk is full (staging an upload) */
-    [GF_ERR_CONFLICT] = 409,       /* a version change the request did not allow */
+    [GF_ERR_CONFLICT] = 409,       /* a version change the request did not allow; the pin limit */
+    [GF_ERR_OVERLOADED] = 503,     /* admission: it would miss its SLO (with Retry-After) */
 };
 
 int gf_http_status_of(gf_status st)

@@ -37,7 +37,10 @@ typedef enum gf_status {
     GF_ERR_CLOSED = 18,     /* the peer or the object was shut down */
     GF_ERR_NO_SPACE = 19,   /* a file system is full */
     GF_ERR_CONFLICT = 20,   /* would change an object in a way the request did not ask for
-                               (the message says how to proceed) */
+                               (the message says how to proceed), or conflicts with a limit
+                               in force (the pin limit) */
+    GF_ERR_OVERLOADED = 21, /* the server cannot take it now (admission: it would finish too
+                               late to meet its SLO): retry later */
     GF_STATUS_COUNT_        /* number of codes; not a code */
 } gf_status;
 

@@ -230,6 +230,9 @@ START_TEST(test_tier_names)
     ck_assert_int_eq(p, GF_EVICT_LRU);
     ck_assert_int_eq(gf_evict_policy_parse("fifo", &p, &e), GF_ERR_INVALID);
     ck_assert_str_eq(e.msg, "'fifo' is not lru, gds or gdsf");
+    ck_assert_int_eq(gf_evict_policy_parse("gdsf", &p, &e), GF_OK);
+    ck_assert_int_eq(p, GF_EVICT_GDSF);
+    ck_assert_str_eq(gf_evict_policy_name(p), "gdsf");
 }
 END_TEST
 

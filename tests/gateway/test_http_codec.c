@@ -501,7 +501,7 @@ START_TEST(test_status_table)
                 {GF_ERR_EXISTS, 409},  {GF_ERR_TOO_LARGE, 413}, {GF_ERR_BUSY, 429},
                 {GF_ERR_NOMEM, 500},   {GF_ERR_INTERNAL, 500},  {GF_ERR_CLOSED, 503},
                 {GF_ERR_STATE, 503},   {GF_ERR_NO_SPACE, 507},  {GF_ERR_PERMISSION, 403},
-                {GF_ERR_CONFLICT, 409}};
+                {GF_ERR_CONFLICT, 409},  {GF_ERR_OVERLOADED, 503}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_int_eq(gf_http_status_of(want[i].st), want[i].code);
     ck_assert_int_eq(gf_http_status_of((gf_status)999), 500);

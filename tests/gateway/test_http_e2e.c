@@ -776,6 +776,10 @@ START_TEST(test_serve_flags)
         const char *want;
     } bad[] = {
         {"--policy", "foo", "--policy: expected lru, gds or gdsf"},
+        {"--replicate", "maybe", "--replicate: expected on or off"},
+        {"--pin-limit", "lots", "--pin-limit: 'lots' is not a size"},
+        {"--page-size", "1K", "--page-size: between 4K and 1G"},
+        {"--cpu-copy-bandwidth", "fast", "--cpu-copy-bandwidth: 'fast' is not a size"},
         {"--max-body", "12Q", "--max-body: '12Q' is not a size"},
         {"--device-memory", "1.5G", "--device-memory: '1.5G' is not a size"},
         {"--queue-limit", "0", "--queue-limit: expected an integer"},
