@@ -10,6 +10,11 @@
 #     so that on the device ninja builds only what changed since;
 #  3. the ONNX cases of the onnx_cuda check, imported into build-gpu/onnx-cases
 #     (needs the release build in build/ and .venv: deploy/test.sh makes both).
+#  4. the density check's gateway: gpufaas and bench_density from this
+#     machine's own build (GF_GW_BUILDDIR, default build; configured with
+#     -Dcuda=disabled when missing), copied with the shared libraries they
+#     need beyond the C library into third_party/deps/gw/{bin,lib} (the
+#     device has none of the gateway's libraries).
 #
 # Then the device call carries both: carry ["third_party/deps", "build-gpu"]
 # (what git ignores travels only when named; together well under the
@@ -79,6 +84,24 @@ if [ -x build/tests/functions/onnx_conformance ] && [ -x .venv/bin/python3 ] &&
   say "ONNX cases: $(find "$cases" -mindepth 1 -maxdepth 1 | wc -l) in $cases ($(du -sh "$cases" | cut -f1))"
 else
   say "no ONNX cases (needs build/ with the importer, .venv and libonnx-testdata): onnx_cuda will skip"
+fi
+# 4. the density check's gateway and benchmark, with their libraries
+gw_build=${GF_GW_BUILDDIR:-build}
+if [ ! -f "$gw_build/build.ninja" ]; then
+  say "configuring $gw_build (the gateway, without CUDA)"
+  meson setup "$gw_build" -Dcuda=disabled > /dev/null
+fi
+if ninja -C "$gw_build" -j "${GF_JOBS:-2}" gateway/gpufaas tests/bench/bench_density; then
+  gw=$GF_GPU_DEPS/gw
+  rm -rf "$gw"
+  mkdir -p "$gw/bin" "$gw/lib"
+  cp "$gw_build/gateway/gpufaas" "$gw_build/tests/bench/bench_density" "$gw/bin/"
+  ldd "$gw/bin/gpufaas" "$gw/bin/bench_density" | awk '/=> \// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -L "$lib" "$gw/lib/"; done
+  say "density gateway: $(du -sh "$gw" | cut -f1) in $gw"
+else
+  say "the gateway did not build in $gw_build: the density check will SKIP"
 fi
 {
   echo "prepared: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"

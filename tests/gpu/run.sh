@@ -93,13 +93,15 @@ gf_test_with() {
   $wrap "$GF_B/$exe" "$@"
 }
 
-# gf_bench NAME EXE ARGS...: a benchmark; its one-figure lines become NAME.key=value.
+# gf_bench NAME EXE ARGS...: a benchmark (EXE in the build folder, or an
+# absolute path); its one-figure lines become NAME.key=value.
 gf_bench() {
   local name=$1 exe=$2 tmp rc
   shift 2
   gf_test_env
+  case $exe in /*) ;; *) exe=$GF_B/$exe ;; esac
   tmp=$(mktemp)
-  "$GF_B/$exe" "$@" > "$tmp" 2>&1
+  "$exe" "$@" > "$tmp" 2>&1
   rc=$?
   cat "$tmp"
   grep -E '^[a-z][a-z0-9_]*=[^ ]*$' "$tmp" | grep -v '^device=' | sed "s/^/$name./" \

@@ -1,0 +1,308 @@
+/* gpufaas benchmarks — bench_density's server and trials (see density.h). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "density.h"
+
+void dn_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench_density: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+const char *dn_loadavg(void)
+{
+    static char buf[64];
+    snprintf(buf, sizeof buf, "unknown");
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        double a = 0;
+        if (fscanf(f, "%lf", &a) == 1)
+            snprintf(buf, sizeof buf, "%.2f", a);
+        fclose(f);
+    }
+    return buf;
+}
+
+uint64_t dn_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull); /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double dn_uniform(uint64_t *s)
+{
+    return ((double)(dn_rand(s) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+void dn_server_start(dn_server *s, const dn_opts *o, const char *dir, const char *policy,
+                     int workers, uint64_t link_bps, uint64_t host_memory, const char *const *extra)
+{
+    char devices[32], dmem[32], hmem[32], page[32], link[32];
+    if (strncmp(o->device, "cuda", 4) == 0)
+        snprintf(devices, sizeof devices, "%s", o->device);
+    else
+        snprintf(devices, sizeof devices, "cpu:%d", workers);
+    snprintf(dmem, sizeof dmem, "%llu", (unsigned long long)o->device_memory);
+    snprintf(hmem, sizeof hmem, "%llu", (unsigned long long)host_memory);
+    snprintf(page, sizeof page, "%llu", (unsigned long long)o->page_size);
+    snprintf(link, sizeof link, "%llu", (unsigned long long)link_bps);
+    const char *args[40];
+    int a = 0;
+    args[a++] = "--devices";
+    args[a++] = devices;
+    args[a++] = "--device-memory";
+    args[a++] = dmem;
+    args[a++] = "--host-memory";
+    args[a++] = hmem;
+    args[a++] = "--policy";
+    args[a++] = policy;
+    args[a++] = "--queue-limit";
+    args[a++] = "1000000";
+    args[a++] = "--log-level";
+    args[a++] = "warn";
+    args[a++] = "--worker";
+    args[a++] = o->worker;
+    if (o->page_size > 0) {
+        args[a++] = "--page-size";
+        args[a++] = page;
+    }
+    if (link_bps > 0) {
+        args[a++] = "--cpu-copy-bandwidth";
+        args[a++] = link;
+    }
+    for (int i = 0; extra != NULL && extra[i] != NULL && a < 38; i++)
+        args[a++] = extra[i];
+    args[a] = NULL;
+    gf_hh_server_init(&s->srv, dir);
+    char msg[256];
+    if (gf_hh_server_start(&s->srv, o->gpufaas, args, 120, msg, sizeof msg) != 0) {
+        gf_hh_server_dump_log(&s->srv, 4000);
+        dn_die("gpufaas serve did not start: %s", msg);
+    }
+    s->port = (uint16_t)atoi(strrchr(s->srv.url, ':') + 1);
+    s->up = true;
+}
+
+void dn_server_stop(dn_server *s)
+{
+    if (!s->up)
+        return;
+    gf_hh_thread_end();
+    int st = gf_hh_server_stop(&s->srv, 60);
+    if (st != 0) {
+        gf_hh_server_dump_log(&s->srv, 4000);
+        dn_die("gpufaas serve exited with %d", st);
+    }
+    s->up = false;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int pick(const double *cdf, size_t n, double u)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cdf[mid] < u)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (int)lo;
+}
+
+void dn_prefetch(const dn_server *s, const dn_fn *fns, size_t warm_n)
+{
+    for (size_t i = 0; i < warm_n; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v2/repository/models/%s/load", fns[i].name);
+        dn_post(s, path, NULL, 200);
+    }
+}
+
+double dn_warm_rps(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t warm_n,
+                   const gf_dlg_targets *tg)
+{
+    dn_prefetch(s, fns, warm_n);
+    enum { SEQ = 20000 };
+    int *seq = malloc(SEQ * sizeof *seq);
+    if (seq == NULL)
+        dn_die("out of memory");
+    double tot = 0;
+    for (size_t i = 0; i < warm_n; i++)
+        tot += fns[i].weight;
+    uint64_t rng = 7;
+    for (int k = 0; k < SEQ; k++) {
+        double u = dn_uniform(&rng) * tot, acc = 0;
+        size_t i = 0;
+        while (i + 1 < warm_n && (acc += fns[i].weight) < u)
+            i++;
+        seq[k] = (int)i;
+    }
+    size_t answered, errors;
+    char msg[256];
+    double secs = o->quick ? 1.0 : 2.0;
+    /* the warm-up lets the prefetches land */
+    if (gf_dlg_closed_loop(s->port, tg, seq, SEQ, 8, 0.5, secs, &answered, &errors, msg,
+                          sizeof msg) != 0)
+        dn_die("all-warm throughput: %s", msg);
+    free(seq);
+    if (errors > 0)
+        dn_die("all-warm throughput: %zu answers were not 200", errors);
+    return (double)answered / secs;
+}
+
+void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
+              const gf_dlg_targets *tg, double rate_rps, uint64_t seed, dn_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->rate_rps = rate_rps;
+    double *cdf = malloc(n * sizeof *cdf);
+    double total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += fns[i].weight;
+    double acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc += fns[i].weight / total;
+        cdf[i] = acc;
+    }
+    double span = o->warmup_s + o->seconds;
+    size_t cap = (size_t)(span * rate_rps * 1.2) + 64, nreq = 0;
+    gf_dlg_req *reqs = calloc(cap, sizeof *reqs);
+    if (cdf == NULL || reqs == NULL)
+        dn_die("out of memory");
+    uint64_t rng = seed;
+    for (double t = -log(dn_uniform(&rng)) / rate_rps; t < span;
+         t += -log(dn_uniform(&rng)) / rate_rps) {
+        if (nreq == cap) {
+            cap *= 2;
+            if ((reqs = realloc(reqs, cap * sizeof *reqs)) == NULL)
+                dn_die("out of memory");
+        }
+        memset(&reqs[nreq], 0, sizeof reqs[nreq]);
+        reqs[nreq].t = t;
+        reqs[nreq].target = pick(cdf, n, dn_uniform(&rng) * acc);
+        nreq++;
+    }
+    char msg[256];
+    if (gf_dlg_open_loop(s->port, tg, reqs, nreq, 256, 30.0, msg, sizeof msg) != 0)
+        dn_die("load generator: %s", msg);
+    double *lat = malloc((nreq ? nreq : 1) * sizeof *lat);
+    size_t n_lat = 0, met = 0, cold = 0, rejected = 0, mc = 0, mq = 0, me = 0;
+    for (size_t i = 0; i < nreq; i++) {
+        const gf_dlg_req *q = &reqs[i];
+        if (q->t < o->warmup_s)
+            continue;
+        out->requests++;
+        if (q->status == 503) {
+            rejected++;
+            continue;
+        }
+        if (q->status != 200) {
+            out->errors++;
+            continue;
+        }
+        lat[n_lat++] = q->latency;
+        cold += q->cold;
+        if (q->latency * 1e3 <= fns[q->target].slo_ms) {
+            met++;
+        } else if (q->load_us >= q->queue_us && q->load_us >= q->exec_us) {
+            mc++;
+        } else if (q->queue_us >= q->exec_us) {
+            mq++;
+        } else {
+            me++;
+        }
+    }
+    if (out->requests > 0) {
+        double r = (double)out->requests;
+        out->attainment = (double)met / r;
+        out->rejected = (double)rejected / r;
+        out->miss_cold = (double)mc / r;
+        out->miss_queue = (double)mq / r;
+        out->miss_exec = (double)me / r;
+    }
+    if (n_lat > 0) {
+        out->cold_fraction = (double)cold / (double)n_lat;
+        qsort(lat, n_lat, sizeof *lat, cmp_d);
+        out->p50_ms = lat[n_lat / 2] * 1e3;
+        out->p99_ms = lat[(n_lat * 99) / 100] * 1e3;
+    }
+    free(lat);
+    free(reqs);
+    free(cdf);
+}
+
+double dn_rate_of(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t warm_n,
+                  const gf_dlg_targets *tg)
+{
+    double r[3];
+    for (int k = 0; k < 3; k++)
+        r[k] = dn_warm_rps(s, o, fns, warm_n, tg);
+    qsort(r, 3, sizeof r[0], cmp_d);
+    printf("all_warm_rps_runs=%.0f,%.0f,%.0f\n", r[0], r[1], r[2]);
+    return r[0] * o->load; /* the lowest: what the machine gave at its busiest */
+}
+
+/* One all-warm control at rate: true when it meets the target. */
+static bool control(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t warm_n,
+                    const gf_dlg_targets *tg, double rate, uint64_t *seed, const char *when)
+{
+    dn_result c;
+    dn_prefetch(s, fns, warm_n);
+    dn_trial(s, o, fns, warm_n, tg, rate, (*seed)++, &c);
+    if (c.attainment >= o->target)
+        return true;
+    char label[64];
+    snprintf(label, sizeof label, "control_missed_%s", when);
+    dn_print_trial(label, &c);
+    return false;
+}
+
+bool dn_controlled_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
+                         size_t warm_n, const gf_dlg_targets *tg, double rate, uint64_t *seed,
+                         const char *label, dn_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->rate_rps = rate;
+    for (int attempt = 0; attempt < DN_TRIAL_TRIES; attempt++) {
+        if (!control(s, o, fns, warm_n, tg, rate, seed, "before"))
+            continue;
+        dn_prefetch(s, fns, warm_n);
+        dn_trial(s, o, fns, n, tg, rate, (*seed)++, out);
+        dn_print_trial(label, out);
+        if (out->attainment >= o->target || control(s, o, fns, warm_n, tg, rate, seed, "after"))
+            return true;
+    }
+    printf("trial %s n=%zu inconclusive: the all-warm control missed its target %d times\n", label,
+           n, DN_TRIAL_TRIES);
+    fflush(stdout);
+    return false;
+}
+
+void dn_print_trial(const char *label, const dn_result *r)
+{
+    printf(
+        "trial %s n=%zu rate_rps=%.0f requests=%zu attainment=%.4f cold_fraction=%.3f p50_ms=%.2f "
+        "p99_ms=%.2f rejected=%.4f errors=%zu miss_cold=%.4f miss_queue=%.4f miss_exec=%.4f\n",
+        label, r->n, r->rate_rps, r->requests, r->attainment, r->cold_fraction, r->p50_ms,
+        r->p99_ms, r->rejected, r->errors, r->miss_cold, r->miss_queue, r->miss_exec);
+    fflush(stdout);
+}
