@@ -7,7 +7,7 @@
  *                 [--ratio R] [--seconds S] [--warmup S] [--load F] [--max-ratio M]
  *                 [--keep DIR]
  *
- * The mix. Functions are mlps (64 -> h -> h -> 16, FP32) whose weights
+ * The mix. Functions are mlps (16 -> h -> h -> 1, FP32) whose weights
  * follow a log-uniform law over 5-500 MB, scaled down with the device
  * budget (--scale, 1/100 by default: 50 KB - 5 MB against a 32 MiB device
  * of 64 KiB pages, where a GPU has 2 MiB pages). Popularity is Zipf(0.9)
