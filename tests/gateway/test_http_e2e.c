@@ -767,83 +767,6 @@ START_TEST(test_sigterm_drains)
 }
 END_TEST
 
-/* Flags and their environment variables; the flag wins. */
-START_TEST(test_serve_flags)
-{
-    const char *g = gf_test_prog("GF_GPUFAAS");
-    struct {
-        const char *arg1, *arg2;
-        const char *want;
-    } bad[] = {
-        {"--policy", "foo", "--policy: expected lru, gds or gdsf"},
-        {"--replicate", "maybe", "--replicate: expected on or off"},
-        {"--pin-limit", "lots", "--pin-limit: 'lots' is not a size"},
-        {"--page-size", "1K", "--page-size: between 4K and 1G"},
-        {"--cpu-copy-bandwidth", "fast", "--cpu-copy-bandwidth: 'fast' is not a size"},
-        {"--max-body", "12Q", "--max-body: '12Q' is not a size"},
-        {"--device-memory", "1.5G", "--device-memory: '1.5G' is not a size"},
-        {"--queue-limit", "0", "--queue-limit: expected an integer"},
-        {"--log-level", "loud", "--log-level: expected error"},
-        {"--bogus", NULL, "unknown option '--bogus'"},
-        {"--listen", NULL, "--listen: needs a value"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char *argv[] = {(char *)g, "serve", (char *)bad[i].arg1, (char *)bad[i].arg2, NULL};
-        char *out, *err;
-        ck_assert_int_eq(gf_test_run_cmd(argv, &out, &err, 30), 2);
-        ck_assert_msg(strstr(err, bad[i].want) != NULL, "'%s' lacks '%s'", err, bad[i].want);
-        free(out), free(err);
-    }
-    /* a bad address is reported, exit 1 */
-    char *argv2[] = {
-        (char *)g, "serve",     "--listen", "256.1.1.1:80", "--state-dir",
-        srv.state, "--devices", "cpu:1",    "--worker",     (char *)gf_test_prog("GF_WORKER"),
-        NULL};
-    char *out, *err;
-    ck_assert_int_eq(gf_test_run_cmd(argv2, &out, &err, 60), 1);
-    ck_assert_msg(strstr(err, "--listen '256.1.1.1:80'") != NULL, "%s", err);
-    free(out), free(err);
-
-    /* the environment sets what the command line does not; the command line wins */
-    setenv("GPUFAAS_POLICY", "bogus", 1);
-    char *argv3[] = {(char *)g, "serve", NULL};
-    ck_assert_int_eq(gf_test_run_cmd(argv3, &out, &err, 30), 2);
-    ck_assert_msg(strstr(err, "--policy: expected lru, gds or gdsf") != NULL, "%s", err);
-    free(out), free(err);
-    setenv("GPUFAAS_ADMIN_TOKEN", TOKEN, 1);
-    const char *extra[] = {"--policy", "gds", NULL};
-    server_start_args(extra);
-    unsetenv("GPUFAAS_POLICY");
-    unsetenv("GPUFAAS_ADMIN_TOKEN");
-    resp r;
-    expect_error(http("DELETE", "/v1/functions/x", NULL, &r), &r, 401, "admin token");
-    resp_free(&r);
-
-    /* the same port twice: a clear failure */
-    char port[128];
-    snprintf(port, sizeof port, "%s", strrchr(srv.url, '/') + 1);
-    char other_state[600];
-    snprintf(other_state, sizeof other_state, "%s-other", srv.state);
-    char *argv4[] = {
-        (char *)g,   "serve",     "--listen", port,       "--state-dir",
-        other_state, "--devices", "cpu:1",    "--worker", (char *)gf_test_prog("GF_WORKER"),
-        NULL};
-    int rc = gf_test_run_cmd(argv4, &out, &err, 60);
-    ck_assert_msg(rc == 1 && strstr(err, "cannot listen on") != NULL, "rc %d: %s", rc, err);
-    free(out), free(err);
-
-    /* the same state directory twice: refused, naming the running server */
-    char *argv5[] = {
-        (char *)g, "serve",     "--listen", "127.0.0.1:0", "--state-dir",
-        srv.state, "--devices", "cpu:1",    "--worker",    (char *)gf_test_prog("GF_WORKER"),
-        NULL};
-    rc = gf_test_run_cmd(argv5, &out, &err, 60);
-    ck_assert_msg(rc == 1 && strstr(err, "is in use by another gpufaas serve") != NULL,
-                  "rc %d: %s", rc, err);
-    free(out), free(err);
-}
-END_TEST
-
 static Suite *e2e_suite(void)
 {
     Suite *s = suite_create("http_e2e");
@@ -855,7 +778,6 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_concurrent_keepalive);
     tcase_add_test(tc, test_waiting_holds_no_thread);
     tcase_add_test(tc, test_sigterm_drains);
-    tcase_add_test(tc, test_serve_flags);
     suite_add_tcase(s, tc);
     return s;
 }
