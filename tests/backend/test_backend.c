@@ -1,5 +1,6 @@
-/* Tests for runtime/backend: device memory under a budget, page mapping,
- * the copy stream and events. Runs on the device named by argv[1] ("cpu" by
+/* Tests for runtime/backend: device memory under a budget and page mapping
+ * (here), the copy stream and events (test_backend_stream.c), the PCIe link
+ * (test_backend_pcie.c). Runs on the device named by argv[1] ("cpu" by
  * default; "cuda:0" exits 77 without a GPU). Checks that reach into how the
  * cpu backend works (the copy hook) run on cpu only. */
 #include <check.h>
@@ -9,41 +10,40 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend/arena.h"
 #include "backend/backend.h"
-#include "core/fault.h"
+#include "backend_testlib.h"
 #include "testutil.h"
 
-static const char *g_device = "cpu";
-static bool g_is_cpu = true;
+const char *tb_device = "cpu";
+bool tb_is_cpu = true;
 
 /* Pages of 64 KiB keep the tests small where the device allows it; a GPU's
  * granularity is larger (2 MiB on an H200), so every budget that must hold
- * a number of pages is sized from the page in force (dev_page). */
+ * a number of pages is sized from the page in force (tb_dev_page). */
 #define PAGE ((size_t)64 << 10)
 
-static gf_backend *open_be(uint64_t budget, gf_cpu_copy_hook hook, void *arg)
+gf_backend *tb_open_be(uint64_t budget, gf_cpu_copy_hook hook, void *arg)
 {
-    gf_backend_config cfg = {.device = g_device, .device_budget = budget, .page_size = PAGE,
+    gf_backend_config cfg = {.device = tb_device, .device_budget = budget, .page_size = PAGE,
                              .cpu_copy_hook = hook, .cpu_copy_hook_arg = arg};
     gf_backend *be = NULL;
     gf_err err;
     gf_err_clear(&err);
-    ck_assert_msg(gf_backend_open(&cfg, &be, &err) == GF_OK, "open %s: %s", g_device, err.msg);
+    ck_assert_msg(gf_backend_open(&cfg, &be, &err) == GF_OK, "open %s: %s", tb_device, err.msg);
     return be;
 }
 
 /* The page size the device gives for a request of PAGE (PAGE on cpu, the
  * allocation granularity on a GPU). Asked in each test's own process: a
  * CUDA context must not exist before Check forks. */
-static size_t dev_page(void)
+size_t tb_dev_page(void)
 {
     static size_t page;
     if (page == 0) {
-        gf_backend *be = open_be(PAGE, NULL, NULL);
+        gf_backend *be = tb_open_be(PAGE, NULL, NULL);
         page = gf_dev_page_size(be);
         gf_backend_free(be);
     }
@@ -51,14 +51,14 @@ static size_t dev_page(void)
 }
 
 /* copy host -> device and back through the compute stream, synchronously */
-static void to_dev(gf_backend *be, void *dst, const void *src, size_t n)
+void tb_to_dev(gf_backend *be, void *dst, const void *src, size_t n)
 {
     gf_stream *s = gf_backend_stream(be, GF_STREAM_COMPUTE);
     ck_assert_int_eq(gf_memcpy_async(be, s, dst, src, n, GF_COPY_H2D, NULL), GF_OK);
     ck_assert_int_eq(gf_stream_sync(be, s, NULL), GF_OK);
 }
 
-static void from_dev(gf_backend *be, void *dst, const void *src, size_t n)
+void tb_from_dev(gf_backend *be, void *dst, const void *src, size_t n)
 {
     gf_stream *s = gf_backend_stream(be, GF_STREAM_COMPUTE);
     ck_assert_int_eq(gf_memcpy_async(be, s, dst, src, n, GF_COPY_D2H, NULL), GF_OK);
@@ -87,17 +87,17 @@ END_TEST
 
 START_TEST(test_info)
 {
-    gf_backend *be = open_be(8 * PAGE, NULL, NULL);
+    gf_backend *be = tb_open_be(8 * PAGE, NULL, NULL);
     gf_device_info info;
     gf_backend_info(be, &info);
-    ck_assert_int_eq(info.kind, g_is_cpu ? GF_DEVICE_CPU : GF_DEVICE_CUDA);
+    ck_assert_int_eq(info.kind, tb_is_cpu ? GF_DEVICE_CPU : GF_DEVICE_CUDA);
     ck_assert(info.name[0] != '\0');
     ck_assert_uint_eq(info.budget, 8 * PAGE);
     ck_assert_uint_ge(info.page_size, PAGE);
     ck_assert_uint_eq(info.page_size % PAGE, 0);
     ck_assert_uint_gt(info.total_memory, 0);
     ck_assert_uint_gt(info.free_memory, 0);
-    if (!g_is_cpu)
+    if (!tb_is_cpu)
         ck_assert_int_ge(info.cc_major, 1);
     ck_assert_ptr_nonnull(gf_backend_kernels(be));
     ck_assert_uint_eq(gf_backend_kernels(be)->version, GF_KERNELS_VERSION);
@@ -109,9 +109,9 @@ START_TEST(test_budget)
 {
     /* a budget of 16 pages; allocations sized in pages too, so the test
      * means the same with 64 KiB and 2 MiB pages */
-    size_t page = dev_page();
+    size_t page = tb_dev_page();
     size_t bud = 16 * page;
-    gf_backend *be = open_be(bud, NULL, NULL);
+    gf_backend *be = tb_open_be(bud, NULL, NULL);
     ck_assert_uint_eq(gf_dev_page_size(be), page);
     gf_err err;
     void *a, *b, *c;
@@ -147,8 +147,8 @@ START_TEST(test_budget)
     char src[1000], back[1000];
     for (int i = 0; i < 1000; i++)
         src[i] = (char)(i * 7);
-    to_dev(be, a, src, 1000);
-    from_dev(be, back, a, 1000);
+    tb_to_dev(be, a, src, 1000);
+    tb_from_dev(be, back, a, 1000);
     ck_assert(memcmp(src, back, 1000) == 0);
     gf_dev_free(be, a);
     gf_backend_free(be);
@@ -158,10 +158,10 @@ END_TEST
 START_TEST(test_pages_scattered)
 {
     enum { POOL = 32, MODEL = 9 };
-    gf_backend *be = open_be(POOL * dev_page(), NULL, NULL);
+    gf_backend *be = tb_open_be(POOL * tb_dev_page(), NULL, NULL);
     size_t page = gf_dev_page_size(be);
     int pool = POOL;
-    ck_assert_uint_eq(page, dev_page());
+    ck_assert_uint_eq(page, tb_dev_page());
     gf_err err;
     /* take the whole pool, give back every other page, so free pages are
      * scattered through it */
@@ -188,8 +188,8 @@ START_TEST(test_pages_scattered)
     gf_test_rng_seed(&r, 5);
     for (size_t i = 0; i < n; i++)
         src[i] = (unsigned char)gf_test_rng_u64(&r);
-    to_dev(be, va, src, n); /* one copy across every page boundary */
-    from_dev(be, back, va, n);
+    tb_to_dev(be, va, src, n); /* one copy across every page boundary */
+    tb_from_dev(be, back, va, n);
     ck_assert(memcmp(src, back, n) == 0);
     /* unmap, remap the same physical pages elsewhere in another order: the
      * bytes follow the pages */
@@ -200,9 +200,9 @@ START_TEST(test_pages_scattered)
     for (int i = 0; i < MODEL; i++)
         ck_assert_int_eq(gf_dev_map(be, vb + (size_t)i * page, pages[i], &err), GF_OK);
     /* a page is mapped at one address at a time */
-    if (g_is_cpu)
+    if (tb_is_cpu)
         ck_assert_int_eq(gf_dev_map(be, va, pages[0], &err), GF_ERR_INVALID);
-    from_dev(be, back, vb, n);
+    tb_from_dev(be, back, vb, n);
     for (int i = 0; i < MODEL; i++) /* vb page i holds va page MODEL-1-i */
         ck_assert(memcmp(back + (size_t)i * page, src + (size_t)(MODEL - 1 - i) * page, page) == 0);
     /* remap different pages into the first range: fresh writes are seen */
@@ -211,8 +211,8 @@ START_TEST(test_pages_scattered)
     for (int i = 0; i < MODEL; i++)
         ck_assert_int_eq(gf_dev_map(be, va + (size_t)i * page, all[2 * i + 1], &err), GF_OK);
     memset(src, 0xa5, n);
-    to_dev(be, va, src, n);
-    from_dev(be, back, va, n);
+    tb_to_dev(be, va, src, n);
+    tb_from_dev(be, back, va, n);
     ck_assert(memcmp(src, back, n) == 0);
     for (int i = 0; i < MODEL; i++)
         ck_assert_int_eq(gf_dev_unmap(be, va + (size_t)i * page, &err), GF_OK);
@@ -260,14 +260,14 @@ static long long memfd_bytes(void)
  * is free. On cpu the memory itself is measured (the memfd's blocks). */
 START_TEST(test_free_pages_count_against_the_budget)
 {
-    size_t page = dev_page();
+    size_t page = tb_dev_page();
     enum { POOL = 8 };
-    gf_backend *be = open_be(POOL * page, NULL, NULL);
+    gf_backend *be = tb_open_be(POOL * page, NULL, NULL);
     gf_err err;
     int64_t pg[POOL];
     for (int i = 0; i < POOL; i++)
         ck_assert_int_eq(gf_dev_page_alloc(be, &pg[i], &err), GF_OK);
-    if (g_is_cpu)
+    if (tb_is_cpu)
         ck_assert_int_eq(memfd_bytes(), (long long)(POOL * page));
     for (int i = 0; i < POOL; i++)
         gf_dev_page_free(be, pg[i]);
@@ -279,13 +279,13 @@ START_TEST(test_free_pages_count_against_the_budget)
     void *a;
     ck_assert_msg(gf_dev_alloc(be, 5 * page, &a, &err) == GF_OK, "%s", err.msg);
     ck_assert_uint_eq(gf_dev_held(be), POOL * page);
-    if (g_is_cpu)
+    if (tb_is_cpu)
         ck_assert_int_eq(memfd_bytes(), (long long)(3 * page));
     /* three pages: the three still committed, nothing new */
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(gf_dev_page_alloc(be, &pg[i], &err), GF_OK);
     ck_assert_uint_eq(gf_dev_held(be), POOL * page);
-    if (g_is_cpu)
+    if (tb_is_cpu)
         ck_assert_int_eq(memfd_bytes(), (long long)(3 * page));
     ck_assert_int_eq(gf_dev_page_alloc(be, &pg[3], &err), GF_ERR_NO_DEVICE_MEM);
     /* the allocation gone, three more pages are committed afresh */
@@ -294,7 +294,7 @@ START_TEST(test_free_pages_count_against_the_budget)
     for (int i = 3; i < 6; i++)
         ck_assert_int_eq(gf_dev_page_alloc(be, &pg[i], &err), GF_OK);
     ck_assert_uint_eq(gf_dev_held(be), 6 * page);
-    if (g_is_cpu)
+    if (tb_is_cpu)
         ck_assert_int_eq(memfd_bytes(), (long long)(6 * page));
     /* the bytes of a reused page follow it: write, free, take, map, read */
     char *va;
@@ -302,10 +302,10 @@ START_TEST(test_free_pages_count_against_the_budget)
     ck_assert_int_eq(gf_dev_map(be, va, pg[0], &err), GF_OK);
     unsigned char *src = malloc(page), *back = malloc(page);
     memset(src, 0x5a, page);
-    to_dev(be, va, src, page);
+    tb_to_dev(be, va, src, page);
     ck_assert_int_eq(gf_dev_unmap(be, va, &err), GF_OK);
     ck_assert_int_eq(gf_dev_map(be, va, pg[0], &err), GF_OK);
-    from_dev(be, back, va, page);
+    tb_from_dev(be, back, va, page);
     ck_assert(memcmp(src, back, page) == 0);
     ck_assert_int_eq(gf_dev_unmap(be, va, &err), GF_OK);
     gf_dev_vrelease(be, va, page);
@@ -314,7 +314,7 @@ START_TEST(test_free_pages_count_against_the_budget)
     /* an allocation of the whole budget releases every free page */
     ck_assert_int_eq(gf_dev_alloc(be, POOL * page, &a, &err), GF_OK);
     ck_assert_uint_eq(gf_dev_held(be), POOL * page);
-    if (g_is_cpu)
+    if (tb_is_cpu)
         ck_assert_int_eq(memfd_bytes(), 0);
     gf_dev_free(be, a);
     free(src);
@@ -353,10 +353,10 @@ static void *probe_range(void *p)
 
 START_TEST(test_map_unmap_leave_no_hole)
 {
-    if (!g_is_cpu)
+    if (!tb_is_cpu)
         return; /* a property of the cpu backend's address-space juggling */
     enum { PAGES = 4 };
-    gf_backend *be = open_be(PAGES * PAGE, NULL, NULL);
+    gf_backend *be = tb_open_be(PAGES * PAGE, NULL, NULL);
     size_t page = gf_dev_page_size(be);
     gf_err err;
     int64_t pages[PAGES];
@@ -392,8 +392,8 @@ END_TEST
  * overlap and hold what is written to them. */
 START_TEST(test_arena_warm_requests_allocate_nothing)
 {
-    size_t page = dev_page();
-    gf_backend *be = open_be(16 * page, NULL, NULL);
+    size_t page = tb_dev_page();
+    gf_backend *be = tb_open_be(16 * page, NULL, NULL);
     gf_dev_arena *a;
     gf_err err;
     ck_assert_int_eq(gf_dev_arena_new(be, &a, &err), GF_OK);
@@ -415,8 +415,8 @@ START_TEST(test_arena_warm_requests_allocate_nothing)
         ck_assert(buf != NULL && back != NULL);
         for (size_t k = 0; k < 3 * page; k++)
             buf[k] = (char)(k * 7 + (size_t)round);
-        to_dev(be, p[3], buf, 3 * page);
-        from_dev(be, back, p[3], 3 * page);
+        tb_to_dev(be, p[3], buf, 3 * page);
+        tb_from_dev(be, back, p[3], 3 * page);
         ck_assert_int_eq(memcmp(buf, back, 3 * page), 0);
         free(buf);
         free(back);
@@ -459,7 +459,7 @@ END_TEST
 
 START_TEST(test_vreserve_rejects_partial_pages)
 {
-    gf_backend *be = open_be(8 * PAGE, NULL, NULL);
+    gf_backend *be = tb_open_be(8 * PAGE, NULL, NULL);
     void *va;
     gf_err err;
     ck_assert_int_eq(gf_dev_vreserve(be, gf_dev_page_size(be) + 1, &va, &err), GF_ERR_INVALID);
@@ -473,9 +473,9 @@ END_TEST
  * device's granularity and at least what was asked for. */
 START_TEST(test_page_size_is_a_power_of_two)
 {
-    size_t gran = dev_page(); /* PAGE, or the device's granularity if larger */
+    size_t gran = tb_dev_page(); /* PAGE, or the device's granularity if larger */
     size_t want = 3 * gran;
-    gf_backend_config cfg = {.device = g_device, .device_budget = 16 * want, .page_size = want};
+    gf_backend_config cfg = {.device = tb_device, .device_budget = 16 * want, .page_size = want};
     gf_backend *be;
     gf_err err;
     ck_assert_msg(gf_backend_open(&cfg, &be, &err) == GF_OK, "%s", err.msg);
@@ -495,335 +495,18 @@ START_TEST(test_page_size_is_a_power_of_two)
 }
 END_TEST
 
-/* ---- copy stream and events ---- */
-
-START_TEST(test_copy_ordering_and_many_in_flight)
-{
-    gf_backend *be = open_be(16 << 20, NULL, NULL);
-    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
-    gf_err err;
-    enum { N = 2000, SZ = 512 };
-    unsigned char *host;
-    ck_assert_int_eq(gf_host_alloc_pinned(be, (size_t)N * SZ, (void **)&host, &err), GF_OK);
-    unsigned char *dev;
-    ck_assert_int_eq(gf_dev_alloc(be, (size_t)N * SZ, (void **)&dev, &err), GF_OK);
-    for (int i = 0; i < N; i++)
-        memset(host + (size_t)i * SZ, i & 0xff, SZ);
-    for (int i = 0; i < N; i++)
-        ck_assert_int_eq(gf_memcpy_async(be, cs, dev + (size_t)i * SZ, host + (size_t)i * SZ,
-                                         SZ, GF_COPY_H2D, &err), GF_OK);
-    /* ordering: later copies to one place win, in queue order */
-    unsigned char *slot;
-    ck_assert_int_eq(gf_dev_alloc(be, 64, (void **)&slot, &err), GF_OK);
-    for (int i = 0; i < 50; i++)
-        ck_assert_int_eq(gf_memcpy_async(be, cs, slot, host + (size_t)i * SZ, 64, GF_COPY_H2D,
-                                         &err), GF_OK);
-    gf_event *ev;
-    ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
-    ck_assert(gf_event_query(be, ev)); /* never recorded: done */
-    ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
-    ck_assert_int_eq(gf_event_sync(be, ev, &err), GF_OK);
-    ck_assert(gf_event_query(be, ev));
-    unsigned char *back = malloc((size_t)N * SZ);
-    from_dev(be, back, dev, (size_t)N * SZ);
-    ck_assert(memcmp(back, host, (size_t)N * SZ) == 0);
-    unsigned char last[64];
-    from_dev(be, last, slot, 64);
-    for (int i = 0; i < 64; i++)
-        ck_assert_int_eq(last[i], 49);
-    ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
-    free(back);
-    gf_event_free(be, ev);
-    gf_dev_free(be, slot);
-    gf_dev_free(be, dev);
-    gf_host_free_pinned(be, host);
-    gf_backend_free(be);
-}
-END_TEST
-
-START_TEST(test_event_waits_for_its_copy)
-{
-    if (!g_is_cpu)
-        return; /* the gate hook is a cpu feature */
-    gf_test_gate g = GF_TEST_GATE_INIT;
-    gf_backend *be = open_be(4 << 20, gf_test_gate_hook, &g);
-    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
-    gf_stream *comp = gf_backend_stream(be, GF_STREAM_COMPUTE);
-    gf_err err;
-    float *host, *dev;
-    ck_assert_int_eq(gf_host_alloc_pinned(be, 4096, (void **)&host, &err), GF_OK);
-    ck_assert_int_eq(gf_dev_alloc(be, 4096, (void **)&dev, &err), GF_OK);
-    for (int i = 0; i < 1024; i++) {
-        host[i] = (float)i;
-        dev[i] = -1.0f; /* cpu device memory is host-addressable */
-    }
-    gf_event *e1, *e2;
-    ck_assert_int_eq(gf_event_new(be, &e1, &err), GF_OK);
-    ck_assert_int_eq(gf_event_new(be, &e2, &err), GF_OK);
-    ck_assert_int_eq(gf_memcpy_async(be, cs, dev, host, 2048, GF_COPY_H2D, &err), GF_OK);
-    ck_assert_int_eq(gf_event_record(be, e1, cs, &err), GF_OK);
-    ck_assert_int_eq(gf_memcpy_async(be, cs, dev + 512, host + 512, 2048, GF_COPY_H2D, &err),
-                     GF_OK);
-    ck_assert_int_eq(gf_event_record(be, e2, cs, &err), GF_OK);
-    gf_test_gate_wait_started(&g, 1);
-    /* the first copy is held at the gate: neither event is done */
-    ck_assert(!gf_event_query(be, e1));
-    ck_assert(!gf_event_query(be, e2));
-    ck_assert(dev[0] == -1.0f);
-    gf_test_gate_allow(&g, 1);
-    ck_assert_int_eq(gf_event_sync(be, e1, &err), GF_OK);
-    ck_assert(dev[511] == 511.0f);
-    gf_test_gate_wait_started(&g, 2);
-    ck_assert(!gf_event_query(be, e2)); /* second copy still held */
-    ck_assert(dev[512] == -1.0f);
-    gf_test_gate_allow(&g, 1);
-    ck_assert_int_eq(gf_stream_wait_event(be, comp, e2, &err), GF_OK);
-    ck_assert(dev[1023] == 1023.0f); /* compute sees the copied data */
-    ck_assert(gf_event_query(be, e2));
-    gf_event_free(be, e1);
-    gf_event_free(be, e2);
-    gf_dev_free(be, dev);
-    gf_host_free_pinned(be, host);
-    gf_backend_free(be);
-}
-END_TEST
-
-static void *release_later(void *arg)
-{
-    gf_test_gate *g = arg;
-    struct timespec ts = {0, 100 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-    gf_test_gate_allow(g, 1);
-    return NULL;
-}
-
-START_TEST(test_compute_wait_blocks_until_copy_done)
-{
-    if (!g_is_cpu)
-        return;
-    gf_test_gate g = GF_TEST_GATE_INIT;
-    gf_backend *be = open_be(4 << 20, gf_test_gate_hook, &g);
-    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
-    gf_stream *comp = gf_backend_stream(be, GF_STREAM_COMPUTE);
-    gf_err err;
-    int *host, *dev;
-    ck_assert_int_eq(gf_host_alloc_pinned(be, 4 << 20, (void **)&host, &err), GF_OK);
-    ck_assert_int_eq(gf_dev_alloc(be, 1 << 20, (void **)&dev, &err), GF_OK);
-    for (int i = 0; i < (1 << 18); i++)
-        host[i] = i;
-    gf_event *ev;
-    ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
-    ck_assert_int_eq(gf_memcpy_async(be, cs, dev, host, 1 << 20, GF_COPY_H2D, &err), GF_OK);
-    ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, release_later, &g), 0);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    ck_assert_int_eq(gf_stream_wait_event(be, comp, ev, &err), GF_OK);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    /* returned only after the copy finished: every element is there */
-    for (int i = 0; i < (1 << 18); i++)
-        ck_assert_int_eq(dev[i], i);
-    double waited = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
-    ck_assert_msg(waited >= 0.05, "wait returned after %.3f s, before the gate opened", waited);
-    pthread_join(t, NULL);
-    /* a copy-stream wait on a compute-stream event (already complete) does
-     * not block the copy stream */
-    gf_event *ce;
-    ck_assert_int_eq(gf_event_new(be, &ce, &err), GF_OK);
-    ck_assert_int_eq(gf_event_record(be, ce, comp, &err), GF_OK);
-    ck_assert(gf_event_query(be, ce));
-    ck_assert_int_eq(gf_stream_wait_event(be, cs, ce, &err), GF_OK);
-    gf_test_gate_allow(&g, 1000);
-    ck_assert_int_eq(gf_memcpy_async(be, cs, dev, host + 1, 4, GF_COPY_H2D, &err), GF_OK);
-    ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
-    ck_assert_int_eq(dev[0], 1);
-    gf_event_free(be, ce);
-    gf_event_free(be, ev);
-    gf_dev_free(be, dev);
-    gf_host_free_pinned(be, host);
-    gf_backend_free(be);
-}
-END_TEST
-
-START_TEST(test_copy_stream_waits_on_event)
-{
-    if (!g_is_cpu)
-        return;
-    /* copy stream op order: a WAIT on an event recorded after a held copy
-     * holds back a later copy queued behind it */
-    gf_test_gate g = GF_TEST_GATE_INIT;
-    gf_backend *be = open_be(4 << 20, gf_test_gate_hook, &g);
-    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
-    gf_err err;
-    int *host, *dev;
-    ck_assert_int_eq(gf_host_alloc_pinned(be, 64, (void **)&host, &err), GF_OK);
-    ck_assert_int_eq(gf_dev_alloc(be, 64, (void **)&dev, &err), GF_OK);
-    host[0] = 1;
-    host[1] = 2;
-    dev[0] = dev[1] = 0;
-    gf_event *ev;
-    ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
-    ck_assert_int_eq(gf_memcpy_async(be, cs, &dev[0], &host[0], 4, GF_COPY_H2D, &err), GF_OK);
-    ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
-    ck_assert_int_eq(gf_stream_wait_event(be, cs, ev, &err), GF_OK);
-    ck_assert_int_eq(gf_memcpy_async(be, cs, &dev[1], &host[1], 4, GF_COPY_H2D, &err), GF_OK);
-    gf_test_gate_wait_started(&g, 1);
-    ck_assert_int_eq(dev[1], 0);
-    gf_test_gate_allow(&g, 2);
-    ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
-    ck_assert_int_eq(dev[0], 1);
-    ck_assert_int_eq(dev[1], 2);
-    gf_event_free(be, ev);
-    gf_dev_free(be, dev);
-    gf_host_free_pinned(be, host);
-    gf_backend_free(be);
-}
-END_TEST
-
-START_TEST(test_faults)
-{
-    gf_backend *be = open_be(4 << 20, NULL, NULL);
-    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
-    gf_err err;
-    void *p;
-    gf_fault_arm("dev_alloc", 1, 1);
-    ck_assert_int_eq(gf_dev_alloc(be, 128, &p, &err), GF_ERR_NO_DEVICE_MEM);
-    ck_assert_ptr_null(p);
-    ck_assert_int_eq(gf_dev_alloc(be, 128, &p, &err), GF_OK); /* only the first failed */
-    gf_dev_free(be, p);
-    int64_t pg;
-    gf_fault_arm("dev_page_alloc", 1, 1);
-    ck_assert_int_eq(gf_dev_page_alloc(be, &pg, &err), GF_ERR_NO_DEVICE_MEM);
-    uint64_t used;
-    gf_dev_usage(be, &used, NULL);
-    ck_assert_uint_eq(used, 0); /* a failure leaves no accounting behind */
-    gf_fault_arm("host_alloc", 1, 1);
-    ck_assert_int_eq(gf_host_alloc_pinned(be, 64, &p, &err), GF_ERR_NOMEM);
-    if (g_is_cpu) {
-        /* a copy that fails on the copy stream is reported by the events
-         * recorded after it and by the next sync, which clears it */
-        char *h, *d;
-        ck_assert_int_eq(gf_host_alloc_pinned(be, 64, (void **)&h, &err), GF_OK);
-        ck_assert_int_eq(gf_dev_alloc(be, 64, (void **)&d, &err), GF_OK);
-        gf_event *ev;
-        ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
-        gf_fault_arm("copy_exec", 2, 1);
-        for (int i = 0; i < 3; i++)
-            ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 64, GF_COPY_H2D, &err), GF_OK);
-        ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
-        ck_assert_int_eq(gf_event_sync(be, ev, &err), GF_ERR_DEVICE);
-        ck_assert_msg(strstr(err.msg, "injected") != NULL, "%s", err.msg);
-        ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_ERR_DEVICE);
-        ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_OK);
-        ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 64, GF_COPY_H2D, &err), GF_OK);
-        ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_OK);
-        ck_assert_int_eq(gf_event_sync(be, ev, &err), GF_OK);
-        gf_fault_arm("memcpy_async", 1, 1);
-        ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 64, GF_COPY_H2D, &err), GF_ERR_DEVICE);
-        gf_event_free(be, ev);
-        gf_dev_free(be, d);
-        gf_host_free_pinned(be, h);
-    }
-    gf_fault_reset();
-    gf_backend_free(be);
-}
-END_TEST
-
-/* A lost device (a CUDA context after an illegal address, an ECC error):
- * gf_backend_lost says so, and every later call fails with the same sticky
- * error; closing still works. On cpu through the "device_lost" fault site,
- * which the compute stream's sync hits. */
-START_TEST(test_device_lost)
-{
-    if (!g_is_cpu)
-        return; /* no fault can be injected into a real GPU from here */
-    gf_backend *be = open_be(8 * dev_page(), NULL, NULL);
-    gf_stream *comp = gf_backend_stream(be, GF_STREAM_COMPUTE);
-    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
-    gf_err err;
-    char *h, *d;
-    ck_assert_int_eq(gf_host_alloc_pinned(be, 64, (void **)&h, &err), GF_OK);
-    ck_assert_int_eq(gf_dev_alloc(be, 64, (void **)&d, &err), GF_OK);
-    ck_assert(!gf_backend_lost(be));
-    ck_assert_int_eq(gf_stream_sync(be, comp, &err), GF_OK);
-    ck_assert(!gf_backend_lost(be)); /* a failure alone is not a loss */
-    ck_assert_int_eq(gf_memcpy_async(be, comp, NULL, h, 64, GF_COPY_H2D, &err), GF_ERR_INVALID);
-    ck_assert(!gf_backend_lost(be));
-    gf_fault_arm("device_lost", 1, 1);
-    ck_assert_int_eq(gf_stream_sync(be, comp, &err), GF_ERR_DEVICE);
-    ck_assert_msg(strstr(err.msg, "lost") != NULL, "%s", err.msg);
-    ck_assert(gf_backend_lost(be));
-    ck_assert(gf_backend_lost(be));
-    /* sticky: every call that reaches the device fails from now on */
-    ck_assert_int_eq(gf_stream_sync(be, comp, &err), GF_ERR_DEVICE);
-    ck_assert_int_eq(gf_stream_sync(be, cs, &err), GF_ERR_DEVICE);
-    ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 64, GF_COPY_H2D, &err), GF_ERR_DEVICE);
-    ck_assert_int_eq(gf_memcpy_async(be, comp, d, h, 64, GF_COPY_H2D, &err), GF_ERR_DEVICE);
-    void *p;
-    ck_assert_int_eq(gf_dev_alloc(be, 64, &p, &err), GF_ERR_DEVICE);
-    int64_t pg;
-    ck_assert_int_eq(gf_dev_page_alloc(be, &pg, &err), GF_ERR_DEVICE);
-    uint64_t used;
-    gf_dev_usage(be, &used, NULL);
-    ck_assert_uint_eq(used, 64); /* the failures left no accounting behind */
-    gf_event *ev;
-    ck_assert_int_eq(gf_event_new(be, &ev, &err), GF_OK);
-    ck_assert_int_eq(gf_event_record(be, ev, cs, &err), GF_ERR_DEVICE);
-    ck_assert_int_eq(gf_stream_wait_event(be, comp, ev, &err), GF_ERR_DEVICE);
-    const gf_kernels *k = gf_backend_kernels(be);
-    ck_assert_int_ne(k->sync(k->ctx, comp), 0);
-    gf_event_free(be, ev);
-    gf_dev_free(be, d);
-    gf_host_free_pinned(be, h);
-    gf_fault_reset();
-    gf_backend_free(be);
-}
-END_TEST
-
-START_TEST(test_bandwidth_emulation)
-{
-    if (!g_is_cpu)
-        return;
-    /* 4 MiB at 40 MB/s takes about 0.1 s on the copy stream */
-    gf_backend_config cfg = {.device = "cpu", .device_budget = 8 << 20,
-                             .cpu_copy_bandwidth = 40 * 1000 * 1000};
-    gf_backend *be;
-    ck_assert_int_eq(gf_backend_open(&cfg, &be, NULL), GF_OK);
-    gf_stream *cs = gf_backend_stream(be, GF_STREAM_COPY);
-    void *h, *d;
-    ck_assert_int_eq(gf_host_alloc_pinned(be, 4 << 20, &h, NULL), GF_OK);
-    ck_assert_int_eq(gf_dev_alloc(be, 4 << 20, &d, NULL), GF_OK);
-    memset(h, 3, 4 << 20);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    ck_assert_int_eq(gf_memcpy_async(be, cs, d, h, 4 << 20, GF_COPY_H2D, NULL), GF_OK);
-    ck_assert_int_eq(gf_stream_sync(be, cs, NULL), GF_OK);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    double t = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
-    ck_assert_msg(t >= 0.09, "emulated link too fast: %.3f s", t);
-    ck_assert(((unsigned char *)d)[(4 << 20) - 1] == 3);
-    gf_dev_free(be, d);
-    gf_host_free_pinned(be, h);
-    gf_backend_free(be);
-}
-END_TEST
-
-/* The PCIe link's tests are in test_backend_pcie.c. */
-void tb_pcie_tests(TCase *tc);
-
 int main(int argc, char **argv)
 {
     if (argc > 1)
-        g_device = argv[1];
-    g_is_cpu = strcmp(g_device, "cpu") == 0;
+        tb_device = argv[1];
+    tb_is_cpu = strcmp(tb_device, "cpu") == 0;
     /* asked in a child: a CUDA context must not exist before Check forks */
-    if (!g_is_cpu && gf_test_ask_in_child(gf_backend_cuda_device_count) == 0) {
+    if (!tb_is_cpu && gf_test_ask_in_child(gf_backend_cuda_device_count) == 0) {
         printf("SKIP: %s: no CUDA GPU on this machine (or the CUDA module is not built)\n",
-               g_device);
+               tb_device);
         return GF_TEST_SKIP;
     }
-    Suite *s = suite_create(g_is_cpu ? "backend_cpu" : "backend_cuda");
+    Suite *s = suite_create(tb_is_cpu ? "backend_cpu" : "backend_cuda");
     TCase *tc = tcase_create("backend");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_open_errors);
@@ -836,13 +519,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_vreserve_rejects_partial_pages);
     tcase_add_test(tc, test_page_size_is_a_power_of_two);
     tb_pcie_tests(tc);
-    tcase_add_test(tc, test_copy_ordering_and_many_in_flight);
-    tcase_add_test(tc, test_event_waits_for_its_copy);
-    tcase_add_test(tc, test_compute_wait_blocks_until_copy_done);
-    tcase_add_test(tc, test_copy_stream_waits_on_event);
-    tcase_add_test(tc, test_faults);
-    tcase_add_test(tc, test_device_lost);
-    tcase_add_test(tc, test_bandwidth_emulation);
+    tb_stream_tests(tc);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }

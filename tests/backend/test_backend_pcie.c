@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend/pcie.h"
+#include "backend_testlib.h"
 #include "testutil.h"
 
 static void put_attr(const char *dir, const char *name, const char *text)
@@ -73,8 +74,6 @@ START_TEST(test_pcie_link_from_sysfs)
     gf_test_rmtree(root);
 }
 END_TEST
-
-void tb_pcie_tests(TCase *tc);
 
 void tb_pcie_tests(TCase *tc)
 {
