@@ -11,8 +11,8 @@
 #include "core/dtype.h"
 
 static const gf_onnx_op *const gf_onnx_lists[] = {
-    gf_onnx_ops_elementwise, gf_onnx_ops_shape, gf_onnx_ops_gather, gf_onnx_ops_scan,
-    gf_onnx_ops_nn, gf_onnx_ops_ml, gf_onnx_ops_trees, gf_onnx_ops_svm,
+    gf_onnx_ops_elementwise, gf_onnx_ops_binary, gf_onnx_ops_shape, gf_onnx_ops_gather,
+    gf_onnx_ops_scan, gf_onnx_ops_nn, gf_onnx_ops_ml, gf_onnx_ops_trees, gf_onnx_ops_svm,
 };
 #define N_LISTS (sizeof gf_onnx_lists / sizeof gf_onnx_lists[0])
 

@@ -217,6 +217,7 @@ gf_dtype gf_onnx_dtype(int64_t onnx_type);
 
 /* The op lists of each file, NULL-terminated ({.type = NULL}). */
 extern const gf_onnx_op gf_onnx_ops_elementwise[];
+extern const gf_onnx_op gf_onnx_ops_binary[];
 extern const gf_onnx_op gf_onnx_ops_shape[];
 extern const gf_onnx_op gf_onnx_ops_gather[];
 extern const gf_onnx_op gf_onnx_ops_scan[];
