@@ -25,20 +25,6 @@
 #include "core/json.h"
 #include "core/tensor.h"
 
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static void put_str(gf_buf *b, const char *s) { gf_buf_append_json_str(b, s, strlen(s)); }
 
 static void put_shape(gf_buf *b, int32_t rank, const int64_t *shape)
@@ -71,7 +57,7 @@ static void put_attr(gf_buf *b, const gf_onnx_attr *a)
         gf_buf_printf(b, "%" PRId64, a->i);
         break;
     case GF_ONNX_ATTR_FLOAT:
-        gf_buf_printf(b, "%" PRIu32, f2u(a->f));
+        gf_buf_printf(b, "%" PRIu32, gf_f32_bits(a->f));
         break;
     case GF_ONNX_ATTR_STRING:
         put_str(b, a->s);
@@ -86,7 +72,7 @@ static void put_attr(gf_buf *b, const gf_onnx_attr *a)
             if (a->type == GF_ONNX_ATTR_INTS)
                 gf_buf_printf(b, "%" PRId64, a->ints[k]);
             else if (a->type == GF_ONNX_ATTR_FLOATS)
-                gf_buf_printf(b, "%" PRIu32, f2u(a->floats[k]));
+                gf_buf_printf(b, "%" PRIu32, gf_f32_bits(a->floats[k]));
             else
                 put_str(b, a->strings[k]);
         }
@@ -264,7 +250,7 @@ static gf_status get_attr(const gf_json *v, gf_onnx_attr *a, gf_err *err)
     case GF_ONNX_ATTR_FLOAT:
         if (!is_int(x, 0, UINT32_MAX))
             return BAD("attribute '%.64s' must hold a float's bits", a->name);
-        a->f = u2f((uint32_t)x->u.num.i);
+        a->f = gf_bits_f32((uint32_t)x->u.num.i);
         return GF_OK;
     case GF_ONNX_ATTR_STRING:
         return get_string(x, "a string attribute", &a->s, err);
@@ -292,7 +278,7 @@ static gf_status get_attr(const gf_json *v, gf_onnx_attr *a, gf_err *err)
             } else if (a->type == GF_ONNX_ATTR_FLOATS) {
                 if (!is_int(e, 0, UINT32_MAX))
                     return BAD("attribute '%.64s': not a float's bits", a->name);
-                a->floats[k] = u2f((uint32_t)e->u.num.i);
+                a->floats[k] = gf_bits_f32((uint32_t)e->u.num.i);
             } else if ((st = get_string(e, "a string", &a->strings[k], err)) != GF_OK) {
                 return st;
             }

@@ -71,20 +71,6 @@ gf_dtype gf_dtype_from_kserve_name(const char *name, size_t len)
     return gf_dtype_lookup(name, len, 1);
 }
 
-static uint32_t gf_f32_bits(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    return x;
-}
-
-static float gf_bits_f32(uint32_t x)
-{
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
-}
-
 float gf_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

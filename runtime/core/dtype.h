@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <gpufaas/types.h>
 
@@ -31,6 +32,22 @@ const char *gf_dtype_kserve_name(gf_dtype dt);
  * when unknown. */
 gf_dtype gf_dtype_from_st_name(const char *name, size_t len);
 gf_dtype gf_dtype_from_kserve_name(const char *name, size_t len);
+
+/* The bits of an F32, and the F32 of given bits: the same 4 bytes, no
+ * conversion (memcpy, so no aliasing rule is broken). */
+static inline uint32_t gf_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float gf_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* binary16 and bfloat16 <-> binary32. To-narrow conversions round to nearest,
  * ties to even; overflow gives infinity; NaN stays NaN (quiet, sign kept);

@@ -9,16 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "kharness.h"
 
 /* ---- cast, permute, copy2d ---- */
-
-static float bitsf(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 START_TEST(test_cast)
 {
@@ -29,8 +23,8 @@ START_TEST(test_cast)
      * values beyond F16's range */
     const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f,
                              65504.0f, 65520.0f, 1e-8f, 6e-8f, 5.96e-8f, 3e-5f,
-                             bitsf(0x3f808000u), bitsf(0x3f818000u), bitsf(0x00000001u),
-                             bitsf(0x7f7fffffu), 1.00048828125f, 1.000732421875f};
+                             gf_bits_f32(0x3f808000u), gf_bits_f32(0x3f818000u), gf_bits_f32(0x00000001u),
+                             gf_bits_f32(0x7f7fffffu), 1.00048828125f, 1.000732421875f};
     memcpy(src, special, sizeof special);
     for (size_t i = sizeof special / sizeof special[0]; i < 200; i++)
         src[i] = ldexpf(gf_test_rng_float(&g_rng, 1, 2), (int)gf_test_rng_below(&g_rng, 60) - 40);

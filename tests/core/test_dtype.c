@@ -13,20 +13,6 @@
 #include "core/dtype.h"
 #include "testutil.h"
 
-static uint32_t fbits(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    return x;
-}
-
-static float bitsf(uint32_t x)
-{
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 /* ---- reference decoders: from the fields, in double ---- */
 
 static double ref_f16_value(uint16_t h)
@@ -122,13 +108,13 @@ static void check_f16_encode(float x)
     uint16_t got = gf_f32_to_f16(x);
     if (isnan(x)) {
         ck_assert_msg((got & 0x7c00) == 0x7c00 && (got & 0x3ff) != 0,
-                      "NaN %08x -> %04x is not NaN", fbits(x), got);
-        ck_assert_msg((got & 0x8000) == ((fbits(x) >> 16) & 0x8000), "NaN sign lost");
+                      "NaN %08x -> %04x is not NaN", gf_f32_bits(x), got);
+        ck_assert_msg((got & 0x8000) == ((gf_f32_bits(x) >> 16) & 0x8000), "NaN sign lost");
         return;
     }
     uint16_t want = ref_encode(&f16_tab, x);
     ck_assert_msg(got == want, "f32->f16 of %a (bits %08x): got %04x want %04x", (double)x,
-                  fbits(x), got, want);
+                  gf_f32_bits(x), got, want);
 }
 
 static void check_bf16_encode(float x)
@@ -136,13 +122,13 @@ static void check_bf16_encode(float x)
     uint16_t got = gf_f32_to_bf16(x);
     if (isnan(x)) {
         ck_assert_msg((got & 0x7f80) == 0x7f80 && (got & 0x7f) != 0,
-                      "NaN %08x -> %04x is not NaN", fbits(x), got);
-        ck_assert_msg((got & 0x8000) == ((fbits(x) >> 16) & 0x8000), "NaN sign lost");
+                      "NaN %08x -> %04x is not NaN", gf_f32_bits(x), got);
+        ck_assert_msg((got & 0x8000) == ((gf_f32_bits(x) >> 16) & 0x8000), "NaN sign lost");
         return;
     }
     uint16_t want = ref_encode(&bf16_tab, x);
     ck_assert_msg(got == want, "f32->bf16 of %a (bits %08x): got %04x want %04x", (double)x,
-                  fbits(x), got, want);
+                  gf_f32_bits(x), got, want);
 }
 
 START_TEST(test_names_and_sizes)
@@ -240,18 +226,18 @@ START_TEST(test_f16_encode_all_patterns_and_midpoints)
                                      6.1035156e-05f /* 2^-14 */, 1.0f, 3.14159265f};
     for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++)
         check_f16_encode(specials[i]);
-    check_f16_encode(bitsf(0x7fc00000u));
-    check_f16_encode(bitsf(0xffc00001u));
-    check_f16_encode(bitsf(0x7f800001u)); /* signalling NaN must not become inf */
+    check_f16_encode(gf_bits_f32(0x7fc00000u));
+    check_f16_encode(gf_bits_f32(0xffc00001u));
+    check_f16_encode(gf_bits_f32(0x7f800001u)); /* signalling NaN must not become inf */
     gf_test_rng r;
     gf_test_rng_seed(&r, 1234);
     for (int i = 0; i < 300000; i++)
-        check_f16_encode(bitsf((uint32_t)gf_test_rng_u64(&r)));
+        check_f16_encode(gf_bits_f32((uint32_t)gf_test_rng_u64(&r)));
     /* concentrate on the f16 range */
     for (int i = 0; i < 300000; i++) {
         uint32_t x = (uint32_t)gf_test_rng_u64(&r);
         x = (x & 0x807fffffu) | ((uint32_t)(100 + gf_test_rng_below(&r, 45)) << 23);
-        check_f16_encode(bitsf(x));
+        check_f16_encode(gf_bits_f32(x));
     }
 }
 END_TEST
@@ -263,15 +249,15 @@ START_TEST(test_bf16_encode_all_patterns)
     gf_test_rng_seed(&r, 99);
     for (uint32_t h = 0; h < 65536; h++) {
         for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++)
-            check_bf16_encode(bitsf((h << 16) | lows[k]));
-        check_bf16_encode(bitsf((h << 16) | (uint32_t)gf_test_rng_below(&r, 0x10000)));
+            check_bf16_encode(gf_bits_f32((h << 16) | lows[k]));
+        check_bf16_encode(gf_bits_f32((h << 16) | (uint32_t)gf_test_rng_below(&r, 0x10000)));
         float v = gf_bf16_to_f32((uint16_t)h);
         if (!isnan(v))
             ck_assert_uint_eq(gf_f32_to_bf16(v), h);
     }
     check_bf16_encode(FLT_MAX);
     check_bf16_encode(-FLT_MAX);
-    check_bf16_encode(bitsf(0x7f800001u));
+    check_bf16_encode(gf_bits_f32(0x7f800001u));
 }
 END_TEST
 

@@ -68,20 +68,6 @@ static bool is_float(gf_dtype dt)
     return dt == GF_DT_F16 || dt == GF_DT_BF16 || dt == GF_DT_F32 || dt == GF_DT_F64;
 }
 
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 /* d as an F32 rounded to odd: truncated toward zero, with the last bit set
  * when that lost anything. Infinities, NaN and overflow as (float)d. */
 static float f64_to_f32_odd(double d)
@@ -91,7 +77,7 @@ static float f64_to_f32_odd(double d)
         return f;
     if (fabs((double)f) > fabs(d))
         f = nextafterf(f, 0.0f);
-    return bits_f32(f32_bits(f) | 1u);
+    return gf_bits_f32(gf_f32_bits(f) | 1u);
 }
 
 /* |v| given as a u64 magnitude, as an F32 rounded to odd. */
