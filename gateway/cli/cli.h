@@ -28,4 +28,14 @@ int gf_cmd_fsck(int argc, char **argv);
 /* True when argv holds -h or --help (before a "--"). */
 bool gf_cli_wants_help(int argc, char **argv);
 
+struct gf_cli_client;
+
+/* The frame of a client command that takes only the common options and at
+ * most max_pos (<= 4) positionals: -h/--help prints usage(stdout) and
+ * returns 0; otherwise a client named cmd (static) parses argv
+ * (gf_cli_parse_simple: 2 on a usage error) and run(c, pos, n_pos) gives
+ * the exit status; the client is freed afterwards either way. */
+int gf_cli_run_simple(const char *cmd, int argc, char **argv, void (*usage)(FILE *), int max_pos,
+                      int (*run)(struct gf_cli_client *c, const char **pos, int n_pos));
+
 #endif /* GF_GATEWAY_CLI_H */

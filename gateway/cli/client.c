@@ -399,13 +399,25 @@ int gf_cli_call(gf_cli_client *c, const char *method, const char *path, const ch
     }
     int rc = gf_cli_perform(c, h, r);
     curl_slist_free_all(h);
-    if (rc != 0)
-        return 1;
-    if (r->status < 200 || r->status > 299) {
-        gf_cli_report_http(c, r);
-        return 1;
-    }
-    return 0;
+    return rc != 0 ? 1 : gf_cli_resp_ok(c, r);
+}
+
+int gf_cli_resp_ok(const gf_cli_client *c, const gf_cli_resp *r)
+{
+    if (r->status >= 200 && r->status <= 299)
+        return 0;
+    gf_cli_report_http(c, r);
+    return 1;
+}
+
+json_t *gf_cli_resp_json(const gf_cli_client *c, const gf_cli_resp *r, const char *method,
+                         const char *path)
+{
+    json_error_t je;
+    json_t *j = json_loadb(r->body.data != NULL ? r->body.data : "", r->body.len, 0, &je);
+    if (j == NULL)
+        gf_cli_errorf(c, "the server's answer to %s %s is not JSON: %s", method, path, je.text);
+    return j;
 }
 
 json_t *gf_cli_call_json(gf_cli_client *c, const char *method, const char *path, const char *ctype,
@@ -414,12 +426,8 @@ json_t *gf_cli_call_json(gf_cli_client *c, const char *method, const char *path,
     gf_cli_resp r;
     gf_cli_resp_init(&r);
     json_t *j = NULL;
-    if (gf_cli_call(c, method, path, ctype, body, len, &r) == 0) {
-        json_error_t je;
-        j = json_loadb(r.body.data != NULL ? r.body.data : "", r.body.len, 0, &je);
-        if (j == NULL)
-            gf_cli_errorf(c, "the server's answer to %s %s is not JSON: %s", method, path, je.text);
-    }
+    if (gf_cli_call(c, method, path, ctype, body, len, &r) == 0)
+        j = gf_cli_resp_json(c, &r, method, path);
     gf_cli_resp_deinit(&r);
     return j;
 }
@@ -442,6 +450,22 @@ int gf_cli_print_json(const gf_cli_client *c, const json_t *j)
 }
 
 /* ---- formatting ----------------------------------------------------------------------- */
+
+bool gf_cli_appendf(char *buf, size_t cap, size_t *off, const char *fmt, ...)
+{
+    va_list ap, aq;
+    va_start(ap, fmt);
+    va_copy(aq, ap);
+    int n = *off < cap ? vsnprintf(NULL, 0, fmt, ap) : -1;
+    bool fits = n >= 0 && (size_t)n < cap - *off;
+    if (fits)
+        vsnprintf(buf + *off, cap - *off, fmt, aq);
+    va_end(aq);
+    va_end(ap);
+    if (fits)
+        *off += (size_t)n;
+    return fits;
+}
 
 char *gf_cli_fmt_size(uint64_t bytes, char *buf, size_t cap)
 {

@@ -104,6 +104,15 @@ int gf_cli_perform(gf_cli_client *c, struct curl_slist *headers, gf_cli_resp *r)
  * a hint for 401. */
 void gf_cli_report_http(const gf_cli_client *c, const gf_cli_resp *r);
 
+/* 0 when r holds a 2xx answer; otherwise reports it (gf_cli_report_http)
+ * and returns 1. */
+int gf_cli_resp_ok(const gf_cli_client *c, const gf_cli_resp *r);
+
+/* r's body as JSON: a new reference, or NULL after reporting "the server's
+ * answer to METHOD PATH is not JSON". */
+json_t *gf_cli_resp_json(const gf_cli_client *c, const gf_cli_resp *r, const char *method,
+                         const char *path);
+
 /* One call: method, path, an optional body (len bytes of content type
  * ctype; body NULL = none). Returns 0 on a 2xx answer; otherwise reports it
  * and returns 1. r receives the answer either way. */
@@ -121,6 +130,13 @@ json_t *gf_cli_get_json(gf_cli_client *c, const char *path);
 /* Print j on stdout as one line of JSON (--json output). Returns 0, or 1
  * when it cannot be encoded (reported). */
 int gf_cli_print_json(const gf_cli_client *c, const json_t *j);
+
+/* Append printf-formatted text to buf (cap bytes, NUL-terminated; *off is
+ * its length) when the whole of it fits: advances *off and returns true;
+ * returns false, leaving buf and *off as they were, when it does not. For
+ * the one-line lists of a table cell ("w0:device w1:host"). */
+bool gf_cli_appendf(char *buf, size_t cap, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Human formats: "1.5 MiB" (gf_size_format) and "12.3 ms" / "850 us" /
  * "2.10 s". Return buf. */

@@ -393,18 +393,11 @@ static int deploy_run(gf_cli_client *c, const deploy_opts *o)
     int st = gf_cli_perform(c, NULL, &r);
     if (p.tty && !p.quiet && !p.finished)
         fprintf(stderr, "\n"); /* end the bar's line */
-    if (st != 0)
+    if (st != 0 || gf_cli_resp_ok(c, &r) != 0)
         goto out;
-    if (r.status < 200 || r.status > 299) {
-        gf_cli_report_http(c, &r);
+    json_t *j = gf_cli_resp_json(c, &r, "POST", "/v1/functions");
+    if (j == NULL)
         goto out;
-    }
-    json_error_t je;
-    json_t *j = json_loadb(r.body.data != NULL ? r.body.data : "", r.body.len, 0, &je);
-    if (j == NULL) {
-        gf_cli_errorf(c, "the server's answer is not JSON: %s", je.text);
-        goto out;
-    }
     if (c->json) {
         rc = gf_cli_print_json(c, j);
     } else {

@@ -449,12 +449,8 @@ static int invoke_run(gf_cli_client *c, const gf_invoke_opts *o)
     }
     int st = gf_cli_perform(c, h2, &r);
     curl_slist_free_all(h2);
-    if (st != 0)
+    if (st != 0 || gf_cli_resp_ok(c, &r) != 0)
         goto out;
-    if (r.status < 200 || r.status > 299) {
-        gf_cli_report_http(c, &r);
-        goto out;
-    }
     size_t jlen = r.body.len;
     if (r.ihcl[0] != '\0') {
         long long v;

@@ -173,43 +173,34 @@ out:
     return rc;
 }
 
-int gf_cmd_unload(int argc, char **argv)
+static int unload_run(gf_cli_client *c, const char **pos, int n)
 {
-    if (gf_cli_wants_help(argc, argv)) {
-        unload_usage(stdout);
-        return 0;
-    }
-    gf_cli_client c;
-    gf_cli_client_init(&c, "unload");
-    const char *name = NULL;
-    int n = 0, rc = gf_cli_parse_simple(&c, argc, argv, unload_usage, &name, 1, &n);
-    if (rc != 0)
-        goto out;
-    if (name == NULL) {
+    if (n == 0) {
         unload_usage(stderr);
-        rc = 2;
-        goto out;
+        return 2;
     }
-    rc = 1;
-    if (!gf_cli_name_ok(&c, name))
-        goto out;
+    const char *name = pos[0];
+    if (!gf_cli_name_ok(c, name))
+        return 1;
     char path[160];
     snprintf(path, sizeof path, "/v2/repository/models/%s/unload", name);
     gf_cli_resp r;
     gf_cli_resp_init(&r);
-    int st = gf_cli_call(&c, "POST", path, "application/json", "", 0, &r);
+    int st = gf_cli_call(c, "POST", path, "application/json", "", 0, &r);
     gf_cli_resp_deinit(&r);
     if (st != 0)
-        goto out;
-    if (c.json) {
-        json_t *o = json_pack("{s:s, s:b}", "function", name, "unloaded", 1);
-        rc = o != NULL ? gf_cli_print_json(&c, o) : 1;
-        json_decref(o);
-    } else {
+        return 1;
+    if (!c->json) {
         printf("unloaded %s from every worker\n", name);
-        rc = 0;
+        return 0;
     }
-out:
-    gf_cli_client_deinit(&c);
+    json_t *o = json_pack("{s:s, s:b}", "function", name, "unloaded", 1);
+    int rc = o != NULL ? gf_cli_print_json(c, o) : 1;
+    json_decref(o);
     return rc;
+}
+
+int gf_cmd_unload(int argc, char **argv)
+{
+    return gf_cli_run_simple("unload", argc, argv, unload_usage, 1, unload_run);
 }

@@ -21,13 +21,11 @@ static void placed_str(const json_t *placements, char *buf, size_t cap)
 {
     size_t off = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < json_array_size(placements) && off + 1 < cap; i++) {
+    for (size_t i = 0; i < json_array_size(placements); i++) {
         const json_t *p = json_array_get(placements, i);
-        int n = snprintf(buf + off, cap - off, "%sw%lld:%s", i > 0 ? " " : "",
-                         gf_cli_json_int(p, "worker", -1), gf_cli_json_str(p, "tier", "?"));
-        if (n < 0 || (size_t)n >= cap - off)
+        if (!gf_cli_appendf(buf, cap, &off, "%sw%lld:%s", i > 0 ? " " : "",
+                            gf_cli_json_int(p, "worker", -1), gf_cli_json_str(p, "tier", "?")))
             break;
-        off += (size_t)n;
     }
     if (off == 0)
         snprintf(buf, cap, "-");
@@ -163,24 +161,14 @@ static int ls_one(gf_cli_client *c, const char *name)
     return 0;
 }
 
+static int ls_run(gf_cli_client *c, const char **pos, int n_pos)
+{
+    if (n_pos == 0)
+        return ls_all(c);
+    return gf_cli_name_ok(c, pos[0]) ? ls_one(c, pos[0]) : 1;
+}
+
 int gf_cmd_ls(int argc, char **argv)
 {
-    if (gf_cli_wants_help(argc, argv)) {
-        ls_usage(stdout);
-        return 0;
-    }
-    gf_cli_client c;
-    gf_cli_client_init(&c, "ls");
-    const char *name = NULL;
-    int n = 0, rc = gf_cli_parse_simple(&c, argc, argv, ls_usage, &name, 1, &n);
-    if (rc != 0)
-        goto out;
-    if (name != NULL && !gf_cli_name_ok(&c, name)) {
-        rc = 1;
-        goto out;
-    }
-    rc = name != NULL ? ls_one(&c, name) : ls_all(&c);
-out:
-    gf_cli_client_deinit(&c);
-    return rc;
+    return gf_cli_run_simple("ls", argc, argv, ls_usage, 1, ls_run);
 }

@@ -25,25 +25,17 @@ static void mem_str(const json_t *m, char *buf, size_t cap)
     snprintf(buf, cap, "%s / %s", used, budget);
 }
 
-int gf_cmd_ps(int argc, char **argv)
+static int ps_run(gf_cli_client *c, const char **pos, int n_pos)
 {
-    if (gf_cli_wants_help(argc, argv)) {
-        ps_usage(stdout);
-        return 0;
-    }
-    gf_cli_client c;
-    gf_cli_client_init(&c, "ps");
-    int n_pos = 0, rc = gf_cli_parse_simple(&c, argc, argv, ps_usage, NULL, 0, &n_pos);
-    if (rc != 0)
-        goto out;
-    json_t *j = gf_cli_get_json(&c, "/v1/workers");
-    rc = 1;
+    (void)pos;
+    (void)n_pos;
+    json_t *j = gf_cli_get_json(c, "/v1/workers");
     if (j == NULL)
-        goto out;
-    if (c.json) {
-        rc = gf_cli_print_json(&c, j);
+        return 1;
+    if (c->json) {
+        int rc = gf_cli_print_json(c, j);
         json_decref(j);
-        goto out;
+        return rc;
     }
     gf_cli_table t;
     gf_cli_table_init(&t, 9);
@@ -63,28 +55,36 @@ int gf_cmd_ps(int argc, char **argv)
         const json_t *ms = json_object_get(w, "models");
         models[0] = '\0';
         /* one entry per copy, a version's copies together: "pin:1 (device, host)" */
-        for (size_t k = 0; k < json_array_size(ms) && off + 1 < sizeof models; k++) {
+        for (size_t k = 0; k < json_array_size(ms); k++) {
             const json_t *m = json_array_get(ms, k), *prev = k ? json_array_get(ms, k - 1) : NULL;
             const char *fn = gf_cli_json_str(m, "function", "?");
+            const char *tier = gf_cli_json_str(m, "tier", "?");
             long long ver = gf_cli_json_int(m, "version", 0);
             bool same = prev != NULL && strcmp(gf_cli_json_str(prev, "function", ""), fn) == 0 &&
                         gf_cli_json_int(prev, "version", 0) == ver;
-            int n = same ? snprintf(models + off - 1, sizeof models - off + 1, ", %s)",
-                                    gf_cli_json_str(m, "tier", "?")) - 1
-                         : snprintf(models + off, sizeof models - off, "%s%s:%lld (%s)",
-                                    k ? ", " : "", fn, ver, gf_cli_json_str(m, "tier", "?"));
-            if (n < 0 || (size_t)n >= sizeof models - off)
+            /* the same version's next tier goes inside its parentheses */
+            size_t at = same ? off - 1 : off;
+            char keep = models[at];
+            models[at] = '\0';
+            if (!(same ? gf_cli_appendf(models, sizeof models, &at, ", %s)", tier)
+                       : gf_cli_appendf(models, sizeof models, &at, "%s%s:%lld (%s)",
+                                        k ? ", " : "", fn, ver, tier))) {
+                models[at] = keep;
                 break;
-            off += (size_t)n;
+            }
+            off = at;
         }
         gf_cli_table_row(&t, id, gf_cli_json_str(w, "device", "?"),
                          gf_cli_json_str(w, "state", "?"), pid, dev, host, infl, rest,
                          off > 0 ? models : "-");
     }
-    rc = gf_cli_table_print(&t, &c, stdout);
+    int rc = gf_cli_table_print(&t, c, stdout);
     gf_cli_table_deinit(&t);
     json_decref(j);
-out:
-    gf_cli_client_deinit(&c);
     return rc;
+}
+
+int gf_cmd_ps(int argc, char **argv)
+{
+    return gf_cli_run_simple("ps", argc, argv, ps_usage, 0, ps_run);
 }

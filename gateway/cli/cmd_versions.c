@@ -3,6 +3,7 @@
  * (POST /v1/functions/NAME/versions/V/activate), and check every version's
  * weights file against the SHA-256 recorded at publish (POST /v1/fsck).
  * Deleting one version is `gpufaas rm NAME --version V`. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,78 +37,61 @@ static void versions_str(const json_t *f, char *buf, size_t cap)
     size_t off = 0;
     buf[0] = '\0';
     const json_t *vs = json_object_get(f, "versions");
-    for (size_t i = 0; i < json_array_size(vs) && off + 24 < cap; i++) {
+    for (size_t i = 0; i < json_array_size(vs); i++) {
         const json_t *v = json_array_get(vs, i);
-        off += (size_t)snprintf(buf + off, cap - off, "%s%lld%s", i ? ", " : "",
-                                gf_cli_json_int(v, "version", 0),
-                                strcmp(gf_cli_json_str(v, "state", ""), "ready") == 0 ? ""
-                                                                                      : " (broken)");
+        bool ready = strcmp(gf_cli_json_str(v, "state", ""), "ready") == 0;
+        if (!gf_cli_appendf(buf, cap, &off, "%s%lld%s", i ? ", " : "",
+                            gf_cli_json_int(v, "version", 0), ready ? "" : " (broken)"))
+            break;
     }
 }
 
-int gf_cmd_activate(int argc, char **argv)
+static int activate_run(gf_cli_client *c, const char **pos, int n)
 {
-    if (gf_cli_wants_help(argc, argv)) {
-        activate_usage(stdout);
-        return 0;
-    }
-    gf_cli_client c;
-    gf_cli_client_init(&c, "activate");
-    const char *pos[2];
-    int n = 0, rc = gf_cli_parse_simple(&c, argc, argv, activate_usage, pos, 2, &n);
-    if (rc != 0)
-        goto out;
     long long version = 0;
     if (n != 2) {
         activate_usage(stderr);
-        rc = 2;
-        goto out;
+        return 2;
     }
     if (!gf_cli_parse_int(pos[1], 1, (long long)1 << 62, &version)) {
-        gf_cli_errorf(&c, "VERSION '%s' is not a positive integer", pos[1]);
-        rc = 2;
-        goto out;
+        gf_cli_errorf(c, "VERSION '%s' is not a positive integer", pos[1]);
+        return 2;
     }
-    rc = 1;
-    if (!gf_cli_name_ok(&c, pos[0]))
-        goto out;
+    if (!gf_cli_name_ok(c, pos[0]))
+        return 1;
     char path[160];
     snprintf(path, sizeof path, "/v1/functions/%s/versions/%lld/activate", pos[0], version);
-    json_t *j = gf_cli_call_json(&c, "POST", path, NULL, NULL, 0);
+    json_t *j = gf_cli_call_json(c, "POST", path, NULL, NULL, 0);
     if (j == NULL)
-        goto out;
-    if (c.json) {
-        rc = gf_cli_print_json(&c, j);
+        return 1;
+    int rc = 0;
+    if (c->json) {
+        rc = gf_cli_print_json(c, j);
     } else {
         char list[256];
         versions_str(j, list, sizeof list);
         printf("%s version %lld is current (versions: %s)\n", pos[0], version, list);
-        rc = 0;
     }
     json_decref(j);
-out:
-    gf_cli_client_deinit(&c);
     return rc;
 }
 
-int gf_cmd_fsck(int argc, char **argv)
+int gf_cmd_activate(int argc, char **argv)
 {
-    if (gf_cli_wants_help(argc, argv)) {
-        fsck_usage(stdout);
-        return 0;
-    }
-    gf_cli_client c;
-    gf_cli_client_init(&c, "fsck");
-    int n = 0, rc = gf_cli_parse_simple(&c, argc, argv, fsck_usage, NULL, 0, &n);
-    if (rc != 0)
-        goto out;
-    rc = 1;
-    json_t *j = gf_cli_call_json(&c, "POST", "/v1/fsck", NULL, NULL, 0);
+    return gf_cli_run_simple("activate", argc, argv, activate_usage, 2, activate_run);
+}
+
+static int fsck_run(gf_cli_client *c, const char **pos, int n)
+{
+    (void)pos;
+    (void)n;
+    json_t *j = gf_cli_call_json(c, "POST", "/v1/fsck", NULL, NULL, 0);
     if (j == NULL)
-        goto out;
+        return 1;
+    int rc;
     const json_t *broken = json_object_get(j, "broken");
-    if (c.json) {
-        rc = gf_cli_print_json(&c, j);
+    if (c->json) {
+        rc = gf_cli_print_json(c, j);
     } else {
         char size[32];
         gf_cli_fmt_size((uint64_t)gf_cli_json_int(j, "bytes", 0), size, sizeof size);
@@ -124,7 +108,10 @@ int gf_cmd_fsck(int argc, char **argv)
     if (rc == 0 && json_array_size(broken) > 0)
         rc = 1;
     json_decref(j);
-out:
-    gf_cli_client_deinit(&c);
     return rc;
+}
+
+int gf_cmd_fsck(int argc, char **argv)
+{
+    return gf_cli_run_simple("fsck", argc, argv, fsck_usage, 0, fsck_run);
 }

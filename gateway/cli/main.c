@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "gateway/cli/cli.h"
+#include "gateway/cli/client.h"
 #include "gf_config.h"
 
 /* The subcommand table: one line each, in the order `gpufaas --help` lists them. */
@@ -39,6 +40,24 @@ bool gf_cli_wants_help(int argc, char **argv)
             return true;
     }
     return false;
+}
+
+int gf_cli_run_simple(const char *cmd, int argc, char **argv, void (*usage)(FILE *), int max_pos,
+                      int (*run)(gf_cli_client *c, const char **pos, int n_pos))
+{
+    if (gf_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    gf_cli_client c;
+    gf_cli_client_init(&c, cmd);
+    const char *pos[4];
+    int n_pos = 0;
+    int rc = gf_cli_parse_simple(&c, argc, argv, usage, pos, max_pos < 4 ? max_pos : 4, &n_pos);
+    if (rc == 0)
+        rc = run(&c, pos, n_pos);
+    gf_cli_client_deinit(&c);
+    return rc;
 }
 
 static void gf_usage(FILE *out)
