@@ -96,7 +96,7 @@ struct gf_cache {
     double gds_clock;    /* GreedyDual L */
     uint64_t pinned_bytes; /* range bytes of the models pinned */
     uint64_t pin_limit;  /* what pinned and kept-warm models may hold */
-    double bw_host, bw_store; /* bytes per microsecond, measured */
+    double bw_host, bw_store; /* bytes per microsecond, measured (core/ema.h) */
     uint64_t host_used;  /* bytes of host pages taken by models */
     gf_host_pool *host_pool; /* the host tier's pinned pages (NULL without a host tier) */
     gf_cache_stats st;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/ema.h"
 #include "core/log.h"
 #include "core/tensor.h"
 
@@ -211,10 +212,10 @@ static void complete_device_job(gf_cache *c, gf_cache_model *m, gf_status st, co
         double bw = (double)m->layout_bytes / (double)us;
         if (m->src == GF_TIER_HOST) {
             c->st.loads_from_host++;
-            c->bw_host = 0.7 * c->bw_host + 0.3 * bw;
+            c->bw_host = gf_ema(c->bw_host, bw);
         } else {
             c->st.loads_from_store++;
-            c->bw_store = 0.7 * c->bw_store + 0.3 * bw;
+            c->bw_store = gf_ema(c->bw_store, bw);
         }
         c->st.bytes_to_device += m->layout_bytes;
         c->st.load_us_total += us;
