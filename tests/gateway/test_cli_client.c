@@ -2,28 +2,26 @@
  * ls, rm, ps, load, unload, top — run as a user runs them, against a real
  * `gpufaas serve` on a free loopback port (two cpu workers with small memory
  * budgets, an admin token, a temporary state directory), checking what they
- * print and their exit status. `top` runs in a pseudo-terminal. */
+ * print and their exit status. `top`'s tests, in a pseudo-terminal, are in
+ * test_cli_top.c (the same executable and server). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <pty.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
 #include "core/safetensors.h"
+#include "cli_client_lib.h"
 #include "httpharness.h"
 #include "testutil.h"
 
@@ -79,6 +77,8 @@ static void server_down(void)
     }
 }
 
+const char *cc_server_url(void) { return srv.url; }
+
 /* ---- running the CLI --------------------------------------------------------------- */
 
 /* Run gpufaas with the arguments (NULL-terminated); with `server`, add
@@ -104,7 +104,7 @@ static int vrun(bool server, char **out, char **err, va_list ap)
 }
 
 /* gpufaas ARGS... --server URL --token TOKEN */
-static int cli(char **out, char **err, ...)
+int cc_cli(char **out, char **err, ...)
 {
     va_list ap;
     va_start(ap, err);
@@ -123,7 +123,7 @@ static int cli_raw(char **out, char **err, ...)
     return rc;
 }
 
-static void freeboth(char **out, char **err)
+void cc_freeboth(char **out, char **err)
 {
     free(*out);
     free(*err);
@@ -131,24 +131,21 @@ static void freeboth(char **out, char **err)
 }
 
 /* The last 3000 bytes of s: what fits in a Check message. */
-static const char *tail3k(const char *s)
+const char *cc_tail3k(const char *s)
 {
     size_t n = strlen(s);
     return n > 3000 ? s + n - 3000 : s;
 }
-#define HAS(s, want)                                                                           \
-    ck_assert_msg(strstr((s), (want)) != NULL, "no '%s' in:\n%s", (want), tail3k(s))
-#define HASNT(s, bad) ck_assert_msg(strstr((s), (bad)) == NULL, "'%s' in:\n%s", (bad), tail3k(s))
 
 /* Deploy the identity as name (version 1 on a fresh name). */
-static void deploy_identity(const char *name)
+void cc_deploy_identity(const char *name)
 {
     char *out, *err;
-    int rc = cli(&out, &err, "deploy", name, "--kind", "mlp", "--weights", weights, "--input",
+    int rc = cc_cli(&out, &err, "deploy", name, "--kind", "mlp", "--weights", weights, "--input",
                  "x:FP32:-1,4", "--output", "y:FP32:-1,4", "--max-batch", "4", "--config",
                  "{\"activations\": [\"identity\"]}", "-q", NULL);
     ck_assert_msg(rc == 0, "deploy %s: %d\n%s%s", name, rc, out, err);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 }
 
 static char *write_text(const char *name, const char *text)
@@ -193,36 +190,36 @@ START_TEST(test_help_and_usage)
         snprintf(want, sizeof want, "usage: gpufaas %s", cmds[i]);
         HAS(out, want);
         HAS(out, "--server URL");
-        freeboth(&out, &err);
+        cc_freeboth(&out, &err);
     }
     ck_assert_int_eq(cli_raw(&out, &err, "--help", NULL), 0);
     HAS(out, "deploy");
     HAS(out, "top");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "ls", "--bogus", NULL), 2);
     HAS(err, "gpufaas ls: unknown option '--bogus'");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "deploy", "x", NULL), 2);
     HAS(err, "give --weights FILE");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "invoke", "x", NULL), 2);
     HAS(err, "give one of --data, --file or --npy");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "invoke", "x", "--data", "[1]", "--file", "f", NULL), 2);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "load", NULL), 2);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "load", "x", "one", NULL), 2);
     HAS(err, "WORKER must be a worker id");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "top", "--interval", "0", NULL), 2);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "ps", "--server", NULL), 2);
     HAS(err, "--server needs a value");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "ps", "--server", "ftp://x", NULL), 2);
     HAS(err, "not an http:// or https:// URL");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 }
 END_TEST
 
@@ -270,14 +267,14 @@ START_TEST(test_unreachable_server)
         ck_assert_int_eq(gf_test_run_cmd(argv, &out, &err, 30), 1);
         HAS(err, want);
         HASNT(err, "curl");
-        freeboth(&out, &err);
+        cc_freeboth(&out, &err);
     }
     /* the server from the environment, as host:port */
     setenv("GPUFAAS_SERVER", url + strlen("http://"), 1);
     char *out, *err;
     ck_assert_int_eq(cli_raw(&out, &err, "ls", NULL), 1);
     HAS(err, want);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     unsetenv("GPUFAAS_SERVER");
 }
 END_TEST
@@ -288,7 +285,7 @@ START_TEST(test_deploy_and_invoke)
 {
     char *out, *err;
     /* deploy from flags: the manifest is built from --kind, --input, --output */
-    int rc = cli(&out, &err, "deploy", "ident", "--kind", "mlp", "--weights", weights, "--input",
+    int rc = cc_cli(&out, &err, "deploy", "ident", "--kind", "mlp", "--weights", weights, "--input",
                  "x:FP32:-1,4", "--output", "y:fp32:-1,4", "--max-batch", "4", "--config",
                  "{\"activations\": [\"identity\"]}", NULL);
     ck_assert_msg(rc == 0, "%s%s", out, err);
@@ -302,26 +299,26 @@ START_TEST(test_deploy_and_invoke)
     HAS(out, url);
     HAS(err, "uploading ");
     HAS(err, "uploaded "); /* plain progress lines: stderr is not a terminal */
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 
     /* one sample, flat: the batch dimension is added */
-    ck_assert_int_eq(cli(&out, &err, "invoke", "ident", "--data", "[1, 5, 2, 3]", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "ident", "--data", "[1, 5, 2, 3]", NULL), 0);
     HAS(out, "y  FP32  [1, 4]\n");
     HAS(out, "  [0]   1 5 2 3\n");
     HAS(out, "version 1, worker ");
     ck_assert_str_eq(err, "");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     /* --top: the largest values of each row with their indices */
-    ck_assert_int_eq(cli(&out, &err, "invoke", "ident", "--data", "[[1, 5, 2, 3], [9, 0, 0, 8]]",
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "ident", "--data", "[[1, 5, 2, 3], [9, 0, 0, 8]]",
                          "--top", "2", NULL),
                      0);
     HAS(out, "y  FP32  [2, 4]  (top values: index: value)");
     HAS(out, "  [0]   1: 5   3: 3\n");
     HAS(out, "  [1]   0: 9   3: 8\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     /* --json: the server's answer, plus the top values */
     ck_assert_int_eq(
-        cli(&out, &err, "invoke", "ident", "--data", "[1, 5, 2, 3]", "--top", "1", "--json", NULL),
+        cc_cli(&out, &err, "invoke", "ident", "--data", "[1, 5, 2, 3]", "--top", "1", "--json", NULL),
         0);
     json_error_t je;
     json_t *j = json_loads(out, 0, &je);
@@ -335,45 +332,45 @@ START_TEST(test_deploy_and_invoke)
     ck_assert_int_eq(json_integer_value(json_object_get(top, "index")), 1);
     ck_assert(json_is_integer(json_object_get(j, "worker")));
     json_decref(j);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 
     /* --file: nested data, and an object naming the input */
     char *f1 = write_text("in1.json", "[[4, 3, 2, 1]]\n");
-    ck_assert_int_eq(cli(&out, &err, "invoke", "ident", "--file", f1, NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "ident", "--file", f1, NULL), 0);
     HAS(out, "  [0]   4 3 2 1\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     char *f2 = write_text("in2.json", "{\"x\": [[0.5, 0.25, 0, -1]]}");
-    ck_assert_int_eq(cli(&out, &err, "invoke", "ident", "--file", f2, NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "ident", "--file", f2, NULL), 0);
     HAS(out, "  [0]   0.5 0.25 0 -1\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     /* a whole KServe v2 request is sent as it is */
     ck_assert_int_eq(
-        cli(&out, &err, "invoke", "ident", "--data",
+        cc_cli(&out, &err, "invoke", "ident", "--data",
             "{\"inputs\": [{\"name\": \"x\", \"datatype\": \"FP32\", \"shape\": [1, 4],"
             " \"data\": [7, 6, 5, 4]}]}",
             NULL),
         0);
     HAS(out, "  [0]   7 6 5 4\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 
     /* --npy: float64 converted to the input's FP32; big-endian float32; a 1-d sample */
     double d64[8] = {1, 2, 3, 4, 0.5, -2, 8, 1};
     char *n1 = write_npy("a.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 4), }",
                          d64, sizeof d64);
-    ck_assert_int_eq(cli(&out, &err, "invoke", "ident", "--npy", n1, "--top", "1", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "ident", "--npy", n1, "--top", "1", NULL), 0);
     HAS(out, "y  FP32  [2, 4]");
     HAS(out, "  [0]   3: 4\n");
     HAS(out, "  [1]   2: 8\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     unsigned char be[16] = {0x3f, 0x80, 0, 0, 0x40, 0, 0, 0, 0x40, 0x40, 0, 0, 0x40, 0x80, 0, 0};
     char *n2 = write_npy("be.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", be,
                          sizeof be);
     char arg[600];
     snprintf(arg, sizeof arg, "x=%s", n2);
-    ck_assert_int_eq(cli(&out, &err, "invoke", "ident", "--npy", arg, NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "ident", "--npy", arg, NULL), 0);
     HAS(out, "y  FP32  [1, 4]");
     HAS(out, "  [0]   1 2 3 4\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 
     /* version 2 from a manifest file, whose name and max_batch_size the flags override */
     char *mf = write_text("ident.json",
@@ -381,7 +378,7 @@ START_TEST(test_deploy_and_invoke)
                           "\"datatype\": \"FP32\", \"shape\": [-1, 4]}], \"outputs\": [{\"name\": "
                           "\"y\", \"datatype\": \"FP32\", \"shape\": [-1, 4]}], \"max_batch_size\":"
                           " 1, \"config\": {\"activations\": [\"identity\"]}}");
-    ck_assert_int_eq(cli(&out, &err, "deploy", "ident", "--weights", weights, "--manifest", mf,
+    ck_assert_int_eq(cc_cli(&out, &err, "deploy", "ident", "--weights", weights, "--manifest", mf,
                          "--max-batch", "2", "--json", "-q", NULL),
                      0);
     j = json_loads(out, 0, &je);
@@ -390,17 +387,17 @@ START_TEST(test_deploy_and_invoke)
     ck_assert_int_eq(json_integer_value(json_object_get(j, "max_batch_size")), 2);
     json_decref(j);
     HAS(err, "names the function 'other'; deploying it as 'ident'");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     /* --version: the v2 path, to the version asked for */
     ck_assert_int_eq(
-        cli(&out, &err, "invoke", "ident", "--version", "1", "--data", "[1, 2, 3, 4]", NULL), 0);
+        cc_cli(&out, &err, "invoke", "ident", "--version", "1", "--data", "[1, 2, 3, 4]", NULL), 0);
     HAS(out, "  [0]   1 2 3 4\n");
     HAS(out, "version 1\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(
-        cli(&out, &err, "invoke", "ident", "--version", "7", "--data", "[1, 2, 3, 4]", NULL), 1);
+        cc_cli(&out, &err, "invoke", "ident", "--version", "7", "--data", "[1, 2, 3, 4]", NULL), 1);
     HAS(err, "gpufaas invoke: function 'ident' has no version 7");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     free(f1);
     free(f2);
     free(n1);
@@ -414,7 +411,7 @@ END_TEST
 START_TEST(test_errors)
 {
     char *out, *err;
-    deploy_identity("errs");
+    cc_deploy_identity("errs");
     /* a bad token, and none: the server's message, a hint, exit 1 */
     ck_assert_int_eq(cli_raw(&out, &err, "deploy", "errs", "--weights", weights, "--kind", "mlp",
                              "--input", "x:FP32:-1,4", "--output", "y:FP32:-1,4", "--server",
@@ -422,19 +419,19 @@ START_TEST(test_errors)
                      1);
     HAS(err, "gpufaas deploy: bad admin token");
     HAS(err, "hint: pass the server's admin token with --token or GPUFAAS_TOKEN");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "rm", "errs", "--server", srv.url, NULL), 1);
     HAS(err, "gpufaas rm: this call needs the admin token");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     setenv("GPUFAAS_TOKEN", TOKEN, 1); /* the token from the environment */
     setenv("GPUFAAS_SERVER", srv.url, 1);
     ck_assert_int_eq(cli_raw(&out, &err, "unload", "errs", NULL), 0);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "invoke", "errs", "--data", "[1, 2, 3, 4]", NULL), 1);
     HAS(err, "unavailable: unloaded"); /* until it is loaded again */
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     ck_assert_int_eq(cli_raw(&out, &err, "load", "errs", "--no-wait", NULL), 0);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     unsetenv("GPUFAAS_TOKEN");
     unsetenv("GPUFAAS_SERVER");
 
@@ -448,78 +445,78 @@ START_TEST(test_errors)
     };
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *const *a = unknown[i];
-        ck_assert_int_eq(cli(&out, &err, a[0], a[1], a[2], a[3], NULL), 1);
+        ck_assert_int_eq(cc_cli(&out, &err, a[0], a[1], a[2], a[3], NULL), 1);
         HAS(err, "function 'nope' not found");
-        freeboth(&out, &err);
+        cc_freeboth(&out, &err);
     }
-    ck_assert_int_eq(cli(&out, &err, "invoke", "No/Such", "--data", "[1]", NULL), 1);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "No/Such", "--data", "[1]", NULL), 1);
     HAS(err, "'No/Such' is not a valid function name");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 
     /* malformed input files */
     char *bad = write_text("bad.json", "{\"x\": [[1, 2,\n");
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--file", bad, NULL), 1);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--file", bad, NULL), 1);
     HAS(err, "bad.json: malformed JSON at line 2");
     ck_assert_str_eq(out, "");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     char *missing = gf_test_path(dir, "missing.json");
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--file", missing, NULL), 1);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--file", missing, NULL), 1);
     HAS(err, "cannot read");
     HAS(err, "No such file");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--data", "[1, 2", NULL), 1);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--data", "[1, 2", NULL), 1);
     HAS(err, "--data: malformed JSON");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--data", "[[1, 2], [3]]", NULL), 1);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--data", "[[1, 2], [3]]", NULL), 1);
     HAS(err, "arrays of equal length");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--data", "{\"z\": [1]}", NULL), 1);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--data", "{\"z\": [1]}", NULL), 1);
     HAS(err, "function 'errs' has no input 'z'");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     float f4[4] = {1, 2, 3, 4};
     char *trunc = write_npy("trunc.npy",
                             "{'descr': '<f4', 'fortran_order': False, 'shape': (2, "
                             "4), }",
                             f4, sizeof f4);
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--npy", trunc, NULL), 1);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--npy", trunc, NULL), 1);
     HAS(err, "trunc.npy: truncated: the data has 16 bytes but shape needs 32");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--npy", bad, NULL), 1);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--npy", bad, NULL), 1);
     HAS(err, "bad.json: not a .npy file");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     char *fort = write_npy("f.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
                            f4, sizeof f4);
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--npy", fort, NULL), 1);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--npy", fort, NULL), 1);
     HAS(err, "Fortran-order arrays are not supported");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 
     /* input the server refuses: its message */
-    ck_assert_int_eq(cli(&out, &err, "invoke", "errs", "--data", "[1, 2, 3]", NULL), 1);
+    ck_assert_int_eq(cc_cli(&out, &err, "invoke", "errs", "--data", "[1, 2, 3]", NULL), 1);
     HAS(err, "gpufaas invoke: input 'x': shape [1, 3] does not match [-1, 4]");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     /* deploys that cannot work */
-    ck_assert_int_eq(cli(&out, &err, "deploy", "errs", "--weights", missing, "--kind", "mlp",
+    ck_assert_int_eq(cc_cli(&out, &err, "deploy", "errs", "--weights", missing, "--kind", "mlp",
                          "--input", "x:FP32:-1,4", "--output", "y:FP32:-1,4", NULL),
                      1);
     HAS(err, "cannot open the weights");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "deploy", "errs", "--weights", weights, "--kind", "mlp",
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "deploy", "errs", "--weights", weights, "--kind", "mlp",
                          "--input", "x:FP32", "--output", "y:FP32:-1,4", NULL),
                      1);
     HAS(err, "expected NAME:DATATYPE:DIMS");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "deploy", "errs", "--weights", bad, "--kind", "mlp", "--input",
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "deploy", "errs", "--weights", bad, "--kind", "mlp", "--input",
                          "x:FP32:-1,4", "--output", "y:FP32:-1,4", "-q", NULL),
                      1);
     HAS(err, "gpufaas deploy: ");
     HAS(err, "weights");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "deploy", "errs", "--weights", weights, "--kind", "mlp",
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "deploy", "errs", "--weights", weights, "--kind", "mlp",
                          "--input", "x:FP32:-1,5", "--output", "y:FP32:-1,4", "-q", NULL),
                      1);
     HAS(err, "gpufaas deploy: ");
     HAS(err, "0.weight");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     /* a tensor the kind does not read is refused by name, unless the deploy
      * says to do without it */
     float pad[2] = {0, 0};
@@ -530,22 +527,22 @@ START_TEST(test_errors)
                            {"aux.scale", GF_DT_F32, 1, ps, pad}};
     char *extra = gf_test_path(dir, "extra.safetensors");
     ck_assert_int_eq(gf_st_write(extra, ts, 3, NULL, 0, NULL), GF_OK);
-    ck_assert_int_eq(cli(&out, &err, "deploy", "errs", "--weights", extra, "--kind", "mlp",
+    ck_assert_int_eq(cc_cli(&out, &err, "deploy", "errs", "--weights", extra, "--kind", "mlp",
                          "--input", "x:FP32:-1,4", "--output", "y:FP32:-1,4", "-q", NULL),
                      1);
     HAS(err, "tensor 'aux.scale' is not named as an nn.Sequential names its modules");
     HAS(err, "\"ignore_weights\"");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "deploy", "extra", "--weights", extra, "--kind", "mlp",
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "deploy", "extra", "--weights", extra, "--kind", "mlp",
                          "--input", "x:FP32:-1,4", "--output", "y:FP32:-1,4", "-q",
                          "--ignore-weights", "aux.*", NULL),
                      0);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     free(extra);
     /* and nothing changed: errs is still version 1 */
-    ck_assert_int_eq(cli(&out, &err, "ls", "errs", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "ls", "errs", NULL), 0);
     HAS(out, "current version 1\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     free(bad);
     free(missing);
     free(trunc);
@@ -558,8 +555,8 @@ END_TEST
 START_TEST(test_ls_ps_rm)
 {
     char *out, *err;
-    deploy_identity("lsme");
-    ck_assert_int_eq(cli(&out, &err, "ls", NULL), 0);
+    cc_deploy_identity("lsme");
+    ck_assert_int_eq(cc_cli(&out, &err, "ls", NULL), 0);
     HAS(out, "NAME");
     HAS(out, "PLACED");
     const char *line = strstr(out, "\nlsme ");
@@ -569,14 +566,14 @@ START_TEST(test_ls_ps_rm)
     ck_assert_str_eq(ver, "1");
     ck_assert_str_eq(kind, "mlp");
     HAS(line, "ready");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "ls", "lsme", NULL), 0);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "ls", "lsme", NULL), 0);
     HAS(out, "lsme  kind mlp  current version 1\n");
     HAS(out, "  version 1 (current)  ready  ");
     HAS(out, "    inputs   x FP32 [-1, 4]\n");
     HAS(out, "    outputs  y FP32 [-1, 4]\n");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "ls", "--json", NULL), 0);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "ls", "--json", NULL), 0);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_msg(json_is_array(json_object_get(j, "functions")), "%s", out);
     bool found = false;
@@ -586,30 +583,30 @@ START_TEST(test_ls_ps_rm)
                         "lsme") == 0;
     ck_assert(found);
     json_decref(j);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 
-    ck_assert_int_eq(cli(&out, &err, "ps", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "ps", NULL), 0);
     HAS(out, "DEVICE MEMORY");
     HAS(out, "\n0   cpu:0   up ");
     HAS(out, "\n1   cpu:1   up ");
     HAS(out, " / 4 MiB ");
     HAS(out, " / 16 MiB ");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "ps", "--json", NULL), 0);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "ps", "--json", NULL), 0);
     j = json_loads(out, 0, NULL);
     ck_assert_uint_eq(json_array_size(json_object_get(j, "workers")), 2);
     json_decref(j);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 
-    ck_assert_int_eq(cli(&out, &err, "rm", "lsme", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "rm", "lsme", NULL), 0);
     ck_assert_str_eq(out, "deleted lsme\n");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "ls", NULL), 0);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "ls", NULL), 0);
     HASNT(out, "\nlsme ");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "rm", "lsme", NULL), 1);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "rm", "lsme", NULL), 1);
     HAS(err, "function 'lsme' not found");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 }
 END_TEST
 
@@ -620,7 +617,7 @@ END_TEST
 static void tier_on(const char *fn, int w, char *tier, size_t cap)
 {
     char *out, *err;
-    ck_assert_int_eq(cli(&out, &err, "ps", "--json", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "ps", "--json", NULL), 0);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_ptr_nonnull(j);
     tier[0] = '\0';
@@ -634,34 +631,34 @@ static void tier_on(const char *fn, int w, char *tier, size_t cap)
             snprintf(tier, cap, "%s", json_string_value(json_object_get(m, "tier")));
     }
     json_decref(j);
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 }
 
 START_TEST(test_load_unload)
 {
     char *out, *err, tier[16];
-    deploy_identity("pin");
+    cc_deploy_identity("pin");
     /* onto each worker in turn: the load waits until the model is on that device */
     for (int w = 1; w >= 0; w--) {
         char wid[8];
         snprintf(wid, sizeof wid, w == 0 ? "w%d" : "%d", w);
-        ck_assert_int_eq(cli(&out, &err, "load", "pin", wid, NULL), 0);
+        ck_assert_int_eq(cc_cli(&out, &err, "load", "pin", wid, NULL), 0);
         char want[96];
         snprintf(want, sizeof want, "loaded pin version 1 on worker %d (device, ", w);
         HAS(out, want);
-        freeboth(&out, &err);
+        cc_freeboth(&out, &err);
         tier_on("pin", w, tier, sizeof tier);
         ck_assert_str_eq(tier, "device");
     }
-    ck_assert_int_eq(cli(&out, &err, "load", "pin", "1", "--json", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "load", "pin", "1", "--json", NULL), 0);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "worker")), 1);
     ck_assert_str_eq(json_string_value(json_object_get(j, "tier")), "device");
     json_decref(j);
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "load", "pin", "9", NULL), 1);
+    cc_freeboth(&out, &err);
+    ck_assert_int_eq(cc_cli(&out, &err, "load", "pin", "9", NULL), 1);
     HAS(err, "gpufaas load: no worker 9 (this server has 2)");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     /* the server side of the extension: a worker id that is not one */
     const char *auth[] = {"Authorization: Bearer " TOKEN, NULL};
     gf_hh_resp r;
@@ -675,248 +672,16 @@ START_TEST(test_load_unload)
     gf_hh_resp_free(&r);
     gf_hh_thread_end();
 
-    ck_assert_int_eq(cli(&out, &err, "unload", "pin", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "unload", "pin", NULL), 0);
     ck_assert_str_eq(out, "unloaded pin from every worker\n");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
     tier_on("pin", 0, tier, sizeof tier);
     ck_assert_str_eq(tier, "");
     tier_on("pin", 1, tier, sizeof tier);
     ck_assert_str_eq(tier, "");
-    ck_assert_int_eq(cli(&out, &err, "load", "pin", "--no-wait", NULL), 0);
+    ck_assert_int_eq(cc_cli(&out, &err, "load", "pin", "--no-wait", NULL), 0);
     HAS(out, "load of pin version 1 accepted");
-    freeboth(&out, &err);
-}
-END_TEST
-
-/* ---- top --------------------------------------------------------------------------------- */
-
-typedef struct pty_run {
-    pid_t pid;
-    int master, slave; /* the parent keeps the slave to read its settings */
-    gf_buf out;        /* everything top wrote */
-} pty_run;
-
-static void pty_start(pty_run *p, const char *interval)
-{
-    /* wide enough that a device line's list of models is never cut at the
-     * terminal's edge, whatever other checks of this suite left deployed */
-    struct winsize ws = {.ws_row = 50, .ws_col = 240};
-    memset(p, 0, sizeof *p);
-    gf_buf_init(&p->out);
-    ck_assert_int_eq(openpty(&p->master, &p->slave, NULL, NULL, &ws), 0);
-    const char *exe = gf_test_prog("GF_GPUFAAS");
-    p->pid = fork();
-    ck_assert_int_ge(p->pid, 0);
-    if (p->pid == 0) {
-        setsid();
-        ioctl(p->slave, TIOCSCTTY, 0);
-        dup2(p->slave, 0);
-        dup2(p->slave, 1);
-        dup2(p->slave, 2);
-        close(p->master);
-        close(p->slave);
-        execl(exe, exe, "top", "--server", srv.url, "--interval", interval, (char *)NULL);
-        _exit(127);
-    }
-}
-
-/* Read what top writes for up to ms milliseconds. */
-static void pty_read(pty_run *p, int ms)
-{
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int left = ms - (int)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
-        if (left <= 0)
-            return;
-        struct pollfd pf = {p->master, POLLIN, 0};
-        if (poll(&pf, 1, left) <= 0)
-            continue;
-        char buf[4096];
-        ssize_t n = read(p->master, buf, sizeof buf);
-        if (n <= 0)
-            return;
-        ck_assert_int_eq(gf_buf_append(&p->out, buf, (size_t)n), GF_OK);
-    }
-}
-
-/* Read until the output since byte `from` contains want, up to timeout_ms. */
-static bool pty_wait_for(pty_run *p, size_t from, const char *want, int timeout_ms)
-{
-    for (int waited = 0; waited < timeout_ms; waited += 100) {
-        if (p->out.len > from && strstr(p->out.data + from, want) != NULL)
-            return true;
-        pty_read(p, 100);
-    }
-    return p->out.len > from && strstr(p->out.data + from, want) != NULL;
-}
-
-/* Wait for top to exit (reading on): its status (128 + signal when killed). */
-static int pty_wait_exit(pty_run *p, int timeout_s)
-{
-    for (int i = 0; i < timeout_s * 10; i++) {
-        int st;
-        if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
-            pty_read(p, 50);
-            p->pid = 0;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        pty_read(p, 100);
-    }
-    kill(p->pid, SIGKILL);
-    waitpid(p->pid, NULL, 0);
-    p->pid = 0;
-    ck_abort_msg("top did not exit within %d s", timeout_s);
-    return -1;
-}
-
-/* The screen text without escape sequences and carriage returns. */
-static char *plain(const gf_buf *b)
-{
-    char *s = malloc(b->len + 1);
-    ck_assert_ptr_nonnull(s);
-    size_t w = 0;
-    for (size_t i = 0; i < b->len; i++) {
-        if (b->data[i] == '\033' && i + 1 < b->len && b->data[i + 1] == '[') {
-            i += 2;
-            while (i < b->len && !(b->data[i] >= '@' && b->data[i] <= '~'))
-                i++;
-            s[w++] = '\n'; /* a cursor move or a line clear: a line ends */
-            continue;
-        }
-        if (b->data[i] != '\r')
-            s[w++] = b->data[i];
-    }
-    s[w] = '\0';
-    return s;
-}
-
-/* The terminal is back to how it was: the alternate screen left, the cursor
- * shown, canonical mode and echo on. */
-static void check_restored(pty_run *p)
-{
-    const char *leave = "\033[?25h\033[?1049l";
-    ck_assert_msg(p->out.len >= strlen(leave) &&
-                      strstr(p->out.data + p->out.len - strlen(leave) - 1, leave) != NULL,
-                  "top did not restore the screen at exit");
-    struct termios t;
-    ck_assert_int_eq(tcgetattr(p->slave, &t), 0);
-    ck_assert_msg((t.c_lflag & ICANON) && (t.c_lflag & ECHO) && (t.c_lflag & ISIG),
-                  "terminal modes not restored (lflag %#x)", (unsigned)t.c_lflag);
-}
-
-static void pty_close(pty_run *p)
-{
-    close(p->master);
-    close(p->slave);
-    gf_buf_deinit(&p->out);
-}
-
-START_TEST(test_top_live)
-{
-    static const char *const fns[3] = {"tops1", "tops2", "tops3"};
-    for (int i = 0; i < 3; i++)
-        deploy_identity(fns[i]);
-    pty_run p;
-    pty_start(&p, "0.3");
-    ck_assert_msg(pty_wait_for(&p, 0, "RECENT SWAPS", 20000), "no frame:\n%s",
-                  p.out.data ? p.out.data : "");
-    ck_assert_msg(strstr(p.out.data, "\033[?1049h") != NULL, "no alternate screen");
-    size_t mark = p.out.len;
-    /* traffic: three models through a device that holds two, several times */
-    for (int round = 0; round < 3; round++) {
-        for (int i = 0; i < 3; i++) {
-            char *out, *err;
-            ck_assert_int_eq(cli(&out, &err, "invoke", fns[i], "--data", "[1, 2, 3, 4]", NULL), 0);
-            freeboth(&out, &err);
-            pty_read(&p, 20);
-        }
-    }
-    pty_read(&p, 1000);
-    /* a swap seen: an arrival "tops1:1 -> w0 device", a move "w0 host -> device" or an
-     * eviction */
-    ck_assert_msg(pty_wait_for(&p, mark, " -> ", 5000) || pty_wait_for(&p, mark, "evicted", 100),
-                  "no swap in:\n%s", tail3k(p.out.data + mark));
-    ck_assert_int_eq(write(p.master, "q", 1), 1);
-    ck_assert_int_eq(pty_wait_exit(&p, 10), 0);
-    check_restored(&p);
-
-    char *screen = plain(&p.out);
-    HAS(screen, "gpufaas top - ");
-    HAS(screen, "workers up");
-    HAS(screen, "worker 0  cpu:0  up");
-    HAS(screen, "worker 1  cpu:1  up");
-    HAS(screen, "  device [");
-    HAS(screen, "  host   [");
-    /* the device tier of a worker holding models: these small ones share one
-     * 2 MiB page, beside the request arena's block (2.1 MiB) */
-    HAS(screen, "] 2.1 MiB / 4 MiB");
-    HAS(screen, "FUNCTION");
-    HAS(screen, "P99");
-    /* a model on a device line, by its label: these small ones take a cell
-     * each of the bar (they share a page), so with several deployed the bar
-     * shows only their first letters; the line's list after the sizes names
-     * each in full */
-    bool in_bar = false;
-    for (const char *l = screen; (l = strstr(l, "  device [")) != NULL; l++)
-        for (int i = 0; i < 3 && !in_bar; i++) {
-            char label[16];
-            snprintf(label, sizeof label, "%s:1", fns[i]);
-            const char *end = strchr(l, '\n'), *at = strstr(l, label);
-            in_bar = at != NULL && end != NULL && at < end;
-        }
-    ck_assert_msg(in_bar, "no model on a device line:\n%s", tail3k(screen));
-    /* some frame measured requests per second and a p99 for one of them */
-    bool rate = false;
-    for (char *l = strtok(screen, "\n"); l != NULL && !rate; l = strtok(NULL, "\n")) {
-        char name[32], ver[16], req[16], errs[16], p99[16];
-        if (sscanf(l, "%31s %15s %15s %15s %15s", name, ver, req, errs, p99) == 5 &&
-            strncmp(name, "tops", 4) == 0 && atof(req) > 0 && strcmp(p99, "-") != 0)
-            rate = true;
-    }
-    ck_assert_msg(rate, "no frame with a request rate and a p99");
-    free(screen);
-    pty_close(&p);
-}
-END_TEST
-
-START_TEST(test_top_signals_and_no_tty)
-{
-    static const int sigs[2] = {SIGTERM, SIGINT};
-    for (int i = 0; i < 2; i++) {
-        pty_run p;
-        pty_start(&p, "0.2");
-        ck_assert_msg(pty_wait_for(&p, 0, "FUNCTION", 20000), "no frame");
-        kill(p.pid, sigs[i]);
-        ck_assert_int_eq(pty_wait_exit(&p, 10), 128 + sigs[i]);
-        check_restored(&p);
-        pty_close(&p);
-    }
-    /* no terminal: a clear error, and --once as the plain alternative */
-    char *out, *err;
-    ck_assert_int_eq(cli(&out, &err, "top", NULL), 1);
-    HAS(err, "gpufaas top: a live view needs a terminal");
-    HAS(err, "--once");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "top", "--once", "--interval", "0.2", NULL), 0);
-    HAS(out, "worker 0  cpu:0  up");
-    HAS(out, "FUNCTION");
-    HASNT(out, "\033");
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "top", "--once", "--json", "--interval", "0.2", NULL), 0);
-    json_t *j = json_loads(out, 0, NULL);
-    ck_assert_msg(j != NULL, "not JSON: %s", out);
-    ck_assert_uint_eq(json_array_size(json_object_get(j, "workers")), 2);
-    ck_assert(json_is_array(json_object_get(j, "functions")));
-    ck_assert(json_is_array(json_object_get(j, "recent_swaps")));
-    ck_assert(json_number_value(json_object_get(j, "interval_s")) > 0.1);
-    json_decref(j);
-    freeboth(&out, &err);
-    ck_assert_int_eq(cli(&out, &err, "top", "--json", NULL), 2);
-    HAS(err, "--json needs --once");
-    freeboth(&out, &err);
+    cc_freeboth(&out, &err);
 }
 END_TEST
 
@@ -934,8 +699,7 @@ int main(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_ls_ps_rm);
     tcase_add_test(tc, test_load_unload);
-    tcase_add_test(tc, test_top_live);
-    tcase_add_test(tc, test_top_signals_and_no_tty);
+    cc_top_tests(tc);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
