@@ -1,19 +1,15 @@
-/* gpufaas tests — the worker protocol codec and frame I/O (runtime/ipc.h), in
- * process: round trips of every message, every malformation the decoders
- * must refuse, a mutation fuzz whose accepted frames must re-encode to the
- * same bytes, and the reader/writer on real sockets. */
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
+/* gpufaas tests — the worker protocol codec (runtime/ipc.h), in process:
+ * round trips of every message, every malformation the decoders must refuse,
+ * a mutation fuzz whose accepted frames must re-encode to the same bytes. The
+ * reader/writer on real sockets (runtime/ipc_io.c) are in test_ipc_io.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "core/tensor.h"
 #include "core/residency.h"
 #include "ipc.h"
+#include "ipc_testlib.h"
 #include "testutil.h"
 
 /* Turn the frame at b[0, len) into a gf_ipc_frame (payload copied). */
@@ -37,7 +33,7 @@ static const float xdata[6] = {1, 2, 3, 4, 5, 6};
 static const int32_t idata[3] = {7, 8, 9};
 
 /* An INFER with two tensors of different alignment needs. */
-static void encode_sample_infer(gf_buf *b, uint64_t id)
+void ti_encode_sample_infer(gf_buf *b, uint64_t id)
 {
     gf_ipc_tensor t[2] = {{.name = "x"}, {.name = "mask_0"}};
     gf_err e;
@@ -80,7 +76,7 @@ START_TEST(test_round_trips)
     gf_ipc_frame f;
 
     /* INFER: tensors, alignment, the header fields */
-    encode_sample_infer(&b, 0x1122334455667788ull);
+    ti_encode_sample_infer(&b, 0x1122334455667788ull);
     to_frame(b.data, b.len, &f);
     ck_assert_uint_eq(f.h.type, GF_IPC_INFER);
     ck_assert_uint_eq(f.h.request_id, 0x1122334455667788ull);
@@ -563,7 +559,7 @@ START_TEST(test_decoder_fuzz)
     for (int i = 0; i < 4; i++)
         gf_buf_init(&seeds[i]);
     gf_buf_init(&re);
-    encode_sample_infer(&seeds[0], 1);
+    ti_encode_sample_infer(&seeds[0], 1);
     gf_ipc_tensor rt = {.name = "y"};
     gf_tensor_init(&rt.t, GF_DT_F32, 2, (int64_t[]){2, 3}, (void *)xdata, GF_MEM_HOST, -1, NULL);
     gf_ipc_result r = {1, 2, 3, 4, 5, 1, &rt};
@@ -647,163 +643,6 @@ START_TEST(test_decoder_fuzz)
 }
 END_TEST
 
-/* ---- frame I/O on sockets ---- */
-
-static void pair(int sv[2], bool nonblock_reader)
-{
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    if (nonblock_reader)
-        ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
-}
-
-START_TEST(test_reader_fragments)
-{
-    int sv[2];
-    pair(sv, true);
-    gf_buf b;
-    gf_buf_init(&b);
-    encode_sample_infer(&b, 1);
-    ck_assert_int_eq(gf_ipc_encode_empty(&b, GF_IPC_PING, 2, NULL), GF_OK);
-    /* a payload bigger than the read-ahead buffer takes the direct path */
-    size_t big_n = 300000;
-    char *big = malloc(big_n + 1);
-    memset(big, 'a', big_n);
-    big[big_n] = '\0';
-    ck_assert_int_eq(gf_ipc_encode_error(&b, 3, GF_ERR_INVALID, "x", NULL), GF_OK);
-    gf_ipc_tensor t = {.name = "blob"};
-    gf_tensor_init(&t.t, GF_DT_U8, 1, (int64_t[]){(int64_t)big_n}, big, GF_MEM_HOST, -1, NULL);
-    gf_ipc_result r = {0, 2, 0, 0, 0, 1, &t};
-    ck_assert_int_eq(gf_ipc_encode_result(&b, 4, &r, NULL), GF_OK);
-    gf_ipc_reader rd;
-    ck_assert_int_eq(gf_ipc_reader_init(&rd, sv[0], 0, NULL), GF_OK);
-    gf_ipc_frame f;
-    gf_err e;
-    /* one byte at a time for the first frames, then the rest in one go */
-    size_t first = 200;
-    int got = 0;
-    for (size_t i = 0; i < first; i++) {
-        ck_assert_int_eq(write(sv[1], b.data + i, 1), 1);
-        gf_status st;
-        while ((st = gf_ipc_reader_next(&rd, &f, &e)) == GF_OK) {
-            got++;
-            ck_assert_uint_eq(f.h.request_id, (uint64_t)got);
-            gf_ipc_frame_deinit(&f);
-        }
-        ck_assert_int_eq(st, GF_ERR_BUSY);
-    }
-    ck_assert_int_ge(got, 2);
-    /* the rest does not fit the socket buffer: write and read in turns */
-    ck_assert_int_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
-    size_t done = first;
-    for (long spins = 0; got < 4; spins++) {
-        ck_assert_int_lt(spins, 10000000);
-        gf_status ws = gf_ipc_write_some(sv[1], b.data, b.len, &done, &e);
-        ck_assert(ws == GF_OK || ws == GF_ERR_BUSY);
-        gf_status st = gf_ipc_reader_next(&rd, &f, &e);
-        if (st == GF_ERR_BUSY)
-            continue;
-        ck_assert_int_eq(st, GF_OK);
-        got++;
-        ck_assert_uint_eq(f.h.request_id, (uint64_t)got);
-        if (got == 4) {
-            gf_ipc_result r2;
-            ck_assert_int_eq(gf_ipc_decode_result(&f, &r2, &e), GF_OK);
-            ck_assert_uint_eq(r2.t[0].t.nbytes, big_n);
-            ck_assert_int_eq(memcmp(r2.t[0].t.data, big, big_n), 0);
-            gf_ipc_result_deinit(&r2);
-        }
-        gf_ipc_frame_deinit(&f);
-    }
-    ck_assert_uint_eq(done, b.len);
-    /* nothing more: a timeout; then end of stream at a boundary */
-    ck_assert_int_eq(gf_ipc_read_frame(&rd, &f, 20, &e), GF_ERR_TIMEOUT);
-    close(sv[1]);
-    ck_assert_int_eq(gf_ipc_read_frame(&rd, &f, 5000, &e), GF_ERR_CLOSED);
-    gf_ipc_reader_deinit(&rd);
-    close(sv[0]);
-    free(big);
-    gf_buf_deinit(&b);
-}
-END_TEST
-
-/* End of stream inside a header or a payload: a protocol error. */
-START_TEST(test_reader_truncated)
-{
-    gf_buf b;
-    gf_buf_init(&b);
-    encode_sample_infer(&b, 1);
-    for (size_t cut = 1; cut < b.len; cut += 3) {
-        int sv[2];
-        pair(sv, false);
-        ck_assert_int_eq(write(sv[1], b.data, cut), (ssize_t)cut);
-        close(sv[1]);
-        gf_ipc_reader rd;
-        ck_assert_int_eq(gf_ipc_reader_init(&rd, sv[0], 0, NULL), GF_OK);
-        gf_ipc_frame f;
-        gf_err e;
-        ck_assert_int_eq(gf_ipc_read_frame(&rd, &f, 5000, &e), GF_ERR_PROTOCOL);
-        ck_assert_ptr_nonnull(strstr(e.msg, "end of stream"));
-        if (cut >= GF_IPC_HEADER_SIZE)
-            ck_assert_uint_eq(f.h.type, GF_IPC_INFER);
-        /* the stream stays failed */
-        ck_assert_int_eq(gf_ipc_reader_next(&rd, &f, &e), GF_ERR_PROTOCOL);
-        gf_ipc_reader_deinit(&rd);
-        close(sv[0]);
-    }
-    gf_buf_deinit(&b);
-}
-END_TEST
-
-/* A huge length is refused before anything is allocated. */
-START_TEST(test_reader_limit)
-{
-    int sv[2];
-    pair(sv, false);
-    unsigned char h[GF_IPC_HEADER_SIZE];
-    gf_buf b;
-    gf_buf_init(&b);
-    ck_assert_int_eq(gf_ipc_encode_unload(&b, 9, &(gf_ipc_unload){"k"}, NULL), GF_OK);
-    memcpy(h, b.data, sizeof h);
-    h[21] = 0x01; /* 2^40 payload bytes */
-    ck_assert_int_eq(write(sv[1], h, sizeof h), (ssize_t)sizeof h);
-    gf_ipc_reader rd;
-    ck_assert_int_eq(gf_ipc_reader_init(&rd, sv[0], 1 << 20, NULL), GF_OK);
-    gf_ipc_frame f;
-    gf_err e;
-    ck_assert_int_eq(gf_ipc_read_frame(&rd, &f, 5000, &e), GF_ERR_TOO_LARGE);
-    ck_assert_uint_eq(f.h.request_id, 9);
-    ck_assert_ptr_null(f.payload);
-    gf_ipc_reader_deinit(&rd);
-    close(sv[0]);
-    close(sv[1]);
-    gf_buf_deinit(&b);
-}
-END_TEST
-
-START_TEST(test_writer)
-{
-    int sv[2];
-    pair(sv, false);
-    ck_assert_int_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
-    static char chunk[1 << 16];
-    size_t written = 0;
-    gf_err e;
-    gf_status st = GF_OK;
-    /* fill the socket: the non-blocking write reports BUSY */
-    for (int i = 0; i < 1000 && st == GF_OK; i++) {
-        written = 0;
-        st = gf_ipc_write_some(sv[1], chunk, sizeof chunk, &written, &e);
-    }
-    ck_assert_int_eq(st, GF_ERR_BUSY);
-    ck_assert_int_eq(gf_ipc_write_all(sv[1], chunk, sizeof chunk, 20, &e), GF_ERR_TIMEOUT);
-    /* the peer goes away: CLOSED, and no SIGPIPE kills us */
-    close(sv[0]);
-    written = 0;
-    ck_assert_int_eq(gf_ipc_write_some(sv[1], chunk, 10, &written, &e), GF_ERR_CLOSED);
-    close(sv[1]);
-}
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("ipc");
@@ -817,11 +656,6 @@ int main(void)
     tcase_add_test(tc, test_encoder_limits);
     tcase_add_test(tc, test_decoder_fuzz);
     suite_add_tcase(s, tc);
-    TCase *io = tcase_create("io");
-    tcase_add_test(io, test_reader_fragments);
-    tcase_add_test(io, test_reader_truncated);
-    tcase_add_test(io, test_reader_limit);
-    tcase_add_test(io, test_writer);
-    suite_add_tcase(s, io);
+    suite_add_tcase(s, ti_io_tcase());
     return gf_test_run_suite(s);
 }
