@@ -148,12 +148,7 @@ def run_half(addr, c, name, m, feeds, tol=2e-3):
     rounded = {k: a.astype(np.float32) if a.dtype == np.float16 else a for k, a in half.items()}
     sess = ort.InferenceSession(r.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, rounded)
-    ins = []
-    for k, a in half.items():
-        i = httpclient.InferInput(k, list(a.shape), kserve_type(a))
-        i.set_data_from_numpy(a, binary_data=True)
-        ins.append(i)
-    res = c.infer(name, ins)
+    res = infer(c, name, half, [o.name for o in sess.get_outputs()])
     for o, w in zip(sess.get_outputs(), want):
         got = res.as_numpy(o.name)
         check(got is not None and got.dtype == np.float16 and got.shape == w.shape,
@@ -163,16 +158,20 @@ def run_half(addr, c, name, m, feeds, tol=2e-3):
         print(f"{name}: {o.name} max relative error {e:.2e} (FP16 graph, FP32 reference)")
 
 
-def compare(c, name, sess, feeds, what):
-    want = sess.run(None, feeds)
+def infer(c, name, feeds, outputs):
+    """KServe v2 with binary tensors through the Triton client."""
     ins = []
     for k, a in feeds.items():
         i = httpclient.InferInput(k, list(a.shape), kserve_type(a))
         i.set_data_from_numpy(a, binary_data=True)
         ins.append(i)
-    outs = [httpclient.InferRequestedOutput(o.name, binary_data=True)
-            for o in sess.get_outputs()]
-    r = c.infer(name, ins, outputs=outs)
+    return c.infer(name, ins, outputs=[httpclient.InferRequestedOutput(o, binary_data=True)
+                                       for o in outputs])
+
+
+def compare(c, name, sess, feeds, what):
+    want = sess.run(None, feeds)
+    r = infer(c, name, feeds, [o.name for o in sess.get_outputs()])
     for o, w in zip(sess.get_outputs(), want):
         got = r.as_numpy(o.name)
         check(got is not None and got.shape == w.shape and got.dtype == w.dtype,

@@ -66,8 +66,9 @@ mapfile -t targets < <(printf '%s\n' "$targets" | sort -u)
 say "building ${#targets[@]} targets in $GF_GPU_BUILDDIR"
 ninja -C "$GF_GPU_BUILDDIR" -j "${GF_JOBS:-2}" "${targets[@]}"
 # 3. ONNX cases for the onnx_cuda check, imported here (the GPU build has no
-#    ONNX importer: no protobuf-c there): ONNX's node tests that pass on the cpu
-#    and three small networks, by the release build's onnx_conformance --export
+#    ONNX importer: no protobuf-c there): ONNX's node tests that pass on the cpu,
+#    three small networks and the ai.onnx.ml cases (scikit-learn's models), by the
+#    release build's onnx_conformance --export
 cases="$GF_GPU_BUILDDIR/onnx-cases"
 if [ -x build/tests/functions/onnx_conformance ] && [ -x .venv/bin/python3 ] &&
    [ -d /usr/share/libonnx-testdata/data/node ]; then
@@ -79,6 +80,8 @@ if [ -x build/tests/functions/onnx_conformance ] && [ -x .venv/bin/python3 ] &&
       "$GF_GPU_BUILDDIR/onnx-models/test_$m" 5 2
   done
   build/tests/functions/onnx_conformance "$GF_GPU_BUILDDIR/onnx-models" --strict --rtol 1e-4 \
+    --atol 1e-5 --export "$cases" > /dev/null
+  build/tests/functions/onnx_conformance tests/functions/onnx/ml --strict --rtol 1e-4 \
     --atol 1e-5 --export "$cases" > /dev/null
   rm -rf "$GF_GPU_BUILDDIR/onnx-models"
   say "ONNX cases: $(find "$cases" -mindepth 1 -maxdepth 1 | wc -l) in $cases ($(du -sh "$cases" | cut -f1))"
