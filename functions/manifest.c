@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/dtype.h"
 #include "core/json.h"
 #include "core/tensor.h"
@@ -235,7 +236,7 @@ static gf_status parse_io_list(const gf_json *v, const char *field, gf_manifest_
             (io[i].dtype = gf_dtype_from_kserve_name(dt->u.str.s, dt->u.str.len)) ==
                 GF_DT_INVALID) {
             st = gf_err_set(err, GF_ERR_INVALID, "manifest: %s (\"%s\"): unknown datatype%s%.32s%s "
-                            "(expected BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64)",
+                            "(expected BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)",
                             where, io[i].name, dt->type == GF_JSON_STRING ? " \"" : "",
                             dt->type == GF_JSON_STRING ? dt->u.str.s : "",
                             dt->type == GF_JSON_STRING ? "\"" : "");
@@ -553,5 +554,8 @@ gf_status gf_manifest_check_tensor(const gf_manifest *m, const gf_manifest_io *s
         return gf_err_set(err, GF_ERR_INVALID, "input '%s': batch of %lld exceeds "
                           "max_batch_size %lld", spec->name, (long long)t->shape[0],
                           (long long)m->max_batch_size);
-    return GF_OK;
+    gf_status st = t->dtype == GF_DT_BYTES ? gf_tensor_check_data(t, err) : GF_OK;
+    if (st != GF_OK)
+        gf_err_prefix(err, "input '%s'", spec->name);
+    return st;
 }

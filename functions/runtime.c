@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/bytes.h"
 #include "core/dtype.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -70,7 +71,7 @@ struct gf_fn_ctx {
     int device_index;
     gf_tensor *in;   /* device copies of the inputs */
     const gf_tensor *host_in; /* the inputs as the request brought them (host memory) */
-    gf_tensor *out;  /* device outputs, data NULL until output() */
+    gf_tensor *out;  /* device outputs, data NULL until output(); BYTES: host, owned */
     gf_dev_arena *arena; /* device memory of this call (reset after it) */
 };
 
@@ -502,22 +503,21 @@ static int api_input_host(gf_fn_ctx *ctx, size_t i, gf_tensor *out)
     return input_of(ctx, i, true, out);
 }
 
-static int api_output(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
-                      gf_tensor *out)
+/* The descriptor of output i with shape (data NULL), checked against the
+ * manifest; an output is set once. */
+static int output_check(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
+                        gf_mem_kind mem, gf_tensor *t)
 {
-    if (need_mode(ctx, CTX_INFER, "output"))
-        return GF_ERR_STATE;
-    if (i >= ctx->mf->n_outputs)
-        return ctx_fail(ctx, GF_ERR_INVALID, "output %zu out of range (%zu outputs)", i,
-                        ctx->mf->n_outputs);
     const gf_manifest_io *spec = &ctx->mf->outputs[i];
-    if (ctx->out[i].data != NULL)
+    if (ctx->out[i].data != NULL || ctx->out[i].dtype != GF_DT_INVALID)
         return ctx_fail(ctx, GF_ERR_STATE, "output '%s' was already allocated", spec->name);
     gf_err e;
-    gf_tensor t;
-    if (gf_tensor_init(&t, spec->dtype, rank, shape, NULL, GF_MEM_DEVICE, ctx->device_index, &e) !=
-        GF_OK)
+    gf_dtype numeric = spec->dtype == GF_DT_BYTES ? GF_DT_U8 : spec->dtype; /* size checked later */
+    if (shape == NULL && rank > 0)
+        return ctx_fail(ctx, GF_ERR_INVALID, "output '%s': NULL shape", spec->name);
+    if (gf_tensor_init(t, numeric, rank, shape, NULL, mem, ctx->device_index, &e) != GF_OK)
         return ctx_fail(ctx, e.code, "output '%s': %s", spec->name, e.msg);
+    t->dtype = spec->dtype;
     bool ok = rank == spec->rank;
     for (int32_t k = 0; ok && k < rank; k++)
         ok = spec->shape[k] < 0 || spec->shape[k] == shape[k];
@@ -528,7 +528,70 @@ static int api_output(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *sha
         return ctx_fail(ctx, GF_ERR_INVALID, "output '%s': the function produced shape %s but "
                         "the manifest says %s", spec->name, got, want);
     }
-    int rc = ctx_alloc(ctx, t.nbytes, &t.data, "an output");
+    return 0;
+}
+
+static int api_output_bytes(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
+                            const void *const *elems, const size_t *lens)
+{
+    if (need_mode(ctx, CTX_INFER, "output_bytes"))
+        return GF_ERR_STATE;
+    if (i >= ctx->mf->n_outputs)
+        return ctx_fail(ctx, GF_ERR_INVALID, "output %zu out of range (%zu outputs)", i,
+                        ctx->mf->n_outputs);
+    const gf_manifest_io *spec = &ctx->mf->outputs[i];
+    if (spec->dtype != GF_DT_BYTES)
+        return ctx_fail(ctx, GF_ERR_INVALID, "output '%s' is %s, not BYTES: allocate it with "
+                        "output", spec->name, gf_dtype_kserve_name(spec->dtype));
+    gf_tensor t;
+    int rc = output_check(ctx, i, rank, shape, GF_MEM_HOST, &t);
+    if (rc != 0)
+        return rc;
+    uint64_t numel = t.nbytes; /* one byte per element above */
+    if (numel > 0 && (elems == NULL || lens == NULL))
+        return ctx_fail(ctx, GF_ERR_INVALID, "output '%s': NULL elements", spec->name);
+    gf_buf b;
+    gf_buf_init(&b);
+    gf_err e;
+    gf_status st = GF_OK;
+    for (uint64_t k = 0; k < numel && st == GF_OK; k++) {
+        if (elems[k] == NULL && lens[k] > 0)
+            st = gf_err_set(&e, GF_ERR_INVALID, "element %llu is NULL", (unsigned long long)k);
+        else
+            st = gf_bytes_append(&b, elems[k], lens[k], &e);
+    }
+    size_t len = 0;
+    char *data = st == GF_OK ? gf_buf_steal(&b, &len) : NULL;
+    gf_buf_deinit(&b);
+    if (st != GF_OK)
+        return ctx_fail(ctx, e.code, "output '%s': %s", spec->name, e.msg);
+    if (data == NULL)
+        return ctx_fail(ctx, GF_ERR_NOMEM, "output '%s': out of memory", spec->name);
+    if ((st = gf_tensor_init_bytes(&t, rank, shape, data, len, &e)) != GF_OK) {
+        free(data);
+        return ctx_fail(ctx, GF_ERR_INTERNAL, "output '%s': %s", spec->name, e.msg);
+    }
+    ctx->out[i] = t;
+    return 0;
+}
+
+static int api_output(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
+                      gf_tensor *out)
+{
+    if (need_mode(ctx, CTX_INFER, "output"))
+        return GF_ERR_STATE;
+    if (i >= ctx->mf->n_outputs)
+        return ctx_fail(ctx, GF_ERR_INVALID, "output %zu out of range (%zu outputs)", i,
+                        ctx->mf->n_outputs);
+    const gf_manifest_io *spec = &ctx->mf->outputs[i];
+    if (spec->dtype == GF_DT_BYTES)
+        return ctx_fail(ctx, GF_ERR_INVALID, "output '%s' is BYTES: set it with output_bytes",
+                        spec->name);
+    gf_tensor t;
+    int rc = output_check(ctx, i, rank, shape, GF_MEM_DEVICE, &t);
+    if (rc != 0)
+        return rc;
+    rc = ctx_alloc(ctx, t.nbytes, &t.data, "an output");
     if (rc != 0)
         return rc;
     ctx->out[i] = t;
@@ -579,6 +642,7 @@ static const gf_fn_api gf_runtime_api = {
     /* .weight_use = */ api_weight_use,
     /* .upload = */ api_upload,
     /* .input_host = */ api_input_host,
+    /* .output_bytes = */ api_output_bytes,
 };
 
 /* ---- load ---------------------------------------------------------------------- */
@@ -822,6 +886,8 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
     }
     for (size_t i = 0; i < n_inputs && st == GF_OK; i++) {
         ctx.in[i] = inputs[i];
+        if (inputs[i].dtype == GF_DT_BYTES)
+            continue; /* strings stay on the host */
         ctx.in[i].mem = GF_MEM_DEVICE;
         ctx.in[i].device_id = ctx.device_index;
         if (ctx_alloc(&ctx, inputs[i].nbytes, &ctx.in[i].data, "an input") != 0) {
@@ -851,6 +917,10 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
             break;
         }
         host_out[i] = ctx.out[i];
+        if (ctx.out[i].dtype == GF_DT_BYTES) {
+            ctx.out[i].data = NULL; /* already on the host: handed over */
+            continue;
+        }
         host_out[i].mem = GF_MEM_HOST;
         host_out[i].device_id = -1;
         host_out[i].data = malloc(ctx.out[i].nbytes ? ctx.out[i].nbytes : 1);
@@ -868,6 +938,9 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
         gf_err_prefix(err, "function '%s'", mf->name);
     }
 done:
+    for (size_t i = 0; ctx.out != NULL && i < mf->n_outputs; i++)
+        if (ctx.out[i].dtype == GF_DT_BYTES)
+            free(ctx.out[i].data); /* set by output_bytes, not handed over */
     ctx_release(&ctx);
     /* every copy and kernel of the call is done (synced above) or, after a
      * failure, queued on the compute stream the next call also uses */

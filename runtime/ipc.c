@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "core/bytes.h"
 #include "core/tensor.h"
 #include "core/utf8.h"
 
@@ -170,18 +171,11 @@ static gf_status check_tensors(const gf_ipc_tensor *t, uint32_t n, const char *w
         return gf_err_set(err, GF_ERR_TOO_LARGE, "%s: %u tensors, at most %u", what, n,
                           GF_IPC_MAX_TENSORS);
     for (uint32_t i = 0; i < n; i++) {
-        const gf_tensor *d = &t[i].t;
-        uint64_t numel;
-        gf_status st = gf_shape_numel(d->rank, d->shape, &numel, err);
-        if (st != GF_OK)
-            return gf_err_prefix(err, "%s: tensor '%s'", what, t[i].name);
-        uint64_t bytes;
-        if (!gf_dtype_valid(d->dtype) || !gf_u64_mul(numel, gf_dtype_size(d->dtype), &bytes) ||
-            bytes != d->nbytes || (d->nbytes > 0 && d->data == NULL))
-            return gf_err_set(err, GF_ERR_INVALID,
-                              "%s: tensor '%s' has an invalid dtype or %zu bytes that do not "
-                              "match its shape",
-                              what, t[i].name, d->nbytes);
+        gf_status st = gf_tensor_check_data(&t[i].t, err);
+        if (st != GF_OK) {
+            gf_err_prefix(err, "%s: tensor '%s'", what, t[i].name);
+            return st;
+        }
     }
     return GF_OK;
 }
@@ -531,7 +525,7 @@ static bool get_tensor(dec *d, gf_ipc_tensor *out)
     uint32_t rank = get_u32(d, "rank");
     if (d->st != GF_OK)
         return false;
-    if (dtype >= GF_DT_COUNT_ || !gf_dtype_valid((gf_dtype)dtype))
+    if (dtype >= GF_DT_COUNT_ || !gf_dtype_known((gf_dtype)dtype))
         return dec_fail(d, "dtype", "tensor '%s': %u is not a dtype", out->name, dtype);
     if (rank > GF_MAX_RANK)
         return dec_fail(d, "rank", "tensor '%s': rank %u is over %d", out->name, rank, GF_MAX_RANK);
@@ -554,10 +548,10 @@ static bool get_tensor(dec *d, gf_ipc_tensor *out)
     uint64_t nbytes = get_u64(d, "nbytes");
     if (d->st != GF_OK)
         return false;
-    uint64_t want;
-    if (!gf_u64_mul(numel, gf_dtype_size(t->dtype), &want))
+    uint64_t want = 0;
+    if (t->dtype != GF_DT_BYTES && !gf_u64_mul(numel, gf_dtype_size(t->dtype), &want))
         return dec_fail(d, "nbytes", "tensor '%s': its byte size overflows", out->name);
-    if (want != nbytes)
+    if (t->dtype != GF_DT_BYTES && want != nbytes)
         return dec_fail(d, "nbytes", "tensor '%s': %llu bytes but its shape and dtype need %llu",
                         out->name, (unsigned long long)nbytes, (unsigned long long)want);
     /* data starts at the next multiple of 8 counted from the frame start */
@@ -572,6 +566,11 @@ static bool get_tensor(dec *d, gf_ipc_tensor *out)
         return false;
     t->nbytes = (size_t)nbytes;
     t->data = (void *)(d->p + d->pos);
+    if (t->dtype == GF_DT_BYTES) {
+        gf_err e;
+        if (gf_bytes_check(t->data, t->nbytes, numel, &e) != GF_OK)
+            return dec_fail(d, "tensor data", "tensor '%s': %s", out->name, e.msg);
+    }
     d->pos += nbytes;
     return true;
 }

@@ -42,7 +42,7 @@ static inline const char *gf_ku_dtype_name(gf_dtype dt)
         [GF_DT_U32] = "UINT32",  [GF_DT_U64] = "UINT64", [GF_DT_I8] = "INT8",
         [GF_DT_I16] = "INT16",   [GF_DT_I32] = "INT32",  [GF_DT_I64] = "INT64",
         [GF_DT_F16] = "FP16",    [GF_DT_BF16] = "BF16",  [GF_DT_F32] = "FP32",
-        [GF_DT_F64] = "FP64",
+        [GF_DT_F64] = "FP64",    [GF_DT_BYTES] = "BYTES",
     };
     return (unsigned)dt < GF_DT_COUNT_ && names[dt] != NULL ? names[dt] : "an invalid dtype";
 }

@@ -357,7 +357,7 @@ static int npy_request(gf_cli_client *c, const gf_invoke_opts *o, char **body, s
         }
         const char *dt = gf_cli_json_str(x->spec, "datatype", "");
         x->to = gf_dtype_from_kserve_name(dt, strlen(dt));
-        if (x->to == GF_DT_INVALID) {
+        if (x->to == GF_DT_INVALID || x->to == GF_DT_BYTES) { /* numbers only in .npy */
             gf_cli_errorf(c, "input '%s': datatype '%s' cannot be sent from a .npy file", iname,
                           dt);
             goto out;

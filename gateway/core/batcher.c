@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/bytes.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/tensor.h"
@@ -142,14 +143,22 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
             const gf_tensor *src = &outs[i]->t;
             gf_tensor t = *src;
             size_t off = 0, len = src->nbytes;
-            if (b->n_reqs > 1) {
+            if (b->n_reqs > 1 && src->dtype == GF_DT_BYTES) {
+                /* checked when the RESULT was decoded: find the rows' elements */
+                uint64_t per_row = src->shape[0] > 0 ? gf_tensor_numel(src) /
+                                                           (uint64_t)src->shape[0] : 0;
+                ok = gf_bytes_span(src->data, src->nbytes, (uint64_t)row * per_row,
+                                   (uint64_t)q->rows * per_row, &off, &len, NULL) == GF_OK;
+                t.shape[0] = q->rows;
+                t.nbytes = len;
+            } else if (b->n_reqs > 1) {
                 size_t row_bytes = src->shape[0] > 0 ? src->nbytes / (size_t)src->shape[0] : 0;
                 off = (size_t)row * row_bytes;
                 len = (size_t)q->rows * row_bytes;
                 t.shape[0] = q->rows;
                 t.nbytes = len;
             }
-            t.data = malloc(len ? len : 1);
+            t.data = ok ? malloc(len ? len : 1) : NULL;
             o[i].name = strdup(mf->outputs[i].name);
             ok = t.data != NULL && o[i].name != NULL;
             if (t.data != NULL)

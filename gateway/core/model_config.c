@@ -11,10 +11,10 @@
 #define PLATFORM_PREFIX "gpufaas_"
 #define LABELS_SUFFIX "_labels.txt" /* the label_filename shown for an output's labels */
 
-/* TYPE_FP32 for FP32 (Triton's data_type names). */
+/* TYPE_FP32 for FP32 (Triton's data_type names; BYTES is TYPE_STRING). */
 static void type_name(gf_dtype dt, char *out, size_t cap)
 {
-    snprintf(out, cap, "TYPE_%s", gf_dtype_kserve_name(dt));
+    snprintf(out, cap, "TYPE_%s", dt == GF_DT_BYTES ? "STRING" : gf_dtype_kserve_name(dt));
 }
 
 /* True when every input's first dim is -1: the manifest batches. */
@@ -170,7 +170,9 @@ static gf_status io_from(const json_t *arr, const char *what, bool add_batch, js
                             "config: %s[%zu] needs 'name', 'data_type' and 'dims'", what, i);
             break;
         }
-        const char *dt = strncmp(tn, "TYPE_", 5) == 0 ? tn + 5 : "";
+        const char *dt = strcmp(tn, "TYPE_STRING") == 0    ? "BYTES"
+                         : strncmp(tn, "TYPE_", 5) == 0 ? tn + 5
+                                                        : "";
         if (gf_dtype_from_kserve_name(dt, strlen(dt)) == GF_DT_INVALID) {
             st = gf_err_set(err, GF_ERR_INVALID,
                             "config: %s '%.60s': data_type '%.40s' is not one gpufaas runs "

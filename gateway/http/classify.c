@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -43,7 +44,7 @@ gf_status gf_classify(const char *name, const gf_tensor *t, int64_t k,
                       const char *const *labels, size_t n_labels, gf_buf *out, int32_t *rank,
                       int64_t shape[GF_MAX_RANK], gf_err *err)
 {
-    if (t->dtype == GF_DT_BOOL || !gf_dtype_valid(t->dtype) || t->rank < 1 ||
+    if (t->dtype == GF_DT_BOOL || !gf_dtype_valid(t->dtype) /* BYTES too */ || t->rank < 1 ||
         t->shape[t->rank - 1] < 1)
         return gf_err_set(err, GF_ERR_INVALID,
                           "output '%s': classification needs a numeric output with classes in "
@@ -78,11 +79,7 @@ gf_status gf_classify(const char *name, const gf_tensor *t, int64_t k,
                                top[i] < n_labels ? labels[top[i]] : "");
             if (len < 0 || (size_t)len >= sizeof s)
                 len = (int)strlen(s);
-            unsigned char pre[4] = {(unsigned char)len, (unsigned char)(len >> 8),
-                                    (unsigned char)(len >> 16), (unsigned char)(len >> 24)};
-            st = gf_buf_append(out, pre, 4);
-            if (st == GF_OK)
-                st = gf_buf_append(out, s, (size_t)len);
+            st = gf_bytes_append(out, s, (size_t)len, NULL);
         }
     }
     free(top);
@@ -92,24 +89,4 @@ gf_status gf_classify(const char *name, const gf_tensor *t, int64_t k,
     memcpy(shape, t->shape, sizeof t->shape);
     shape[t->rank - 1] = (int64_t)keep;
     return GF_OK;
-}
-
-gf_status gf_bytes_put_json(gf_buf *b, const char *bytes, size_t len)
-{
-    gf_status st = gf_buf_append(b, "[", 1);
-    size_t at = 0;
-    for (bool first = true; at < len && st == GF_OK; first = false) {
-        if (len - at < 4)
-            return GF_ERR_INTERNAL;
-        const unsigned char *p = (const unsigned char *)bytes + at;
-        size_t n = (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
-        if (n > len - at - 4)
-            return GF_ERR_INTERNAL;
-        if (!first)
-            st = gf_buf_append(b, ",", 1);
-        if (st == GF_OK)
-            st = gf_buf_append_json_str(b, bytes + at + 4, n);
-        at += 4 + n;
-    }
-    return st == GF_OK ? gf_buf_append(b, "]", 1) : st;
 }

@@ -28,8 +28,4 @@ gf_status gf_classify(const char *name, const gf_tensor *t, int64_t k,
                       const char *const *labels, size_t n_labels, gf_buf *out, int32_t *rank,
                       int64_t shape[GF_MAX_RANK], gf_err *err);
 
-/* Append the BYTES serialization bytes (len bytes) as a JSON array of
- * strings. GF_ERR_INTERNAL when it is not well formed. */
-gf_status gf_bytes_put_json(gf_buf *b, const char *bytes, size_t len);
-
 #endif /* GF_GATEWAY_HTTP_CLASSIFY_H */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/dtype.h"
 #include "core/json.h"
 #include "core/tensor.h"
@@ -97,11 +98,11 @@ static gf_status scan_data(gf_parse_ctx *c, gf_input_acc *in, uint64_t *leaves)
                 return st;
         }
     }
-    if (ch == '"' || ch == '{' || ch == 'n') {
-        const char *what = ch == '"' ? "a string" : ch == '{' ? "an object" : "null";
+    if (ch == '{' || ch == 'n') {
+        const char *what = ch == '{' ? "an object" : "null";
         return gf_err_set(j->err, GF_ERR_INVALID,
-                          "input '%s': data holds %s at byte %zu; tensor data is numbers or "
-                          "booleans (BYTES is not supported)",
+                          "input '%s': data holds %s at byte %zu; tensor data is numbers, "
+                          "booleans or (BYTES) strings",
                           in->name != NULL ? in->name : "?", what, j->pos);
     }
     gf_status st = gf_json_lex_skip(j);
@@ -130,6 +131,19 @@ static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, u
     }
     uint64_t k = (*idx)++;
     const char *dt = gf_dtype_kserve_name(in->dtype);
+    if (in->dtype == GF_DT_BYTES) { /* dst is the gf_buf of the serialization */
+        if (ch != '"')
+            return gf_err_set(j->err, GF_ERR_INVALID,
+                              "input '%s': element %" PRIu64 " of data is not a string (BYTES)",
+                              in->name, k);
+        if ((st = gf_json_lex_string(j, &c->str)) != GF_OK)
+            return st;
+        return gf_bytes_append(dst, c->str.data, c->str.len, j->err);
+    }
+    if (ch == '"')
+        return gf_err_set(j->err, GF_ERR_INVALID,
+                          "input '%s': element %" PRIu64 " of data is a string, expected %s",
+                          in->name, k, dt);
     if (in->dtype == GF_DT_BOOL) {
         if (ch == 't' && gf_json_lex_literal(j, "true") == GF_OK) {
             ((uint8_t *)dst)[k] = 1;
@@ -340,6 +354,19 @@ static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const ch
     }
 }
 
+/* The descriptor of input in with data (nbytes, host), checked: a BYTES
+ * input's serialization must hold exactly the elements of its shape. */
+static gf_status tensor_make(gf_tensor *t, const gf_input_acc *in, void *data, size_t nbytes,
+                             gf_err *err)
+{
+    if (in->dtype != GF_DT_BYTES)
+        return gf_tensor_init(t, in->dtype, in->rank, in->shape, data, GF_MEM_HOST, -1, err);
+    gf_status st = gf_tensor_init_bytes(t, in->rank, in->shape, data, nbytes, err);
+    if (st != GF_OK)
+        gf_err_prefix(err, "input '%s'", in->name);
+    return st;
+}
+
 /* An input whose bytes are in a shared memory region: copied from it. */
 static gf_status input_from_shm(gf_parse_ctx *c, gf_input_acc *in, uint64_t nbytes,
                                 gf_gw_tensor *out)
@@ -352,7 +379,9 @@ static gf_status input_from_shm(gf_parse_ctx *c, gf_input_acc *in, uint64_t nbyt
     if (!in->shm.has || !in->shm.has_size)
         return gf_err_set(err, GF_ERR_INVALID, "%s: shared_memory_region and "
                           "shared_memory_byte_size go together", what);
-    if (in->shm.size != nbytes)
+    if (in->dtype == GF_DT_BYTES)
+        nbytes = in->shm.size; /* the serialization's length, checked below */
+    if (in->shm.size != nbytes || nbytes > SIZE_MAX)
         return gf_err_set(err, GF_ERR_INVALID, "%s: shared_memory_byte_size is %" PRIu64 " but "
                           "its shape needs %" PRIu64 " bytes", what, in->shm.size, nbytes);
     gf_shm_region *r = gf_shm_get(c->shm, in->shm.region);
@@ -365,10 +394,40 @@ static gf_status input_from_shm(gf_parse_ctx *c, gf_input_acc *in, uint64_t nbyt
     if (st == GF_OK) {
         memcpy(data, src, (size_t)nbytes);
         memset(out, 0, sizeof *out);
-        st = gf_tensor_init(&out->t, in->dtype, in->rank, in->shape, data, GF_MEM_HOST, -1, err);
+        st = tensor_make(&out->t, in, data, (size_t)nbytes, err);
     }
     gf_shm_put(r);
     if (st != GF_OK) {
+        free(data);
+        return st;
+    }
+    out->name = in->name;
+    in->name = NULL;
+    return GF_OK;
+}
+
+/* A BYTES input given as JSON strings: serialised as it is read. */
+static gf_status input_json_bytes(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *out)
+{
+    gf_json_lexer *j = &c->j;
+    gf_buf b;
+    gf_buf_init(&b);
+    size_t save_pos = j->pos, save_depth = j->depth;
+    j->pos = in->data_pos;
+    j->depth = in->data_depth;
+    uint64_t idx = 0;
+    gf_status st = fill_data(c, in, &b, &idx);
+    j->pos = save_pos;
+    j->depth = save_depth;
+    size_t len = 0;
+    char *data = st == GF_OK ? gf_buf_steal(&b, &len) : NULL;
+    gf_buf_deinit(&b);
+    if (st != GF_OK)
+        return st;
+    if (data == NULL)
+        return js_nomem(j);
+    memset(out, 0, sizeof *out);
+    if ((st = tensor_make(&out->t, in, data, len, j->err)) != GF_OK) {
         free(data);
         return st;
     }
@@ -391,7 +450,8 @@ static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *o
     if (in->dtype == GF_DT_INVALID)
         return gf_err_set(err, GF_ERR_INVALID,
                           "input '%s': unknown datatype '%s' (expected BOOL, UINT8, UINT16, "
-                          "UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, BF16, FP32 or FP64)",
+                          "UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, BF16, FP32, FP64 or "
+                          "BYTES)",
                           in->name, in->dtname);
     if (!in->has_shape)
         return gf_err_set(err, GF_ERR_INVALID, "input '%s' has no \"shape\"", in->name);
@@ -401,6 +461,8 @@ static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *o
     if (gf_shape_numel(in->rank, in->shape, &numel, NULL) != GF_OK ||
         !gf_u64_mul(numel, gf_dtype_size(in->dtype), &nbytes) || nbytes > SIZE_MAX)
         return gf_err_set(err, GF_ERR_INVALID, "input '%s': shape %s is too large", in->name, sh);
+    if (in->dtype == GF_DT_BYTES && in->has_bin)
+        nbytes = in->bin_size; /* the serialization's length, checked in tensor_make */
     if (in->has_bin && in->has_data)
         return gf_err_set(err, GF_ERR_INVALID,
                           "input '%s' has both \"data\" and the binary_data_size parameter",
@@ -440,6 +502,8 @@ static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *o
                               " elements but shape %s needs %" PRIu64,
                               in->name, in->leaves, sh, numel);
     }
+    if (in->dtype == GF_DT_BYTES && !in->has_bin)
+        return input_json_bytes(c, in, out);
     void *data = malloc(nbytes > 0 ? (size_t)nbytes : 1);
     if (data == NULL)
         return js_nomem(j);
@@ -461,8 +525,7 @@ static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *o
         }
     }
     memset(out, 0, sizeof *out);
-    gf_status st =
-        gf_tensor_init(&out->t, in->dtype, in->rank, in->shape, data, GF_MEM_HOST, -1, err);
+    gf_status st = tensor_make(&out->t, in, data, (size_t)nbytes, err);
     if (st != GF_OK) {
         free(data);
         return st;
@@ -515,12 +578,6 @@ static gf_status parse_input(gf_parse_ctx *c)
                 in.has_dtype = true;
                 in.dtype = gf_dtype_from_kserve_name(c->str.data, c->str.len);
                 snprintf(in.dtname, sizeof in.dtname, "%s", c->str.data);
-                if (c->str.len == 5 && memcmp(c->str.data, "BYTES", 5) == 0) {
-                    st = gf_err_set(j->err, GF_ERR_UNSUPPORTED,
-                                    "input '%s': datatype BYTES is not supported",
-                                    in.name != NULL ? in.name : "?");
-                    goto out;
-                }
             }
         } else if (bit == 1u << 2) {
             if (gf_json_lex_peek(j) != '[') {

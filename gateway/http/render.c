@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -81,9 +82,29 @@ static bool elem_int(const gf_tensor *t, uint64_t k, int64_t *i, uint64_t *u, bo
     }
 }
 
+/* A checked BYTES serialization (len bytes) as a JSON array of strings
+ * (bytes that are not UTF-8 become U+FFFD, as JSON has no others). */
+static gf_status put_bytes_json(gf_buf *b, const char *bytes, size_t len)
+{
+    gf_status st = gf_buf_append(b, "[", 1);
+    size_t pos = 0;
+    const char *e;
+    uint32_t n;
+    for (bool first = true; st == GF_OK && gf_bytes_next(bytes, len, &pos, &e, &n);
+         first = false) {
+        if (!first)
+            st = gf_buf_append(b, ",", 1);
+        if (st == GF_OK)
+            st = gf_buf_append_json_str(b, e, n);
+    }
+    return st == GF_OK ? gf_buf_append(b, "]", 1) : st;
+}
+
 /* "data": [...] flattened, every element of t. */
 static gf_status put_data(gf_buf *b, const gf_tensor *t)
 {
+    if (t->dtype == GF_DT_BYTES)
+        return put_bytes_json(b, t->data, t->nbytes);
     uint64_t n = gf_tensor_numel(t);
     gf_status st = gf_buf_append(b, "[", 1);
     const void *d = t->data;
@@ -176,7 +197,7 @@ static gf_status put_output_bytes(gf_buf *b, const char *name, const gf_cls *c, 
     else if (st == GF_OK) {
         st = gf_buf_append_str(b, "],\"data\":");
         if (st == GF_OK)
-            st = gf_bytes_put_json(b, c->bytes.data, c->bytes.len);
+            st = put_bytes_json(b, c->bytes.data, c->bytes.len);
         if (st == GF_OK)
             st = gf_buf_append(b, "}", 1);
     }

@@ -18,7 +18,8 @@
  * built for 1.1 that may run on a 1.0 runtime). 1.1 added the named status
  * codes (<gpufaas/status.h>), api->config and api->companion_path; 1.2
  * api->weight_use and the unused-weights rule (see weight_use); 1.3
- * api->upload; 1.4 api->input_host.
+ * api->upload; 1.4 api->input_host; 1.5 BYTES tensors (GF_DT_BYTES,
+ * <gpufaas/types.h>) and api->output_bytes.
  *
  * LIFECYCLE. For each function version on each worker:
  *   load(ctx, &state)    once, on the host, before any parameter is on the
@@ -68,7 +69,8 @@
  * device_id). In infer, inputs, outputs, parameters and workspace are on the
  * device of the kernel table (GF_MEM_DEVICE; on the cpu backend that is
  * host-addressable memory, but do not rely on it). In load, weight data
- * read with weight_data() is host memory (GF_MEM_HOST).
+ * read with weight_data() is host memory (GF_MEM_HOST). BYTES inputs and
+ * outputs are the exception: always host memory (see api->output_bytes).
  */
 #ifndef GPUFAAS_FUNCTION_H
 #define GPUFAAS_FUNCTION_H
@@ -86,7 +88,7 @@ extern "C" {
 #endif
 
 #define GF_FN_ABI_MAJOR 1
-#define GF_FN_ABI_MINOR 4
+#define GF_FN_ABI_MINOR 5
 #define GF_FN_ABI_VERSION ((uint32_t)((GF_FN_ABI_MAJOR << 16) | GF_FN_ABI_MINOR))
 
 #if defined(__GNUC__)
@@ -269,7 +271,39 @@ typedef struct gf_fn_api {
      * host (a shape, bounds). Borrowed until the entry point returns. */
     int (*input_host)(gf_fn_ctx *ctx, size_t i, gf_tensor *out);
     /* members above are valid for version 1.4 */
+
+    /* -- infer only (1.5) -- */
+
+    /* Set BYTES output i (its manifest datatype is BYTES) to the elements
+     * of shape, row-major: element k is lens[k] bytes at elems[k] (host
+     * memory, copied before the call returns; elems[k] may be NULL when
+     * lens[k] is 0). api->output refuses a BYTES output, since its size
+     * depends on the strings. A BYTES input (api->input and input_host
+     * alike) is the host serialization of <gpufaas/types.h>, checked:
+     * walk it with gf_fn_bytes_next below. */
+    int (*output_bytes)(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
+                        const void *const *elems, const size_t *lens);
+    /* members above are valid for version 1.5 */
 } gf_fn_api;
+
+/* The next element of a BYTES tensor t (host data): 1 with *elem and *len
+ * set and *pos advanced, 0 after the last one (or at a malformed one, which
+ * the runtime never hands over). *pos starts at 0. */
+static inline int gf_fn_bytes_next(const gf_tensor *t, size_t *pos, const void **elem,
+                                   size_t *len)
+{
+    const unsigned char *p = (const unsigned char *)t->data;
+    if (t->dtype != GF_DT_BYTES || p == NULL || *pos > t->nbytes || t->nbytes - *pos < 4)
+        return 0;
+    size_t n = (size_t)p[*pos] | (size_t)p[*pos + 1] << 8 | (size_t)p[*pos + 2] << 16 |
+               (size_t)p[*pos + 3] << 24;
+    if (n > t->nbytes - *pos - 4)
+        return 0;
+    *elem = p + *pos + 4;
+    *len = n;
+    *pos += 4 + n;
+    return 1;
+}
 
 /* What a kind implements. */
 typedef struct gf_fn_desc {

@@ -34,8 +34,19 @@ typedef enum gf_dtype {
     GF_DT_BF16 = 11, /* bfloat16: the top half of a binary32 */
     GF_DT_F32 = 12,
     GF_DT_F64 = 13,
+    GF_DT_BYTES = 14, /* variable-length byte strings (KServe BYTES): see below */
     GF_DT_COUNT_     /* number of values; not a type */
 } gf_dtype;
+
+/* BYTES tensors (ABI 1.5). A BYTES tensor has no element size: its data is
+ * Triton's serialization of its numel elements in row-major order, each a
+ * 4-byte little-endian length n followed by n bytes (any bytes; UTF-8 is
+ * the client's business), contiguous, and nbytes is the length of the whole
+ * serialization. Whatever the runtime hands a function is checked: exactly
+ * numel elements, no length past the end. BYTES data lives in host memory
+ * (GF_MEM_HOST) everywhere, also in infer on a device backend: strings never
+ * go to the device. Weights are never BYTES. */
+#define GF_BYTES_LEN_SIZE 4
 
 /* Where the bytes of a buffer live. */
 typedef enum gf_mem_kind {
@@ -50,7 +61,7 @@ typedef struct gf_tensor {
     gf_dtype dtype;              /* element type */
     int32_t rank;                /* 0..GF_MAX_RANK; rank 0 is a scalar */
     int64_t shape[GF_MAX_RANK];  /* dims [0, rank) are meaningful, each >= 0 */
-    size_t nbytes;               /* numel * element size, overflow-checked */
+    size_t nbytes;               /* numel * element size, overflow-checked; BYTES: the serialization */
     void *data;                  /* first byte; may be NULL when nbytes == 0 */
     gf_mem_kind mem;             /* where data lives */
     int32_t device_id;           /* device index when mem == GF_MEM_DEVICE, else -1 */

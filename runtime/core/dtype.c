@@ -22,11 +22,17 @@ static const struct {
     [GF_DT_BF16] = {2, "BF16", "BF16"},
     [GF_DT_F32] = {4, "F32", "FP32"},
     [GF_DT_F64] = {8, "F64", "FP64"},
+    [GF_DT_BYTES] = {0, NULL, "BYTES"}, /* no element size; never in safetensors */
 };
 
 bool gf_dtype_valid(gf_dtype dt)
 {
-    return dt > GF_DT_INVALID && dt < GF_DT_COUNT_;
+    return dt > GF_DT_INVALID && dt < GF_DT_COUNT_ && dt != GF_DT_BYTES;
+}
+
+bool gf_dtype_known(gf_dtype dt)
+{
+    return gf_dtype_valid(dt) || dt == GF_DT_BYTES;
 }
 
 size_t gf_dtype_size(gf_dtype dt)
@@ -46,7 +52,7 @@ const char *gf_dtype_st_name(gf_dtype dt)
 
 const char *gf_dtype_kserve_name(gf_dtype dt)
 {
-    return gf_dtype_valid(dt) ? gf_dtype_table[dt].kserve : "INVALID";
+    return gf_dtype_known(dt) ? gf_dtype_table[dt].kserve : "INVALID";
 }
 
 static gf_dtype gf_dtype_lookup(const char *name, size_t len, int kserve)
@@ -55,7 +61,7 @@ static gf_dtype gf_dtype_lookup(const char *name, size_t len, int kserve)
         return GF_DT_INVALID;
     for (int i = 1; i < GF_DT_COUNT_; i++) {
         const char *cand = kserve ? gf_dtype_table[i].kserve : gf_dtype_table[i].st;
-        if (strlen(cand) == len && memcmp(cand, name, len) == 0)
+        if (cand != NULL && strlen(cand) == len && memcmp(cand, name, len) == 0)
             return (gf_dtype)i;
     }
     return GF_DT_INVALID;

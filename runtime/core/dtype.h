@@ -13,18 +13,24 @@
 extern "C" {
 #endif
 
-/* Size of one element in bytes; 0 for an invalid dtype. */
+/* Size of one element in bytes; 0 for an invalid dtype and for BYTES. */
 size_t gf_dtype_size(gf_dtype dt);
 
-/* True for the values a tensor may have (excludes GF_DT_INVALID). */
+/* True for the fixed-size element types (excludes GF_DT_INVALID and
+ * GF_DT_BYTES, whose elements have no size: <gpufaas/types.h>), the types
+ * of weights and of every numeric path. */
 bool gf_dtype_valid(gf_dtype dt);
+
+/* True for every type a request, a result or a manifest's input or output
+ * may have: gf_dtype_valid or GF_DT_BYTES. */
+bool gf_dtype_known(gf_dtype dt);
 
 /* True for F16, BF16, F32, F64. */
 bool gf_dtype_is_float(gf_dtype dt);
 
 /* Names: safetensors spelling ("F32", "BF16", "BOOL") and KServe / Triton
- * spelling ("FP32", "BF16", "BOOL"). Return static strings; "INVALID" for an
- * invalid dtype. */
+ * spelling ("FP32", "BF16", "BOOL", "BYTES"). Return static strings;
+ * "INVALID" for an invalid dtype (and, for the safetensors name, BYTES). */
 const char *gf_dtype_st_name(gf_dtype dt);
 const char *gf_dtype_kserve_name(gf_dtype dt);
 

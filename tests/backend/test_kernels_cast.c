@@ -185,7 +185,7 @@ START_TEST(test_cast_ex)
     table_init(&g_f16, 5, 10);
     table_init(&g_bf16, 8, 7);
     int ni = (int)(sizeof k_ints / sizeof k_ints[0]), nf = (int)(sizeof k_floats / sizeof k_floats[0]);
-    for (int s = GF_DT_BOOL; s < GF_DT_COUNT_; s++) {
+    for (int s = GF_DT_BOOL; s < GF_DT_BYTES; s++) { /* the numeric types */
         gf_dtype sdt = (gf_dtype)s;
         /* the source buffer: every test value encoded in the source type */
         int n = is_float(sdt) ? nf + ni : ni;
@@ -198,7 +198,7 @@ START_TEST(test_cast_ex)
                 store_int(src, sdt, i, (__int128)k_ints[i]);
         }
         void *dsrc = dput(src, (size_t)n * ss);
-        for (int d = GF_DT_BOOL; d < GF_DT_COUNT_; d++) {
+        for (int d = GF_DT_BOOL; d < GF_DT_BYTES; d++) {
             gf_dtype ddt = (gf_dtype)d;
             size_t ds = gf_dtype_size(ddt);
             unsigned char *got = calloc((size_t)n, ds), *want = calloc((size_t)n, ds);

@@ -146,7 +146,17 @@ START_TEST(test_names_and_sizes)
         {GF_DT_BF16, 2, "BF16", "BF16"}, {GF_DT_F32, 4, "F32", "FP32"},
         {GF_DT_F64, 8, "F64", "FP64"},
     };
-    ck_assert_int_eq(sizeof cases / sizeof cases[0], GF_DT_COUNT_ - 1);
+    ck_assert_int_eq(sizeof cases / sizeof cases[0], GF_DT_COUNT_ - 2); /* all but BYTES */
+    /* BYTES: a KServe type without an element size and never in safetensors */
+    ck_assert(!gf_dtype_valid(GF_DT_BYTES));
+    ck_assert(gf_dtype_known(GF_DT_BYTES));
+    ck_assert(!gf_dtype_known(GF_DT_INVALID) && !gf_dtype_known(GF_DT_COUNT_));
+    ck_assert_uint_eq(gf_dtype_size(GF_DT_BYTES), 0);
+    ck_assert_str_eq(gf_dtype_kserve_name(GF_DT_BYTES), "BYTES");
+    ck_assert_str_eq(gf_dtype_st_name(GF_DT_BYTES), "INVALID");
+    ck_assert_int_eq(gf_dtype_from_kserve_name("BYTES", 5), GF_DT_BYTES);
+    ck_assert_int_eq(gf_dtype_from_st_name("BYTES", 5), GF_DT_INVALID);
+    ck_assert_int_eq(gf_dtype_from_st_name("INVALID", 7), GF_DT_INVALID);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ck_assert_uint_eq(gf_dtype_size(cases[i].dt), cases[i].size);
         ck_assert_str_eq(gf_dtype_st_name(cases[i].dt), cases[i].st);

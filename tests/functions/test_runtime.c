@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backend/arena.h"
+#include "core/bytes.h"
 #include "core/dtype.h"
 #include "core/fault.h"
 #include "core/tensor.h"
@@ -546,6 +547,74 @@ START_TEST(test_unused_weights)
 }
 END_TEST
 
+/* BYTES through the ABI (1.5): the example `strings` plugin reads a BYTES
+ * input on the host and answers a BYTES output (output_bytes) and an INT32
+ * one (upload); the runtime checks what reaches it. */
+START_TEST(test_bytes_plugin)
+{
+    gf_err err;
+    const gf_fn_kind *k;
+    char *so = plugin_path("GF_PLUGIN_STRINGS");
+    ck_assert_msg(gf_fn_plugin_load(so, true, &k, &err) == GF_OK, "%s", err.msg);
+    ck_assert_str_eq(gf_fn_kind_name(k), "strings");
+    unsigned char table[256];
+    for (int b = 0; b < 256; b++)
+        table[b] = b >= 'a' && b <= 'z' ? (unsigned char)(b - 'a' + 'A') : (unsigned char)b;
+    gf_st_wtensor ts[1] = {{"table", GF_DT_U8, 1, (int64_t[]){256}, table}};
+    char *w = gf_test_path(tmpdir, "table.safetensors");
+    ck_assert_int_eq(gf_st_write(w, ts, 1, NULL, 0, NULL), GF_OK);
+    gf_manifest *mf = parse("{\"name\":\"s\",\"kind\":\"strings\",\"inputs\":[{\"name\":"
+                            "\"text\",\"datatype\":\"BYTES\",\"shape\":[-1,2]}],\"outputs\":"
+                            "[{\"name\":\"mapped\",\"datatype\":\"BYTES\",\"shape\":[-1,2]},"
+                            "{\"name\":\"length\",\"datatype\":\"INT32\",\"shape\":[-1,2]}],"
+                            "\"max_batch_size\":4}");
+    ck_assert_msg(gf_fn_validate(k, mf, w, &err) == GF_OK, "%s", err.msg);
+    /* "ab", "", "x\0yz", "Q" */
+    static const unsigned char ser[] = {2, 0, 0, 0, 'a', 'b', 0, 0, 0, 0, 4, 0, 0, 0,
+                                        'x', 0,   'y', 'z', 1, 0, 0, 0, 'Q'};
+    gf_tensor in;
+    ck_assert_int_eq(gf_tensor_init_bytes(&in, 2, (int64_t[]){2, 2}, (void *)ser, sizeof ser,
+                                          &err), GF_OK);
+    rt r = rt_open(8);
+    gf_fn_outputs out;
+    ck_assert_msg(run_once(&r, k, mf, w, "s@1", &in, 1, &out, &err) == GF_OK, "%s", err.msg);
+    ck_assert_uint_eq(out.n, 2);
+    static const unsigned char up[] = {2, 0, 0, 0, 'A', 'B', 0, 0, 0, 0, 4, 0, 0, 0,
+                                       'X', 0,   'Y', 'Z', 1, 0, 0, 0, 'Q'};
+    ck_assert_int_eq(out.t[0].dtype, GF_DT_BYTES);
+    ck_assert_int_eq(out.t[0].mem, GF_MEM_HOST);
+    ck_assert_int_eq(out.t[0].shape[0], 2);
+    ck_assert_uint_eq(out.t[0].nbytes, sizeof up);
+    ck_assert(memcmp(out.t[0].data, up, sizeof up) == 0);
+    const int32_t lens[4] = {2, 0, 4, 1};
+    ck_assert_int_eq(out.t[1].dtype, GF_DT_I32);
+    ck_assert(memcmp(out.t[1].data, lens, sizeof lens) == 0);
+    gf_fn_outputs_free(&out);
+    /* a serialization that does not hold the shape's elements never reaches the kind */
+    in.shape[0] = 3;
+    ck_assert_int_eq(run_once(&r, k, mf, w, "s@1", &in, 1, &out, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "input 'text': BYTES data of 23 bytes ends after 4 of its 6")
+                  != NULL, "%s", err.msg);
+    in.shape[0] = 2;
+    in.nbytes = sizeof ser - 1;
+    ck_assert_int_eq(run_once(&r, k, mf, w, "s@1", &in, 1, &out, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "BYTES element 3 says 1 bytes but only 0") != NULL, "%s",
+                  err.msg);
+    rt_close(&r);
+    gf_manifest_free(mf);
+    /* the kind checks its manifest: a numeric input is refused at deploy */
+    mf = parse("{\"name\":\"s\",\"kind\":\"strings\",\"inputs\":[{\"name\":\"text\","
+               "\"datatype\":\"FP32\",\"shape\":[-1]}],\"outputs\":[{\"name\":\"mapped\","
+               "\"datatype\":\"BYTES\",\"shape\":[-1]},{\"name\":\"length\",\"datatype\":"
+               "\"INT32\",\"shape\":[-1]}]}");
+    ck_assert_int_eq(gf_fn_validate(k, mf, w, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "must be BYTES") != NULL, "%s", err.msg);
+    gf_manifest_free(mf);
+    free(w);
+    free(so);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("functions_runtime");
@@ -556,6 +625,7 @@ int main(void)
     tcase_add_test(tc, test_mlp_validation_errors);
     tcase_add_test(tc, test_infer_input_errors_and_workspace_eviction);
     tcase_add_test(tc, test_plugins);
+    tcase_add_test(tc, test_bytes_plugin);
     tcase_add_test(tc, test_config_accessor_and_companions);
     tcase_add_test(tc, test_derived_parameters);
     tcase_add_test(tc, test_unused_weights);

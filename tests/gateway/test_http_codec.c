@@ -230,8 +230,8 @@ START_TEST(test_bad_tensors)
 #define IN(rest) "{\"inputs\":[{\"name\":\"x\"," rest "}]}"
     expect_bad(IN("\"datatype\":\"FP33\",\"shape\":[1],\"data\":[1]"),
                "input 'x': unknown datatype 'FP33'");
-    expect_bad(IN("\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"a\"]"),
-               "datatype BYTES is not supported");
+    expect_bad(IN("\"datatype\":\"BYTES\",\"shape\":[2],\"data\":[\"a\",1]"),
+               "element 1 of data is not a string (BYTES)"); /* more in test_http_bytes */
     expect_bad(IN("\"datatype\":7,\"shape\":[1],\"data\":[1]"), "\"datatype\" must be a string");
     expect_bad(IN("\"shape\":[1],\"data\":[1]"), "input 'x' has no \"datatype\"");
     expect_bad(IN("\"datatype\":\"FP32\",\"data\":[1]"), "input 'x' has no \"shape\"");
@@ -272,7 +272,8 @@ START_TEST(test_bad_tensors)
                "element 0 of data is not true or false (BOOL)");
     expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[true]"),
                "element 0 of data is a boolean, expected FP32");
-    expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[\"1\"]"), "data holds a string");
+    expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[\"1\"]"),
+               "element 0 of data is a string, expected FP32");
     expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[null]"), "data holds null");
     expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[{}]"), "data holds an object");
     expect_bad(IN("\"datatype\":\"FP16\",\"shape\":[1],\"data\":[1]"),
