@@ -1,5 +1,6 @@
-/* Tests for store/: schema and migrations, admin writes, fire-and-forget
- * records, batching, retention, a full queue, fault injection and recovery.
+/* Tests for store/: schema and migrations, admin writes, fault injection,
+ * recovery and the views (here); fire-and-forget records, batching,
+ * retention and a full queue (test_store_records.c).
  * Every test works on a real SQLite file in a temporary directory and checks
  * the result through its own connection, as an operator would. */
 #include <check.h>
@@ -13,29 +14,28 @@
 #include "store/sha256.h"
 #include "store/schema.h"
 #include "store/store.h"
+#include "store_suite.h"
 #include "store_testlib.h"
 #include "testutil.h"
 
-static char *tmpdir;
-static char *dbpath;
+char *ts_tmpdir;
+char *ts_dbpath;
 
 static void setup(void)
 {
-    tmpdir = gf_test_tmpdir();
-    dbpath = gf_test_path(tmpdir, GF_STORE_DB_NAME);
+    ts_tmpdir = gf_test_tmpdir();
+    ts_dbpath = gf_test_path(ts_tmpdir, GF_STORE_DB_NAME);
     gf_fault_reset();
 }
 
 static void teardown(void)
 {
     gf_fault_reset();
-    free(dbpath);
-    gf_test_rmtree(tmpdir);
+    free(ts_dbpath);
+    gf_test_rmtree(ts_tmpdir);
 }
 
-/* A configuration without periodic retention, so that nothing but the test's
- * own actions runs transactions. */
-static gf_store_config quiet_config(void)
+gf_store_config ts_quiet_config(void)
 {
     gf_store_config c;
     gf_store_config_default(&c);
@@ -64,8 +64,8 @@ START_TEST(test_open_creates_wal_db)
     ck_assert_int_eq(gf_store_default_path("", &p, &err), GF_ERR_INVALID);
     ck_assert_ptr_null(p);
 
-    gf_store *s = st_open(dbpath, NULL);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
+    gf_store *s = st_open(ts_dbpath, NULL);
+    sqlite3 *db = st_raw_open(ts_dbpath, SQLITE_OPEN_READONLY);
     char *mode = st_q_text(db, "PRAGMA journal_mode");
     ck_assert_str_eq(mode, "wal");
     free(mode);
@@ -87,20 +87,20 @@ START_TEST(test_config_checked)
     gf_err err;
     gf_store_config_default(&c);
     c.commit_interval_ms = 51;
-    ck_assert_int_eq(gf_store_open(dbpath, &c, &s, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(gf_store_open(ts_dbpath, &c, &s, &err), GF_ERR_INVALID);
     ck_assert_ptr_null(s);
     ck_assert_ptr_nonnull(strstr(err.msg, "commit_interval_ms"));
     gf_store_config_default(&c);
     c.batch_max = 0;
-    ck_assert_int_eq(gf_store_open(dbpath, &c, &s, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(gf_store_open(ts_dbpath, &c, &s, &err), GF_ERR_INVALID);
     gf_store_config_default(&c);
     c.queue_cap = 1;
-    ck_assert_int_eq(gf_store_open(dbpath, &c, &s, &err), GF_ERR_INVALID);
+    ck_assert_int_eq(gf_store_open(ts_dbpath, &c, &s, &err), GF_ERR_INVALID);
     ck_assert_int_eq(gf_store_open("", NULL, &s, &err), GF_ERR_INVALID);
     /* a queue size that is not a power of two is rounded up */
     gf_store_config_default(&c);
     c.queue_cap = 1000;
-    s = st_open(dbpath, &c);
+    s = st_open(ts_dbpath, &c);
     gf_store_stats stats;
     gf_store_stats_get(s, &stats);
     ck_assert_uint_eq(stats.queue_cap, 1024);
@@ -137,7 +137,7 @@ END_TEST
  * data and integrity. */
 START_TEST(test_migrate_from_every_version)
 {
-    char *fresh_path = gf_test_path(tmpdir, "fresh.db");
+    char *fresh_path = gf_test_path(ts_tmpdir, "fresh.db");
     st_close(st_open(fresh_path, NULL));
     char *fresh = schema_dump(fresh_path);
     ck_assert_ptr_nonnull(strstr(fresh, "CREATE TABLE invocations"));
@@ -145,7 +145,7 @@ START_TEST(test_migrate_from_every_version)
     for (int from = 0; from < gf_store_schema_version(); from++) {
         char name[32];
         snprintf(name, sizeof name, "from%d.db", from);
-        char *path = gf_test_path(tmpdir, name);
+        char *path = gf_test_path(ts_tmpdir, name);
         sqlite3 *db = st_raw_open(path, 0);
         gf_err err;
         if (from > 0)
@@ -179,7 +179,7 @@ START_TEST(test_migrate_from_every_version)
         free(path);
     }
     /* and a zero-byte file, as left by a crash right after creation */
-    char *empty = gf_test_path(tmpdir, "empty.db");
+    char *empty = gf_test_path(ts_tmpdir, "empty.db");
     gf_test_write_file(empty, "", 0);
     st_close(st_open(empty, NULL));
     char *got = schema_dump(empty);
@@ -193,18 +193,18 @@ END_TEST
 
 START_TEST(test_newer_schema_refused)
 {
-    sqlite3 *db = st_raw_open(dbpath, 0);
+    sqlite3 *db = st_raw_open(ts_dbpath, 0);
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA user_version = %d", gf_store_schema_version() + 1);
     ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     gf_store *s = (gf_store *)0x1;
     gf_err err;
-    ck_assert_int_eq(gf_store_open(dbpath, NULL, &s, &err), GF_ERR_UNSUPPORTED);
+    ck_assert_int_eq(gf_store_open(ts_dbpath, NULL, &s, &err), GF_ERR_UNSUPPORTED);
     ck_assert_ptr_null(s);
     ck_assert_msg(strstr(err.msg, "newer") != NULL, "%s", err.msg);
     /* the file is untouched: still no tables */
-    db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
+    db = st_raw_open(ts_dbpath, SQLITE_OPEN_READONLY);
     ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM sqlite_master"), 0);
     sqlite3_close(db);
 }
@@ -214,12 +214,12 @@ START_TEST(test_not_a_database)
 {
     char junk[4096];
     memset(junk, 'x', sizeof junk);
-    gf_test_write_file(dbpath, junk, sizeof junk);
+    gf_test_write_file(ts_dbpath, junk, sizeof junk);
     gf_store *s = (gf_store *)0x1;
     gf_err err;
-    ck_assert_int_eq(gf_store_open(dbpath, NULL, &s, &err), GF_ERR_FORMAT);
+    ck_assert_int_eq(gf_store_open(ts_dbpath, NULL, &s, &err), GF_ERR_FORMAT);
     ck_assert_ptr_null(s);
-    ck_assert_msg(strstr(err.msg, dbpath) != NULL, "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, ts_dbpath) != NULL, "%s", err.msg);
     /* a directory that does not exist */
     ck_assert_int_ne(gf_store_open("/nonexistent/gf/dir/gpufaas.db", NULL, &s, &err), GF_OK);
     ck_assert_ptr_null(s);
@@ -232,15 +232,15 @@ START_TEST(test_migration_failure_rolls_back)
     gf_fault_arm("store_migrate", 1, 1);
     gf_store *s = (gf_store *)0x1;
     gf_err err;
-    ck_assert_int_eq(gf_store_open(dbpath, NULL, &s, &err), GF_ERR_IO);
+    ck_assert_int_eq(gf_store_open(ts_dbpath, NULL, &s, &err), GF_ERR_IO);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(gf_fault_failures("store_migrate"), 1);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
+    sqlite3 *db = st_raw_open(ts_dbpath, SQLITE_OPEN_READONLY);
     ck_assert_int_eq(st_q_int(db, "PRAGMA user_version"), 0);
     ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM sqlite_master"), 0);
     sqlite3_close(db);
     gf_fault_reset();
-    st_close(st_open(dbpath, NULL));
+    st_close(st_open(ts_dbpath, NULL));
 }
 END_TEST
 
@@ -248,11 +248,11 @@ END_TEST
 
 START_TEST(test_admin_writes_visible_on_return)
 {
-    gf_store *s = st_open(dbpath, NULL);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
+    gf_store *s = st_open(ts_dbpath, NULL);
+    sqlite3 *db = st_raw_open(ts_dbpath, SQLITE_OPEN_READONLY);
     gf_err err;
 
-    ck_assert_int_eq(st_deploy(s, tmpdir, "resnet50", 1000, 0), 1);
+    ck_assert_int_eq(st_deploy(s, ts_tmpdir, "resnet50", 1000, 0), 1);
     /* visible at once through another connection: the call waited for COMMIT */
     ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM function_versions"
                                   " WHERE function='resnet50' AND version=1 AND state='ready'"),
@@ -260,7 +260,7 @@ START_TEST(test_admin_writes_visible_on_return)
     ck_assert_int_eq(st_q_int(db, "SELECT current_version IS NULL FROM functions"
                                   " WHERE name='resnet50'"),
                      1);
-    ck_assert_int_eq(st_deploy(s, tmpdir, "resnet50", 1000, 1), 2);
+    ck_assert_int_eq(st_deploy(s, ts_tmpdir, "resnet50", 1000, 1), 2);
     ck_assert_int_eq(st_q_int(db, "SELECT current_version FROM functions WHERE name='resnet50'"),
                      2);
     ck_assert_int_eq(gf_store_version_publish(s, "resnet50", 1, &err), GF_OK);
@@ -360,7 +360,7 @@ START_TEST(test_admin_writes_visible_on_return)
                      1);
     ck_assert_int_eq(gf_store_function_delete(s, "resnet50", &err), GF_ERR_NOT_FOUND);
     ck_assert_int_eq(gf_store_version_publish(s, "resnet50", 1, &err), GF_ERR_STATE);
-    ck_assert_int_eq(st_deploy(s, tmpdir, "resnet50", 10, 1), 8);
+    ck_assert_int_eq(st_deploy(s, ts_tmpdir, "resnet50", 10, 1), 8);
     ck_assert_int_eq(st_q_int(db, "SELECT deleted_at IS NULL FROM functions"
                                   " WHERE name='resnet50'"),
                      1);
@@ -375,365 +375,6 @@ START_TEST(test_admin_writes_visible_on_return)
     ck_assert_str_eq(fk, "");
     free(fk);
     sqlite3_close(db);
-    st_close(s);
-}
-END_TEST
-
-/* ---- fire-and-forget records ------------------------------------------------ */
-
-START_TEST(test_records_applied)
-{
-    gf_store_config c = quiet_config(); /* the made-up times below are from 1970 */
-    gf_store *s = st_open(dbpath, &c);
-    gf_err err;
-    st_deploy(s, tmpdir, "mlp", 100, 1);
-    gf_store_worker_spec w = {.id = 0, .device = "cpu:0", .pid = 7};
-    ck_assert_int_eq(gf_store_worker_register(s, &w, &err), GF_OK);
-
-    gf_store_placement p = {.function = "mlp",
-                            .version = 1,
-                            .worker = 0,
-                            .tier = GF_TIER_DEVICE,
-                            .bytes = 4096,
-                            .state = GF_STORE_PLACEMENT_LOADING,
-                            .at_us = 1000};
-    ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);
-    ck_assert_int_eq(gf_store_flush(s, &err), GF_OK);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
-    ck_assert_int_eq(st_q_int(db, "SELECT loaded_at IS NULL AND state = 'loading' FROM placements"),
-                     1);
-    p.state = GF_STORE_PLACEMENT_READY;
-    p.at_us = 2000;
-    ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);
-    p.at_us = 3000; /* ready again: the load time stays the first one */
-    ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);
-    p.at_us = 5000;
-    ck_assert_int_eq(gf_store_log_placement_hit(s, &p, 3), GF_OK);
-    p.at_us = 4000; /* out of order: last_used_at keeps the latest */
-    ck_assert_int_eq(gf_store_log_placement_hit(s, &p, 1), GF_OK);
-    ck_assert_int_eq(gf_store_flush(s, &err), GF_OK);
-    char *row = st_q_rows(db, "SELECT state, bytes, loaded_at, last_used_at, hits FROM placements");
-    ck_assert_str_eq(row, "ready|4096|2000|5000|4\n");
-    free(row);
-
-    gf_store_swap sw = {.worker = 0,
-                        .function = "mlp",
-                        .version = 1,
-                        .from = GF_TIER_DEVICE,
-                        .to = GF_TIER_HOST,
-                        .bytes = 4096,
-                        .elapsed_us = 17,
-                        .at_us = 6000};
-    ck_assert_int_eq(gf_store_log_swap(s, &sw), GF_OK);
-    ck_assert_int_eq(gf_store_log_placement_remove(s, &p), GF_OK);
-    gf_store_heartbeat hb = {.worker = 0,
-                             .device_budget = 100,
-                             .device_used = 40,
-                             .host_budget = 200,
-                             .host_used = 50,
-                             .at_us = 7000};
-    ck_assert_int_eq(gf_store_log_heartbeat(s, &hb), GF_OK);
-    ck_assert_int_eq(gf_store_log_worker_state(s, 0, GF_STORE_WORKER_READY, -1), GF_OK);
-    gf_store_invocation r = inv("mlp", 0);
-    r.worker = -1;
-    r.status = GF_ERR_TIMEOUT;
-    r.http_code = 504;
-    r.cold = true;
-    r.at_us = 8000;
-    ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-    ck_assert_int_eq(gf_store_flush(s, &err), GF_OK);
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM placements"), 0);
-    row = st_q_rows(db, "SELECT worker_id, function, version, from_tier, to_tier, bytes,"
-                        " elapsed_us, at FROM swap_events");
-    ck_assert_str_eq(row, "0|mlp|1|device|host|4096|17|6000\n");
-    free(row);
-    row = st_q_rows(db, "SELECT state, pid, device_budget, device_used, host_budget, host_used,"
-                        " last_heartbeat, restarts FROM workers");
-    ck_assert_str_eq(row, "ready|7|100|40|200|50|7000|0\n");
-    free(row);
-    row = st_q_rows(db, "SELECT function, version, worker_id IS NULL, status, http_code, cold, at"
-                        " FROM invocations");
-    ck_assert_str_eq(row, "mlp|1|1|GF_ERR_TIMEOUT|504|1|8000\n");
-    free(row);
-
-    /* a restart: counted, new pid, placements dropped */
-    p.state = GF_STORE_PLACEMENT_READY;
-    ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);
-    ck_assert_int_eq(gf_store_log_restart(s, 0, 99, 9000), GF_OK);
-    ck_assert_int_eq(gf_store_flush(s, &err), GF_OK);
-    row = st_q_rows(db, "SELECT state, pid, restarts, started_at, device_used FROM workers");
-    ck_assert_str_eq(row, "starting|99|1|9000|0\n");
-    free(row);
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM placements"), 0);
-
-    /* records the database refuses are counted, not fatal */
-    gf_store_stats before;
-    gf_store_stats_get(s, &before);
-    hb.worker = 55; /* no such worker */
-    ck_assert_int_eq(gf_store_log_heartbeat(s, &hb), GF_OK);
-    p.version = 9; /* no such version: foreign key */
-    ck_assert_int_eq(gf_store_log_placement(s, &p), GF_OK);
-    r.worker = 0;
-    ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-    ck_assert_int_eq(gf_store_flush(s, &err), GF_OK);
-    gf_store_stats after;
-    gf_store_stats_get(s, &after);
-    ck_assert_uint_eq(after.rejected - before.rejected, 2);
-    ck_assert_uint_eq(after.committed - before.committed, 1);
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations"), 2);
-
-    /* bad handovers are refused at once */
-    char longname[GF_STORE_NAME_MAX + 2];
-    memset(longname, 'a', sizeof longname - 1);
-    longname[sizeof longname - 1] = '\0';
-    r.function = longname;
-    ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_ERR_INVALID);
-    r.function = NULL;
-    ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_ERR_INVALID);
-    r.function = ""; /* a refused request that named no function is recorded */
-    ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-    longname[GF_STORE_NAME_MAX] = '\0'; /* exactly the maximum is fine */
-    r.function = longname;
-    ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-    p.tier = GF_TIER_STORE;
-    ck_assert_int_eq(gf_store_log_placement(s, &p), GF_ERR_INVALID);
-    sw.to = sw.from;
-    ck_assert_int_eq(gf_store_log_swap(s, &sw), GF_ERR_INVALID);
-    ck_assert_int_eq(gf_store_log_worker_state(s, -2, GF_STORE_WORKER_READY, 1), GF_ERR_INVALID);
-    ck_assert_int_eq(gf_store_log_restart(s, 0, -1, 0), GF_ERR_INVALID);
-    sqlite3_close(db);
-    st_close(s);
-}
-END_TEST
-
-/* ---- batching ---------------------------------------------------------------- */
-
-static uint64_t cb_calls, cb_records, cb_total;
-static void count_commit(void *arg, uint64_t records, uint64_t total)
-{
-    (void)arg;
-    cb_calls++;
-    cb_records += records;
-    cb_total = total;
-}
-
-/* 20,000 records with batch_max 100 commit in about 200 transactions, not
- * 20,000; every record lands. */
-START_TEST(test_batching)
-{
-    gf_store_config c = quiet_config();
-    c.batch_max = 100;
-    c.on_commit = count_commit;
-    cb_calls = cb_records = cb_total = 0;
-    gf_store *s = st_open(dbpath, &c);
-    gf_store_stats before;
-    gf_store_stats_get(s, &before);
-    const int n = 20000;
-    for (int i = 0; i < n; i++) {
-        gf_store_invocation r = inv("mlp", i);
-        gf_status st;
-        while ((st = gf_store_log_invocation(s, &r)) == GF_ERR_BUSY)
-            usleep(100);
-        ck_assert_int_eq(st, GF_OK);
-    }
-    /* let the store thread commit at its own pace (a flush would take the
-     * rest in one transaction) */
-    gf_store_stats after;
-    for (int tries = 0; tries < 1000; tries++) {
-        gf_store_stats_get(s, &after);
-        if (after.committed == (uint64_t)n)
-            break;
-        usleep(5000);
-    }
-    uint64_t txns = after.commits - before.commits;
-    ck_assert_uint_eq(after.committed, (uint64_t)n);
-    ck_assert_msg(txns >= (uint64_t)n / 100 && txns <= (uint64_t)n / 20,
-                  "%llu transactions for %d records (batch_max 100)", (unsigned long long)txns, n);
-    ck_assert_uint_eq(cb_total, (uint64_t)n);
-    ck_assert_uint_eq(cb_calls, txns);
-    ck_assert_uint_eq(cb_records, (uint64_t)n);
-    st_close(s);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations"), n);
-    /* one producer: order kept */
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations WHERE queue_us <> id - 1"), 0);
-    sqlite3_close(db);
-}
-END_TEST
-
-/* A lone record is committed by the timer (within the commit interval), with
- * nobody flushing or closing. */
-START_TEST(test_commit_interval)
-{
-    gf_store_config c = quiet_config();
-    c.commit_interval_ms = 20;
-    gf_store *s = st_open(dbpath, &c);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
-    gf_store_invocation r = inv("mlp", 1);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-    int64_t n = 0;
-    double ms = 0;
-    while (n == 0 && ms < 2000) {
-        usleep(2000);
-        n = st_q_int(db, "SELECT count(*) FROM invocations");
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-    }
-    ck_assert_msg(n == 1, "not committed after %.0f ms", ms);
-    /* 20 ms interval; allow a loaded 2-core machine plenty of slack */
-    ck_assert_msg(ms < 500, "committed only after %.0f ms", ms);
-    sqlite3_close(db);
-    st_close(s);
-}
-END_TEST
-
-/* Closing commits what is still queued. */
-START_TEST(test_close_commits_queue)
-{
-    gf_store_config c = quiet_config();
-    c.batch_max = 1u << 20;
-    gf_store *s = st_open(dbpath, &c);
-    for (int i = 0; i < 5000; i++) {
-        gf_store_invocation r = inv("mlp", i);
-        ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-    }
-    st_close(s);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations"), 5000);
-    sqlite3_close(db);
-}
-END_TEST
-
-/* Records a thread handed over before an admin call are committed no later
- * than the admin change: visible as soon as the admin call returns. */
-START_TEST(test_admin_after_records_keeps_order)
-{
-    gf_store_config c = quiet_config();
-    c.batch_max = 1u << 20; /* no batch fills: only the admin call commits them */
-    gf_store *s = st_open(dbpath, &c);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
-    gf_err err;
-    for (int round = 1; round <= 3; round++) {
-        for (int i = 0; i < 3000; i++) {
-            gf_store_invocation r = inv("mlp", i);
-            ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-        }
-        gf_store_worker_spec w = {.id = round, .device = "cpu:0"};
-        ck_assert_int_eq(gf_store_worker_register(s, &w, &err), GF_OK);
-        ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations"), round * 3000);
-    }
-    sqlite3_close(db);
-    st_close(s);
-}
-END_TEST
-
-/* ---- retention ------------------------------------------------------------------- */
-
-START_TEST(test_retention_by_rows)
-{
-    gf_store_config c = quiet_config();
-    c.retain_rows = 100;
-    gf_store *s = st_open(dbpath, &c);
-    for (int i = 0; i < 1000; i++) {
-        gf_store_invocation r = inv("mlp", i);
-        ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-        gf_store_swap sw = {.worker = 0,
-                            .function = "mlp",
-                            .version = 1,
-                            .from = GF_TIER_HOST,
-                            .to = GF_TIER_DEVICE,
-                            .bytes = (uint64_t)i,
-                            .elapsed_us = 1};
-        ck_assert_int_eq(gf_store_log_swap(s, &sw), GF_OK);
-    }
-    gf_err err;
-    ck_assert_int_eq(gf_store_flush(s, &err), GF_OK);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations"), 100);
-    ck_assert_int_eq(st_q_int(db, "SELECT min(queue_us) FROM invocations"), 900); /* newest kept */
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM swap_events"), 100);
-    ck_assert_int_eq(st_q_int(db, "SELECT min(bytes) FROM swap_events"), 900);
-    gf_store_stats stats;
-    gf_store_stats_get(s, &stats);
-    ck_assert_uint_eq(stats.retention_deleted, 1800);
-    sqlite3_close(db);
-    st_close(s);
-}
-END_TEST
-
-START_TEST(test_retention_by_age)
-{
-    gf_store_config c = quiet_config();
-    c.retain_age_s = 3600;
-    c.retention_every_ms = 20; /* and it runs by itself, without a flush */
-    gf_store *s = st_open(dbpath, &c);
-    int64_t now = st_now_us();
-    for (int i = 0; i < 100; i++) {
-        gf_store_invocation r = inv("mlp", i);
-        r.at_us = i < 50 ? now - 2 * 3600000000ll : now - 60000000;
-        ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
-    }
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
-    int64_t n = -1;
-    for (int tries = 0; tries < 200 && n != 50; tries++) {
-        usleep(10000);
-        n = st_q_int(db, "SELECT count(*) FROM invocations");
-    }
-    ck_assert_int_eq(n, 50);
-    ck_assert_int_eq(st_q_int(db, "SELECT min(queue_us) FROM invocations"), 50);
-    sqlite3_close(db);
-    st_close(s);
-}
-END_TEST
-
-/* ---- a full queue never blocks the request path ------------------------------------ */
-
-START_TEST(test_queue_full_drops_and_counts)
-{
-    gf_store_config c = quiet_config();
-    c.queue_cap = 64;
-    c.busy_timeout_ms = 30;
-    gf_store *s = st_open(dbpath, &c);
-    /* an operator holds the write lock: the store thread cannot commit */
-    sqlite3 *locker = st_raw_open(dbpath, 0);
-    ck_assert_int_eq(sqlite3_exec(locker, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int ok = 0, busy = 0;
-    for (int i = 0; i < 2000; i++) {
-        gf_store_invocation r = inv("mlp", i);
-        gf_status st = gf_store_log_invocation(s, &r);
-        ck_assert(st == GF_OK || st == GF_ERR_BUSY);
-        if (st == GF_OK)
-            ok++;
-        else
-            busy++;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-    ck_assert_msg(ms < 100, "2000 handovers took %.1f ms while the database was locked", ms);
-    ck_assert_int_le(ok, 64);
-    ck_assert_int_ge(busy, 2000 - 64);
-    gf_store_stats stats;
-    gf_store_stats_get(s, &stats);
-    ck_assert_uint_eq(stats.dropped, (uint64_t)busy);
-    /* an admin write meanwhile fails cleanly with BUSY */
-    gf_err err;
-    gf_store_worker_spec w = {.id = 0, .device = "cpu:0"};
-    ck_assert_int_eq(gf_store_worker_register(s, &w, &err), GF_ERR_BUSY);
-    ck_assert_msg(strstr(err.msg, "locked") != NULL, "%s", err.msg);
-
-    ck_assert_int_eq(sqlite3_exec(locker, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(locker);
-    ck_assert_int_eq(gf_store_flush(s, &err), GF_OK);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
-    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations"), ok);
-    sqlite3_close(db);
-    gf_store_stats_get(s, &stats);
-    ck_assert_uint_eq(stats.committed, (uint64_t)ok);
-    ck_assert_uint_eq(stats.lost, 0);
     st_close(s);
 }
 END_TEST
@@ -753,7 +394,7 @@ START_TEST(test_open_faults)
             gf_store *s = (gf_store *)0x1;
             gf_err err;
             gf_err_clear(&err);
-            gf_status st = gf_store_open(dbpath, NULL, &s, &err);
+            gf_status st = gf_store_open(ts_dbpath, NULL, &s, &err);
             if (gf_fault_failures(sites[i]) == 0) {
                 /* past the last call at this site: opened normally */
                 ck_assert_int_eq(st, GF_OK);
@@ -772,9 +413,9 @@ END_TEST
 
 START_TEST(test_commit_fault)
 {
-    gf_store_config c = quiet_config();
-    gf_store *s = st_open(dbpath, &c);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
+    gf_store_config c = ts_quiet_config();
+    gf_store *s = st_open(ts_dbpath, &c);
+    sqlite3 *db = st_raw_open(ts_dbpath, SQLITE_OPEN_READONLY);
     gf_err err;
     /* an admin write whose COMMIT fails gets the error and leaves no trace
      * (nothing else runs transactions here: no records, no retention) */
@@ -831,13 +472,13 @@ END_TEST
 
 START_TEST(test_recovery)
 {
-    gf_store *s = st_open(dbpath, NULL);
+    gf_store *s = st_open(ts_dbpath, NULL);
     gf_err err;
-    st_deploy(s, tmpdir, "good", 5000, 1);
-    st_deploy(s, tmpdir, "missing", 5000, 1);
-    st_deploy(s, tmpdir, "flipped", 5000, 1);
-    st_deploy(s, tmpdir, "short", 5000, 1);
-    st_deploy(s, tmpdir, "gone", 100, 1);
+    st_deploy(s, ts_tmpdir, "good", 5000, 1);
+    st_deploy(s, ts_tmpdir, "missing", 5000, 1);
+    st_deploy(s, ts_tmpdir, "flipped", 5000, 1);
+    st_deploy(s, ts_tmpdir, "short", 5000, 1);
+    st_deploy(s, ts_tmpdir, "gone", 100, 1);
     ck_assert_int_eq(gf_store_function_delete(s, "gone", &err), GF_OK);
     gf_store_worker_spec w = {.id = 0, .device = "cuda:0", .pid = 1};
     ck_assert_int_eq(gf_store_worker_register(s, &w, &err), GF_OK);
@@ -851,23 +492,23 @@ START_TEST(test_recovery)
     st_close(s);
 
     /* damage: one file removed, one with a flipped byte, one truncated */
-    char *path = gf_test_path(tmpdir, "missing-v1.safetensors");
+    char *path = gf_test_path(ts_tmpdir, "missing-v1.safetensors");
     ck_assert_int_eq(unlink(path), 0);
     free(path);
-    path = gf_test_path(tmpdir, "flipped-v1.safetensors");
+    path = gf_test_path(ts_tmpdir, "flipped-v1.safetensors");
     size_t n;
     char *data = gf_test_read_file(path, &n);
     data[1234] ^= 1;
     gf_test_write_file(path, data, n);
     free(data);
     free(path);
-    path = gf_test_path(tmpdir, "short-v1.safetensors");
+    path = gf_test_path(ts_tmpdir, "short-v1.safetensors");
     gf_test_write_file(path, "abc", 3);
     free(path);
 
-    s = st_open(dbpath, NULL);
+    s = st_open(ts_dbpath, NULL);
     gf_store_catalog *cat = NULL;
-    ck_assert_int_eq(gf_store_recover(s, tmpdir, &cat, &err), GF_OK);
+    ck_assert_int_eq(gf_store_recover(s, ts_tmpdir, &cat, &err), GF_OK);
     ck_assert_uint_eq(cat->n, 4); /* the deleted function is not listed */
     ck_assert_uint_eq(cat->broken_now, 3);
     for (size_t i = 0; i < cat->n; i++) {
@@ -891,7 +532,7 @@ START_TEST(test_recovery)
         }
     }
     gf_store_catalog_free(cat);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
+    sqlite3 *db = st_raw_open(ts_dbpath, SQLITE_OPEN_READONLY);
     ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM workers"), 0);
     ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM placements"), 0);
     ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM function_versions WHERE state='broken'"),
@@ -900,7 +541,7 @@ START_TEST(test_recovery)
     ck_assert_int_eq(gf_store_version_publish(s, "flipped", 1, &err), GF_ERR_STATE);
 
     /* a second recovery finds nothing new and keeps them broken */
-    ck_assert_int_eq(gf_store_recover(s, tmpdir, &cat, &err), GF_OK);
+    ck_assert_int_eq(gf_store_recover(s, ts_tmpdir, &cat, &err), GF_OK);
     ck_assert_uint_eq(cat->broken_now, 0);
     gf_store_catalog_free(cat);
     /* resolved against the wrong directory, the good one is missing too */
@@ -916,9 +557,9 @@ END_TEST
 
 START_TEST(test_views)
 {
-    gf_store *s = st_open(dbpath, NULL);
-    st_populate(s, tmpdir);
-    sqlite3 *db = st_raw_open(dbpath, SQLITE_OPEN_READONLY);
+    gf_store *s = st_open(ts_dbpath, NULL);
+    st_populate(s, ts_tmpdir);
+    sqlite3 *db = st_raw_open(ts_dbpath, SQLITE_OPEN_READONLY);
 
     char *rows = st_q_rows(db, "SELECT function, version, current, tier, worker, device, state,"
                                " hits FROM v_placement");
@@ -974,14 +615,7 @@ int main(void)
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_migration_failure_rolls_back);
     tcase_add_test(tc, test_admin_writes_visible_on_return);
-    tcase_add_test(tc, test_records_applied);
-    tcase_add_test(tc, test_batching);
-    tcase_add_test(tc, test_commit_interval);
-    tcase_add_test(tc, test_close_commits_queue);
-    tcase_add_test(tc, test_admin_after_records_keeps_order);
-    tcase_add_test(tc, test_retention_by_rows);
-    tcase_add_test(tc, test_retention_by_age);
-    tcase_add_test(tc, test_queue_full_drops_and_counts);
+    ts_records_tests(tc);
     tcase_add_test(tc, test_open_faults);
     tcase_add_test(tc, test_commit_fault);
     tcase_add_test(tc, test_recovery);
