@@ -353,29 +353,41 @@ static gf_status render_fail(gf_buf *out, size_t start, gf_status st, gf_err *er
     return gf_err_set(err, GF_ERR_INTERNAL, "cannot render the outputs: %s", gf_strerror(st));
 }
 
-gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
-                             const gf_codec_request *req, gf_buf *out, size_t *header_len,
-                             gf_err *err)
+/* The one rendering of a result, for both protocols: the head (v2:
+ * "model_name" and the version as a string; v1: "function" and the version
+ * as a number), the id and outputs, the tail (v1: worker, cold, batch size
+ * and timings), then (v2) the binary outputs' bytes. *header_len as
+ * gf_codec_render_v2's. */
+static gf_status render(const gf_gw_result *res, const char *name, const gf_codec_request *req,
+                        bool v2, gf_buf *out, size_t *header_len, gf_err *err)
 {
     *header_len = 0;
     size_t start = out->len;
     gf_sel s;
-    gf_status st = sel_make(res, req, true, &s, err);
+    gf_status st = sel_make(res, req, v2, &s, err);
     if (st != GF_OK) {
         sel_free(&s);
         return st;
     }
-    st = gf_buf_append_str(out, "{\"model_name\":");
+    st = gf_buf_append_str(out, v2 ? "{\"model_name\":" : "{\"function\":");
     if (st == GF_OK)
-        st = gf_buf_append_json_str(out, model_name, strlen(model_name));
+        st = gf_buf_append_json_str(out, name, strlen(name));
     if (st == GF_OK)
-        st = gf_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", res->version);
+        st = v2 ? gf_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", res->version)
+                : gf_buf_printf(out, ",\"version\":%" PRId64, res->version);
     if (st == GF_OK)
         st = put_id_outputs(out, res, req, &s, err);
-    if (st == GF_OK)
+    if (st == GF_OK && v2)
         st = gf_buf_append(out, "}", 1);
+    else if (st == GF_OK)
+        st = gf_buf_printf(out,
+                           ",\"worker\":%d,\"cold\":%s,\"batch_size\":%" PRIu32
+                           ",\"timing_us\":{\"queue\":%" PRIu64 ",\"load\":%" PRIu64
+                           ",\"exec\":%" PRIu64 ",\"total\":%" PRIu64 "}}",
+                           res->worker, res->cold ? "true" : "false", res->batch_size,
+                           res->queue_us, res->load_us, res->exec_us, res->total_us);
     size_t json_len = out->len - start;
-    bool any_bin = false;
+    bool any_bin = false; /* only v2 selects binary outputs (sel_make) */
     for (size_t k = 0; k < s.n && st == GF_OK; k++) {
         const gf_tensor *t = &res->outputs[s.idx[k]].t;
         any_bin |= s.bin[k];
@@ -391,32 +403,16 @@ gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
     return GF_OK;
 }
 
+gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
+                             const gf_codec_request *req, gf_buf *out, size_t *header_len,
+                             gf_err *err)
+{
+    return render(res, model_name, req, true, out, header_len, err);
+}
+
 gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *req, gf_buf *out,
                              gf_err *err)
 {
-    size_t start = out->len;
-    gf_sel s;
-    gf_status st = sel_make(res, req, false, &s, err);
-    if (st != GF_OK) {
-        sel_free(&s);
-        return st;
-    }
-    st = gf_buf_append_str(out, "{\"function\":");
-    if (st == GF_OK)
-        st = gf_buf_append_json_str(out, res->function, strlen(res->function));
-    if (st == GF_OK)
-        st = gf_buf_printf(out, ",\"version\":%" PRId64, res->version);
-    if (st == GF_OK)
-        st = put_id_outputs(out, res, req, &s, err);
-    if (st == GF_OK)
-        st = gf_buf_printf(out,
-                           ",\"worker\":%d,\"cold\":%s,\"batch_size\":%" PRIu32
-                           ",\"timing_us\":{\"queue\":%" PRIu64 ",\"load\":%" PRIu64
-                           ",\"exec\":%" PRIu64 ",\"total\":%" PRIu64 "}}",
-                           res->worker, res->cold ? "true" : "false", res->batch_size,
-                           res->queue_us, res->load_us, res->exec_us, res->total_us);
-    sel_free(&s);
-    if (st != GF_OK)
-        return render_fail(out, start, st, err);
-    return GF_OK;
+    size_t header_len;
+    return render(res, res->function, req, false, out, &header_len, err);
 }
