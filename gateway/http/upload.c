@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,33 +14,8 @@
 #include "core/log.h"
 #include "core/tensor.h"
 #include "functions/manifest.h"
+#include "gateway/http/upload_pipe.h"
 #include "store/sha256.h"
-
-/* The main file part is copied into buffers of this size; a full one is
- * written and hashed by the upload's writer thread while the request's
- * thread fills the other, so receiving overlaps writing and hashing. */
-#define GF_UPLOAD_CHUNK ((size_t)4 << 20)
-/* Written bytes are handed to the kernel's writeback this often
- * (sync_file_range), so the fsync at the end has little left to wait for. */
-#define GF_UPLOAD_KICK ((uint64_t)32 << 20)
-
-/* The writer of the main file part: buf[fill] is the request thread's,
- * buf[1 - fill] the writer's while pending. */
-typedef struct {
-    char *buf[2];
-    size_t len[2];
-    int fill;
-    pthread_t thread;
-    bool started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool pending;     /* buf[1 - fill] waits for (or is in) the writer (mu) */
-    bool stop;        /* exit once nothing is pending (mu) */
-    bool failed;      /* the writer failed: its message in fail (mu) */
-    gf_err fail;
-    uint64_t written; /* bytes written (writer only) */
-    uint64_t kicked;  /* of them, handed to writeback (writer only) */
-} writer;
 
 /* A file part staged on disk. */
 typedef struct {
@@ -62,8 +36,8 @@ struct gf_upload {
     const char *file_part; /* "weights" or "model": the one that came, NULL before */
     staged file;           /* it, staged */
     staged data;           /* "model_data", staged */
-    gf_sha256 sha;         /* running digest of the file part (the writer's) */
-    writer w;              /* writes and hashes the file part */
+    gf_sha256 sha;         /* running digest of the file part (the pipe's while it runs) */
+    gf_upipe *pipe;        /* hashes and writes the file part; NULL before it and after */
     char hex[GF_SHA256_HEX_LEN];
     bool finished;   /* gf_upload_finish succeeded */
     bool failed;     /* a failure is recorded below */
@@ -82,8 +56,6 @@ gf_status gf_upload_new(const char *dir, uint64_t max_weights, gf_upload **out, 
     }
     u->max_weights = max_weights;
     u->file.fd = u->data.fd = -1;
-    pthread_mutex_init(&u->w.mu, NULL);
-    pthread_cond_init(&u->w.cv, NULL);
     gf_buf_init(&u->manifest);
     u->manifest.limit = GF_MANIFEST_MAX_BYTES;
     gf_buf_init(&u->name);
@@ -96,8 +68,6 @@ gf_status gf_upload_new(const char *dir, uint64_t max_weights, gf_upload **out, 
     *out = u;
     return GF_OK;
 }
-
-static void writer_stop(gf_upload *u);
 
 static void staged_free(staged *f)
 {
@@ -112,11 +82,7 @@ void gf_upload_free(gf_upload *u)
 {
     if (u == NULL)
         return;
-    writer_stop(u);
-    free(u->w.buf[0]);
-    free(u->w.buf[1]);
-    pthread_mutex_destroy(&u->w.mu);
-    pthread_cond_destroy(&u->w.cv);
+    gf_upipe_free(u->pipe); /* before the file it writes is closed */
     staged_free(&u->file);
     staged_free(&u->data);
     free(u->dir);
@@ -188,143 +154,25 @@ static gf_status upload_write(gf_upload *u, staged *f, const char *data, size_t 
     return GF_OK;
 }
 
-/* Write size bytes to fd. 0, or the errno. */
-static int write_all(int fd, const char *data, size_t size)
+/* Start the pipe that hashes and writes the file part (once it is staged). */
+static gf_status pipe_start(gf_upload *u)
 {
-    while (size > 0) {
-        ssize_t w = write(fd, data, size);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : EIO;
-        data += w;
-        size -= (size_t)w;
-    }
-    return 0;
-}
-
-/* The writer thread (arg is the upload): write and hash each buffer handed
- * over to the file part, until stopped. The first failure is kept and ends
- * the writing. */
-static void *writer_main(void *arg)
-{
-    gf_upload *u = arg;
-    writer *w = &u->w;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (!w->pending && !w->stop)
-            pthread_cond_wait(&w->cv, &w->mu);
-        if (!w->pending)
-            break; /* stopped, nothing left */
-        int k = 1 - w->fill;
-        bool skip = w->failed;
-        pthread_mutex_unlock(&w->mu);
-        int e = skip ? 0 : write_all(u->file.fd, w->buf[k], w->len[k]);
-        if (!skip && e == 0) {
-            gf_sha256_update(&u->sha, w->buf[k], w->len[k]);
-            w->written += w->len[k];
-            if (w->written - w->kicked >= GF_UPLOAD_KICK) {
-                /* start the writeback of what is written (no waiting) */
-                (void)sync_file_range(u->file.fd, (off_t)w->kicked,
-                                      (off_t)(w->written - w->kicked), SYNC_FILE_RANGE_WRITE);
-                w->kicked = w->written;
-            }
-        }
-        pthread_mutex_lock(&w->mu);
-        if (e != 0 && !w->failed) {
-            w->failed = true;
-            GF_LOG_E("write(%s) failed: %s", u->file.path, strerror(e));
-            gf_err_set(&w->fail, e == ENOSPC || e == EDQUOT ? GF_ERR_NO_SPACE : GF_ERR_IO,
-                       "cannot stage the upload: %s", strerror(e));
-        }
-        w->len[k] = 0;
-        w->pending = false;
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-/* Hand the buffer being filled to the writer (waiting while it still writes
- * the other) and take the other one. Fails with the writer's failure. */
-static gf_status writer_handoff(gf_upload *u)
-{
-    writer *w = &u->w;
-    pthread_mutex_lock(&w->mu);
-    while (w->pending)
-        pthread_cond_wait(&w->cv, &w->mu);
-    if (w->failed) {
-        pthread_mutex_unlock(&w->mu);
-        return upload_failf(u, w->fail.code, "%s", w->fail.msg);
-    }
-    if (w->len[w->fill] > 0) {
-        w->fill = 1 - w->fill;
-        w->pending = true;
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
+    gf_err e;
+    if (gf_upipe_start(u->file.fd, u->file.path, &u->sha, &u->pipe, &e) != GF_OK)
+        return upload_failf(u, e.code, "%s", e.msg);
     return GF_OK;
 }
 
-/* Start the writer with its two buffers (once the file part is staged). */
-static gf_status writer_start(gf_upload *u)
+/* The file part's last bytes hashed and written, and the pipe's end. */
+static void pipe_finish(gf_upload *u)
 {
-    writer *w = &u->w;
-    w->buf[0] = malloc(GF_UPLOAD_CHUNK);
-    w->buf[1] = malloc(GF_UPLOAD_CHUNK);
-    if (w->buf[0] == NULL || w->buf[1] == NULL)
-        return upload_failf(u, GF_ERR_NOMEM, "out of memory for the upload's buffers");
-    int rc = pthread_create(&w->thread, NULL, writer_main, u);
-    if (rc != 0)
-        return upload_failf(u, GF_ERR_NOMEM, "cannot start the upload's writer: %s",
-                            strerror(rc));
-    w->started = true;
-    return GF_OK;
-}
-
-/* Let the writer finish what is pending and join it. No-op when not started. */
-static void writer_stop(gf_upload *u)
-{
-    writer *w = &u->w;
-    if (!w->started)
+    if (u->pipe == NULL)
         return;
-    pthread_mutex_lock(&w->mu);
-    w->stop = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    w->started = false;
-}
-
-/* Copy size bytes of the file part into the writer's buffers, handing full
- * ones over. */
-static gf_status writer_put(gf_upload *u, const char *data, size_t size)
-{
-    writer *w = &u->w;
-    while (size > 0) {
-        size_t room = GF_UPLOAD_CHUNK - w->len[w->fill];
-        size_t n = size < room ? size : room;
-        memcpy(w->buf[w->fill] + w->len[w->fill], data, n);
-        w->len[w->fill] += n;
-        data += n;
-        size -= n;
-        if (w->len[w->fill] == GF_UPLOAD_CHUNK && writer_handoff(u) != GF_OK)
-            return u->fail.code;
-    }
-    return GF_OK;
-}
-
-/* The file part's last bytes to disk, and the writer's end. */
-static void writer_finish(gf_upload *u)
-{
-    if (!u->w.started)
-        return;
-    if (!u->failed && writer_handoff(u) == GF_OK) {
-        writer_stop(u);
-        if (u->w.failed)
-            upload_failf(u, u->w.fail.code, "%s", u->w.fail.msg);
-    }
-    writer_stop(u);
+    gf_err e;
+    if (!u->failed && gf_upipe_finish(u->pipe, &e) != GF_OK)
+        upload_failf(u, e.code, "%s", e.msg);
+    gf_upipe_free(u->pipe);
+    u->pipe = NULL;
 }
 
 /* A text part into b (at most b->limit bytes). */
@@ -363,11 +211,14 @@ static gf_status feed_file(gf_upload *u, const char *key, staged *f, bool hashed
                             "form field '%s' takes the upload past its limit of %" PRIu64
                             " bytes", key, u->max_weights);
     if (f->fd < 0 && f->path == NULL &&
-        (upload_open(u, f) != GF_OK || (hashed && writer_start(u) != GF_OK)))
+        (upload_open(u, f) != GF_OK || (hashed && pipe_start(u) != GF_OK)))
         return u->fail.code;
     if (size == 0)
         return GF_OK;
-    if ((hashed ? writer_put(u, data, size) : upload_write(u, f, data, size)) != GF_OK)
+    gf_err e;
+    if (hashed && gf_upipe_put(u->pipe, data, size, &e) != GF_OK)
+        return upload_failf(u, e.code, "%s", e.msg);
+    if (!hashed && upload_write(u, f, data, size) != GF_OK)
         return u->fail.code;
     f->bytes = total;
     return GF_OK;
@@ -454,7 +305,7 @@ gf_status gf_upload_finish(gf_upload *u, gf_err *err)
         upload_open(u, &u->file);
     if (!u->failed && u->data.started && u->data.path == NULL)
         upload_open(u, &u->data);
-    writer_finish(u);
+    pipe_finish(u);
     staged_close(u, &u->file);
     staged_close(u, &u->data);
     if (u->failed)

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include "functions/manifest.h"
 #include "gateway/http/http.h"
 #include "gateway/http/upload.h"
+#include "gateway/http/upload_pipe.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -419,6 +422,76 @@ START_TEST(test_multipart_through_mhd)
 }
 END_TEST
 
+/* An upload of n random bytes (seed) as weights, with a manifest, fed in
+ * random-sized chunks and finished: *u is the caller's; *fed the feeding's
+ * outcome, the finish's status returned (the HTTP one in *status). */
+static gf_status upload_random(size_t n, uint64_t seed, gf_upload **u, unsigned char **w,
+                               gf_status *fed, int *status, gf_err *err)
+{
+    *w = random_bytes(n, seed);
+    ck_assert(gf_upload_new(tmpdir, 0, u, err) == GF_OK);
+    gf_test_rng rng;
+    gf_test_rng_seed(&rng, seed + 1);
+    ck_assert(gf_upload_feed(*u, "manifest", "{}", 0, 2) == GF_OK);
+    *fed = feed_chunked(*u, "weights", *w, n, &rng);
+    return finish(*u, status, err);
+}
+
+/* Larger than the writer's ring (GF_UPIPE_BUFS buffers of GF_UPIPE_CHUNK):
+ * every buffer is reused, full ones go directly to the disk and the odd
+ * tail through the page cache; the bytes and the digest come out whole. */
+START_TEST(test_ring_wraps)
+{
+    size_t n = 2 * GF_UPIPE_BUFS * GF_UPIPE_CHUNK + GF_UPIPE_ALIGN + 3;
+    gf_upload *u;
+    unsigned char *w;
+    gf_status fed;
+    int status;
+    gf_err err;
+    ck_assert_msg(upload_random(n, 5, &u, &w, &fed, &status, &err) == GF_OK, "%s", err.msg);
+    ck_assert(fed == GF_OK);
+    size_t fl;
+    char *f = gf_test_read_file(gf_upload_path(u), &fl);
+    ck_assert_uint_eq(fl, n);
+    ck_assert(memcmp(f, w, n) == 0);
+    free(f);
+    char hex[GF_SHA256_HEX_LEN];
+    gf_sha256_buf(w, n, hex, NULL);
+    ck_assert_str_eq(gf_upload_sha256(u), hex);
+    gf_upload_free(u);
+    ck_assert_int_eq(count_files(), 0);
+    free(w);
+}
+END_TEST
+
+/* The writer fails part way (a file size limit: EFBIG): the upload is
+ * refused with the reason, nothing waits for ever, and the staged file goes. */
+START_TEST(test_writer_fails)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 3 * GF_UPIPE_CHUNK;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    gf_upload *u;
+    unsigned char *w;
+    gf_status fed;
+    int status;
+    gf_err err;
+    gf_status st = upload_random(3 * GF_UPIPE_BUFS * GF_UPIPE_CHUNK, 7, &u, &w, &fed, &status,
+                                 &err);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    ck_assert(fed == GF_ERR_IO || fed == GF_OK);
+    ck_assert_int_eq(st, GF_ERR_IO);
+    ck_assert_int_eq(status, 500);
+    ck_assert_msg(strstr(err.msg, "cannot stage the upload") != NULL, "%s", err.msg);
+    gf_upload_free(u);
+    ck_assert_int_eq(count_files(), 0);
+    free(w);
+}
+END_TEST
+
 static Suite *upload_suite(void)
 {
     Suite *s = suite_create("http_upload");
@@ -429,6 +502,8 @@ static Suite *upload_suite(void)
     tcase_add_test(tc, test_feed_errors);
     tcase_add_test(tc, test_model_parts);
     tcase_add_test(tc, test_multipart_through_mhd);
+    tcase_add_test(tc, test_ring_wraps);
+    tcase_add_test(tc, test_writer_fails);
     suite_add_tcase(s, tc);
     return s;
 }
