@@ -10,15 +10,17 @@
  *     database pointing at the same files, for the ratio.
  *       restart_ready_s, restart_ready_s_before, restart_speedup,
  *       restart_functions, restart_gb.  Target: restart_ready_s < 2.
- *   bench_state upload GPUFAAS WORKER
- *     One 2 GB deploy over loopback (curl's multipart upload, streamed from
- *     the file), from the request to the 201, next to what the disk does on
- *     its own in the same run (dd of as many bytes, through the page cache
- *     and synced, and direct), and the CPU time the server and the client
- *     spent on it.
+ *   bench_state upload GPUFAAS WORKER [OLD_GPUFAAS OLD_WORKER]
+ *     A 2 GB deploy over loopback (curl's multipart upload, streamed from
+ *     the file), from the request to the 201, to a fresh server; three
+ *     rounds, each first timing what the disk does on its own (dd of as many
+ *     bytes: through the page cache and synced, and direct), then this
+ *     build, then OLD_GPUFAAS when given; medians. Also the CPU seconds of the
+ *     gateway process and of the client (this process).
  *       upload_mb_per_s, upload_mb, upload_s, upload_server_cpu_s,
  *       upload_client_cpu_s, disk_mb_per_s, disk_direct_mb_per_s,
- *       upload_vs_disk, upload_vs_disk_direct.  Target >= 500.
+ *       upload_vs_disk, upload_vs_disk_direct; with OLD: upload_mb_per_s_before,
+ *       upload_server_cpu_s_before, upload_speedup.  Target >= 500.
  *   bench_state store GPUFAAS WORKER
  *     Refused inference traffic (404: a function that does not exist) offered
  *     at 20,000 requests/s for 5 s; every answer must become an invocations
@@ -311,47 +313,88 @@ static double self_cpu_s(void)
 
 /* ---- upload ----------------------------------------------------------------------- */
 
-static int bench_upload(const char *gpufaas, const char *worker)
+typedef struct {
+    double s, server_cpu_s, client_cpu_s;
+} upload_run;
+
+/* One deploy of weights + manifest to a fresh server of gpufaas on its own
+ * state dir (removed after). */
+static upload_run upload_once(const char *dir, const char *gpufaas, const char *worker,
+                              const char *weights, const char *manifest)
 {
-    char *dir = tmpdir_make("upload");
-    char state[600], weights[700], manifest[700];
+    char state[600];
     snprintf(state, sizeof state, "%s/var", dir);
-    snprintf(weights, sizeof weights, "%s/big.safetensors", dir);
-    snprintf(manifest, sizeof manifest, "%s/big.json", dir);
-    const int64_t hidden = 6800000; /* (64 + 10) * 6.8M floats: 2.01 GB */
-    uint64_t bytes = write_mlp(weights, manifest, "big", hidden, 7);
-    double mb = (double)bytes / 1e6;
-    /* what this disk does on its own, in the same run, on the same file system */
-    char dd[700];
-    snprintf(dd, sizeof dd, "%s/dd.bin", dir);
-    double dd_sync_s = dd_s(dd, bytes, "conv=fdatasync");
-    double dd_direct_s = dd_s(dd, bytes, "oflag=direct conv=fdatasync");
     gf_hh_server s;
     start(&s, dir, gpufaas, worker, state);
     gf_hh_resp r;
     double server0 = proc_cpu_s(s.pid), client0 = self_cpu_s();
     double t0 = gf_lg_now();
     long st = gf_hh_deploy(s.url, manifest, weights, NULL, &r);
-    double t = gf_lg_now() - t0;
-    double server_cpu = proc_cpu_s(s.pid) - server0, client_cpu = self_cpu_s() - client0;
+    upload_run u = {gf_lg_now() - t0, proc_cpu_s(s.pid) - server0, self_cpu_s() - client0};
+    if (server0 < 0)
+        u.server_cpu_s = -1;
     if (st != 201)
         die("the deploy failed: %s", r.body.data != NULL ? r.body.data : "(no answer)");
     gf_hh_resp_free(&r);
-    printf("upload_mb=%.0f\n", mb);
-    printf("upload_s=%.3f\n", t);
-    printf("upload_mb_per_s=%.0f\n", mb / t);
-    printf("upload_server_cpu_s=%.3f (the gateway process: receive, hash, write)\n",
-           server0 < 0 ? -1.0 : server_cpu);
-    printf("upload_client_cpu_s=%.3f (libcurl reading and sending the file)\n", client_cpu);
-    printf("disk_mb_per_s=%.0f (dd bs=4M conv=fdatasync, the same bytes, just before)\n",
-           mb / dd_sync_s);
-    printf("disk_direct_mb_per_s=%.0f (dd bs=4M oflag=direct conv=fdatasync)\n", mb / dd_direct_s);
-    printf("upload_vs_disk=%.2f\n", dd_sync_s / t);
-    printf("upload_vs_disk_direct=%.2f\n", dd_direct_s / t);
     gf_hh_thread_end();
     stop(&s);
     if (getenv("GF_BENCH_LOG") != NULL)
         gf_hh_server_dump_log(&s, 6000);
+    rmtree(state);
+    return u;
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof x[0], cmp_d);
+    return x[n / 2];
+}
+
+static int bench_upload(const char *gpufaas, const char *worker, const char *old_gpufaas,
+                        const char *old_worker)
+{
+    enum { ROUNDS = 3 };
+    char *dir = tmpdir_make("upload");
+    char weights[700], manifest[700];
+    snprintf(weights, sizeof weights, "%s/big.safetensors", dir);
+    snprintf(manifest, sizeof manifest, "%s/big.json", dir);
+    const int64_t hidden = 6800000; /* (64 + 10) * 6.8M floats: 2.01 GB */
+    uint64_t bytes = write_mlp(weights, manifest, "big", hidden, 7);
+    double mb = (double)bytes / 1e6;
+    char dd[700];
+    snprintf(dd, sizeof dd, "%s/dd.bin", dir);
+    /* rounds in turn: what the disk does on its own (same bytes, same file
+     * system), this build, the build before; medians of each */
+    double t[ROUNDS], scpu[ROUNDS], ccpu[ROUNDS], sync[ROUNDS], direct[ROUNDS], old[ROUNDS],
+        oscpu[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++) {
+        sync[i] = dd_s(dd, bytes, "conv=fdatasync");
+        direct[i] = dd_s(dd, bytes, "oflag=direct conv=fdatasync");
+        upload_run u = upload_once(dir, gpufaas, worker, weights, manifest);
+        t[i] = u.s, scpu[i] = u.server_cpu_s, ccpu[i] = u.client_cpu_s;
+        if (old_gpufaas != NULL) {
+            u = upload_once(dir, old_gpufaas, old_worker, weights, manifest);
+            old[i] = u.s, oscpu[i] = u.server_cpu_s;
+        }
+    }
+    double tm = median(t, ROUNDS), dsync = median(sync, ROUNDS), ddirect = median(direct, ROUNDS);
+    printf("upload_mb=%.0f\n", mb);
+    printf("upload_s=%.3f\n", tm);
+    printf("upload_mb_per_s=%.0f\n", mb / tm);
+    printf("upload_server_cpu_s=%.3f (the gateway process: receive, hash, write)\n",
+           median(scpu, ROUNDS));
+    printf("upload_client_cpu_s=%.3f (libcurl reading and sending the file)\n",
+           median(ccpu, ROUNDS));
+    printf("disk_mb_per_s=%.0f (dd bs=4M conv=fdatasync, the same bytes)\n", mb / dsync);
+    printf("disk_direct_mb_per_s=%.0f (dd bs=4M oflag=direct conv=fdatasync)\n", mb / ddirect);
+    printf("upload_vs_disk=%.2f\n", dsync / tm);
+    printf("upload_vs_disk_direct=%.2f\n", ddirect / tm);
+    if (old_gpufaas != NULL) {
+        double om = median(old, ROUNDS);
+        printf("upload_mb_per_s_before=%.0f\n", mb / om);
+        printf("upload_server_cpu_s_before=%.3f\n", median(oscpu, ROUNDS));
+        printf("upload_speedup=%.2f\n", om / tm);
+    }
     rmtree(dir);
     free(dir);
     return 0;
@@ -439,7 +482,8 @@ int main(int argc, char **argv)
         return bench_restart(argv[2], argv[3], argc > 5 ? argv[4] : NULL,
                              argc > 5 ? argv[5] : NULL);
     if (strcmp(argv[1], "upload") == 0)
-        return bench_upload(argv[2], argv[3]);
+        return bench_upload(argv[2], argv[3], argc > 5 ? argv[4] : NULL,
+                            argc > 5 ? argv[5] : NULL);
     if (strcmp(argv[1], "store") == 0)
         return bench_store(argv[2], argv[3]);
     fprintf(stderr, "bench_state: unknown benchmark '%s'\n", argv[1]);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs bench_state's three benchmarks, the restart one against this build and
-# against the commit before issue 15's change (which re-hashed every weights
+# Runs bench_state's three benchmarks, the restart and upload ones against this
+# build and against the commit before issue 15's change (which re-hashed every weights
 # file at start), built here in a folder of its own for the ratio.
 #
 #   tests/bench/bench_state.sh BUILD_DIR [OLD_REV]
@@ -30,7 +30,8 @@ if [ ! -x "$old/build/gateway/gpufaas" ] || [ ! -x "$old/build/runtime/worker/gp
 fi
 bench=$build/tests/bench/bench_state
 echo "before=$short"
-"$bench" upload "$build/gateway/gpufaas" "$build/runtime/worker/gpufaas-worker"
+"$bench" upload "$build/gateway/gpufaas" "$build/runtime/worker/gpufaas-worker" \
+  "$old/build/gateway/gpufaas" "$old/build/runtime/worker/gpufaas-worker"
 "$bench" store "$build/gateway/gpufaas" "$build/runtime/worker/gpufaas-worker"
 "$bench" restart "$build/gateway/gpufaas" "$build/runtime/worker/gpufaas-worker" \
   "$old/build/gateway/gpufaas" "$old/build/runtime/worker/gpufaas-worker"
