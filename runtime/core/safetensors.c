@@ -23,7 +23,7 @@ struct gf_st_file {
     const unsigned char *buf;  /* whole file */
     size_t len;
     uint64_t header_len;       /* N */
-    gf_json_doc *doc;          /* owns names and metadata strings */
+    char *strings;             /* names and metadata strings, back to back (owned) */
     gf_st_tensor *tensors;     /* file order */
     size_t n;
     size_t *by_name;           /* indices into tensors, sorted by name */
@@ -80,7 +80,7 @@ void gf_st_close(gf_st_file *f)
         return;
     if (f->map != NULL)
         munmap(f->map, f->map_len);
-    gf_json_doc_free(f->doc);
+    free(f->strings);
     free(f->tensors);
     free(f->by_name);
     free(f->meta_key);
@@ -88,84 +88,323 @@ void gf_st_close(gf_st_file *f)
     free(f);
 }
 
-/* ---- validation ------------------------------------------------------- */
+/* ---- validation -------------------------------------------------------
+ *
+ * The header is read with the JSON lexer (core/json.h), never as a tree: a
+ * tree costs ~33 times the text, so a valid 100 MB header would cost GBs for
+ * as long as the model is loaded. What is kept is O(tensors): one entry per
+ * tensor and the names and metadata strings, copied once into one arena. A
+ * tensor entry has exactly the keys the format defines; any other key is
+ * refused (an entry carrying millions of ignored numbers is not a file any
+ * writer makes). */
 
-static gf_status st_parse_tensor(const gf_json_member *m, gf_st_tensor *t, gf_err *err)
+/* What is being read: the lexer, the arena of strings (offsets into it
+ * until the end, when they become pointers) and scratch buffers. */
+typedef struct st_reader {
+    gf_json_lexer l;
+    gf_buf key;     /* the member name just read */
+    gf_buf str;     /* a string value just read */
+    gf_buf arena;   /* names and metadata, NUL-terminated, back to back */
+    size_t *meta_off; /* pairs of arena offsets (key, value) */
+    size_t n_meta, cap_meta;
+    size_t *name_off; /* arena offset of each tensor's name (file order later) */
+    size_t cap_tensors;
+    gf_st_file *f;
+    gf_err *err;
+} st_reader;
+
+/* Copy the last decoded string in b into the arena; its offset. */
+static gf_status st_keep(st_reader *r, const gf_buf *b, size_t *off)
 {
-    const char *name = m->key;
-    if (strlen(name) != m->key_len)
-        return gf_err_set(err, GF_ERR_FORMAT, "tensor name contains a NUL byte");
-    const gf_json *v = m->value;
-    if (v->type != GF_JSON_OBJECT)
-        return gf_err_set(err, GF_ERR_FORMAT, "tensor '%s': entry is a %s, not an object", name,
-                          gf_json_type_name(v->type));
-    const gf_json *dt = gf_json_get(v, "dtype");
-    const gf_json *shape = gf_json_get(v, "shape");
-    const gf_json *offs = gf_json_get(v, "data_offsets");
-    if (dt == NULL || dt->type != GF_JSON_STRING)
-        return gf_err_set(err, GF_ERR_FORMAT, "tensor '%s': missing or non-string \"dtype\"",
-                          name);
-    if (shape == NULL || shape->type != GF_JSON_ARRAY)
-        return gf_err_set(err, GF_ERR_FORMAT, "tensor '%s': missing or non-array \"shape\"",
-                          name);
-    if (offs == NULL || offs->type != GF_JSON_ARRAY)
-        return gf_err_set(err, GF_ERR_FORMAT,
-                          "tensor '%s': missing or non-array \"data_offsets\"", name);
-    t->name = name;
-    t->dtype = gf_dtype_from_st_name(dt->u.str.s, dt->u.str.len);
-    if (t->dtype == GF_DT_INVALID) {
-        bool f8 = dt->u.str.len >= 2 && memcmp(dt->u.str.s, "F8", 2) == 0;
-        return gf_err_set(err, f8 ? GF_ERR_UNSUPPORTED : GF_ERR_FORMAT,
-                          "tensor '%s': %s dtype '%.32s'", name,
-                          f8 ? "unsupported" : "unknown", dt->u.str.s);
+    *off = r->arena.len;
+    if (gf_buf_append(&r->arena, b->data != NULL ? b->data : "", b->len) != GF_OK ||
+        gf_buf_append(&r->arena, "", 1) != GF_OK)
+        return gf_err_set(r->err, GF_ERR_NOMEM, "out of memory reading the header");
+    return GF_OK;
+}
+
+/* GF_OK when a value starts next, its type in *type (for messages: "a
+ * number"); the lexer's "malformed JSON" failure when none does. */
+static gf_status st_next_type(st_reader *r, const char **type)
+{
+    gf_status st;
+    *type = gf_json_type_name(gf_json_lex_value_type(&r->l, &st));
+    return st;
+}
+
+static gf_status st_read_shape(st_reader *r, const char *name, gf_st_tensor *t)
+{
+    gf_json_lexer *l = &r->l;
+    bool first = true, done;
+    gf_status st;
+    size_t rank = 0;
+    for (;;) {
+        if ((st = gf_json_lex_element(l, &first, &done)) != GF_OK)
+            return st;
+        if (done)
+            break;
+        if (rank >= GF_MAX_RANK) { /* count the rest, keeping nothing */
+            if ((st = gf_json_lex_skip(l)) != GF_OK)
+                return st;
+            rank++;
+            continue;
+        }
+        gf_json_num n;
+        int c = gf_json_lex_peek(l);
+        const char *ty;
+        if (c != '-' && (c < '0' || c > '9') && (st = st_next_type(r, &ty)) != GF_OK)
+            return st;
+        if (c != '-' && (c < '0' || c > '9'))
+            return gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': shape[%zu] is not an integer",
+                              name, rank);
+        if ((st = gf_json_lex_number(l, &n)) != GF_OK)
+            return st;
+        if (!n.integral || (!n.is_int && !(n.d < 0)))
+            return gf_err_set(r->err, n.integral ? GF_ERR_OVERFLOW : GF_ERR_FORMAT,
+                              n.integral ? "tensor '%s': shape[%zu] does not fit 64 bits"
+                                         : "tensor '%s': shape[%zu] is not an integer",
+                              name, rank);
+        if (n.d < 0)
+            return gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': shape[%zu] is negative (%lld)",
+                              name, rank, n.is_int ? (long long)n.i : (long long)INT64_MIN);
+        t->shape[rank++] = n.i;
     }
-    if (shape->u.arr.n > GF_MAX_RANK)
-        return gf_err_set(err, GF_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds %d", name,
-                          shape->u.arr.n, GF_MAX_RANK);
-    t->rank = (int32_t)shape->u.arr.n;
-    for (size_t i = 0; i < shape->u.arr.n; i++) {
-        const gf_json *d = shape->u.arr.items[i];
-        if (d->type != GF_JSON_NUMBER || !d->u.num.is_int)
-            return gf_err_set(err, GF_ERR_FORMAT,
-                              "tensor '%s': shape[%zu] is not an integer", name, i);
-        if (d->u.num.i < 0)
-            return gf_err_set(err, GF_ERR_FORMAT, "tensor '%s': shape[%zu] is negative (%lld)",
-                              name, i, (long long)d->u.num.i);
-        t->shape[i] = d->u.num.i;
+    if (rank > GF_MAX_RANK)
+        return gf_err_set(r->err, GF_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds %d", name,
+                          rank, GF_MAX_RANK);
+    t->rank = (int32_t)rank;
+    return GF_OK;
+}
+
+static gf_status st_read_offsets(st_reader *r, const char *name, gf_st_tensor *t)
+{
+    gf_json_lexer *l = &r->l;
+    bool first = true, done;
+    gf_status st;
+    size_t k = 0;
+    uint64_t v[2] = {0, 0};
+    for (;;) {
+        if ((st = gf_json_lex_element(l, &first, &done)) != GF_OK)
+            return st;
+        if (done)
+            break;
+        if (k >= 2) {
+            if ((st = gf_json_lex_skip(l)) != GF_OK)
+                return st;
+            k++;
+            continue;
+        }
+        gf_json_num n;
+        int c = gf_json_lex_peek(l);
+        const char *ty;
+        if (c != '-' && (c < '0' || c > '9') && (st = st_next_type(r, &ty)) != GF_OK)
+            return st;
+        if ((c != '-' && (c < '0' || c > '9')) || (st = gf_json_lex_number(l, &n)) != GF_OK ||
+            !n.integral || !n.is_uint)
+            return gf_err_set(r->err, GF_ERR_FORMAT,
+                              "tensor '%s': data_offsets[%zu] is not a non-negative integer",
+                              name, k);
+        v[k++] = n.u;
     }
-    if (offs->u.arr.n != 2)
-        return gf_err_set(err, GF_ERR_FORMAT,
-                          "tensor '%s': data_offsets has %zu entries, expected 2", name,
-                          offs->u.arr.n);
-    for (int i = 0; i < 2; i++) {
-        const gf_json *o = offs->u.arr.items[i];
-        if (o->type != GF_JSON_NUMBER || !o->u.num.is_uint)
-            return gf_err_set(err, GF_ERR_FORMAT,
-                              "tensor '%s': data_offsets[%d] is not a non-negative integer",
-                              name, i);
+    if (k != 2)
+        return gf_err_set(r->err, GF_ERR_FORMAT,
+                          "tensor '%s': data_offsets has %zu entries, expected 2", name, k);
+    t->begin = v[0];
+    t->end = v[1];
+    return GF_OK;
+}
+
+/* One tensor entry, the value after its name (in r->key). */
+static gf_status st_read_tensor(st_reader *r, gf_st_tensor *t)
+{
+    gf_json_lexer *l = &r->l;
+    const char *name = r->key.data;
+    if (strlen(name) != r->key.len)
+        return gf_err_set(r->err, GF_ERR_FORMAT, "tensor name contains a NUL byte");
+    const char *ty;
+    gf_status st;
+    if (gf_json_lex_peek(l) != '{')
+        return (st = st_next_type(r, &ty)) != GF_OK
+                   ? st
+                   : gf_err_set(r->err, GF_ERR_FORMAT,
+                                "tensor '%s': entry is a %s, not an object", name, ty);
+    bool first = true, done;
+    bool have_dt = false, have_shape = false, have_offs = false;
+    gf_buf member;
+    gf_buf_init(&member);
+    for (;;) {
+        if ((st = gf_json_lex_member(l, &first, &member, &done)) != GF_OK)
+            goto out;
+        if (done)
+            break;
+        const char *m = member.data;
+        bool *seen = strcmp(m, "dtype") == 0          ? &have_dt
+                   : strcmp(m, "shape") == 0          ? &have_shape
+                   : strcmp(m, "data_offsets") == 0   ? &have_offs
+                                                      : NULL;
+        if (seen == NULL || strlen(m) != member.len) {
+            st = gf_err_set(r->err, GF_ERR_FORMAT,
+                            "tensor '%s': unknown key '%.64s' (an entry has \"dtype\", \"shape\" "
+                            "and \"data_offsets\")", name, m);
+            goto out;
+        }
+        if (*seen) {
+            st = gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': \"%s\" given twice", name, m);
+            goto out;
+        }
+        *seen = true;
+        int c = gf_json_lex_peek(l);
+        if (c != '"' && c != '[' && (st = st_next_type(r, &ty)) != GF_OK)
+            goto out; /* truncated or not JSON at all */
+        if (seen == &have_dt) {
+            if (c != '"') {
+                st = gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': missing or non-string "
+                                "\"dtype\"", name);
+                goto out;
+            }
+            if ((st = gf_json_lex_string(l, &r->str)) != GF_OK)
+                goto out;
+            t->dtype = gf_dtype_from_st_name(r->str.data, r->str.len);
+            if (t->dtype == GF_DT_INVALID) {
+                bool f8 = r->str.len >= 2 && memcmp(r->str.data, "F8", 2) == 0;
+                st = gf_err_set(r->err, f8 ? GF_ERR_UNSUPPORTED : GF_ERR_FORMAT,
+                                "tensor '%s': %s dtype '%.32s'", name,
+                                f8 ? "unsupported" : "unknown", r->str.data);
+                goto out;
+            }
+        } else if (c != '[') {
+            st = gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': missing or non-array \"%s\"",
+                            name, m);
+            goto out;
+        } else if (seen == &have_shape) {
+            if ((st = st_read_shape(r, name, t)) != GF_OK)
+                goto out;
+        } else if ((st = st_read_offsets(r, name, t)) != GF_OK) {
+            goto out;
+        }
     }
-    t->begin = offs->u.arr.items[0]->u.num.u;
-    t->end = offs->u.arr.items[1]->u.num.u;
-    if (t->end < t->begin)
-        return gf_err_set(err, GF_ERR_FORMAT,
-                          "tensor '%s': data_offsets end %llu is before begin %llu", name,
-                          (unsigned long long)t->end, (unsigned long long)t->begin);
+    st = !have_dt      ? gf_err_set(r->err, GF_ERR_FORMAT,
+                                    "tensor '%s': missing or non-string \"dtype\"", name)
+       : !have_shape   ? gf_err_set(r->err, GF_ERR_FORMAT,
+                                    "tensor '%s': missing or non-array \"shape\"", name)
+       : !have_offs    ? gf_err_set(r->err, GF_ERR_FORMAT,
+                                    "tensor '%s': missing or non-array \"data_offsets\"", name)
+                       : GF_OK;
+    if (st != GF_OK)
+        goto out;
+    if (t->end < t->begin) {
+        st = gf_err_set(r->err, GF_ERR_FORMAT,
+                        "tensor '%s': data_offsets end %llu is before begin %llu", name,
+                        (unsigned long long)t->end, (unsigned long long)t->begin);
+        goto out;
+    }
     uint64_t numel = 1, bytes;
     for (int32_t i = 0; i < t->rank; i++)
-        if (!gf_u64_mul(numel, (uint64_t)t->shape[i], &numel))
-            return gf_err_set(err, GF_ERR_OVERFLOW,
-                              "tensor '%s': element count of its shape overflows", name);
-    if (!gf_u64_mul(numel, gf_dtype_size(t->dtype), &bytes) || bytes > SIZE_MAX)
-        return gf_err_set(err, GF_ERR_OVERFLOW, "tensor '%s': byte size overflows", name);
+        if (!gf_u64_mul(numel, (uint64_t)t->shape[i], &numel)) {
+            st = gf_err_set(r->err, GF_ERR_OVERFLOW,
+                            "tensor '%s': element count of its shape overflows", name);
+            goto out;
+        }
+    if (!gf_u64_mul(numel, gf_dtype_size(t->dtype), &bytes) || bytes > SIZE_MAX) {
+        st = gf_err_set(r->err, GF_ERR_OVERFLOW, "tensor '%s': byte size overflows", name);
+        goto out;
+    }
     if (t->end - t->begin != bytes) {
         char sh[128];
-        return gf_err_set(err, GF_ERR_FORMAT,
-                          "tensor '%s': data span is %llu bytes but shape %s of %s needs %llu",
-                          name, (unsigned long long)(t->end - t->begin),
-                          gf_shape_str(sh, sizeof sh, t->rank, t->shape),
-                          gf_dtype_kserve_name(t->dtype), (unsigned long long)bytes);
+        st = gf_err_set(r->err, GF_ERR_FORMAT,
+                        "tensor '%s': data span is %llu bytes but shape %s of %s needs %llu",
+                        name, (unsigned long long)(t->end - t->begin),
+                        gf_shape_str(sh, sizeof sh, t->rank, t->shape),
+                        gf_dtype_kserve_name(t->dtype), (unsigned long long)bytes);
+        goto out;
     }
     t->nbytes = (size_t)bytes;
+out:
+    gf_buf_deinit(&member);
+    return st;
+}
+
+/* The "__metadata__" object: string values only. */
+static gf_status st_read_meta(st_reader *r)
+{
+    gf_json_lexer *l = &r->l;
+    const char *ty;
+    gf_status st;
+    if (gf_json_lex_peek(l) != '{')
+        return (st = st_next_type(r, &ty)) != GF_OK
+                   ? st
+                   : gf_err_set(r->err, GF_ERR_FORMAT, "__metadata__ is a %s, not an object",
+                                ty);
+    bool first = true, done;
+    for (;;) {
+        if ((st = gf_json_lex_member(l, &first, &r->key, &done)) != GF_OK)
+            return st;
+        if (done)
+            return GF_OK;
+        if (gf_json_lex_peek(l) != '"')
+            return (st = st_next_type(r, &ty)) != GF_OK
+                       ? st
+                       : gf_err_set(r->err, GF_ERR_FORMAT,
+                                    "__metadata__ value of '%s' is a %s, not a string",
+                                    r->key.data, ty);
+        if ((st = gf_json_lex_string(l, &r->str)) != GF_OK)
+            return st;
+        if (r->n_meta == r->cap_meta) {
+            size_t cap = r->cap_meta ? r->cap_meta * 2 : 8;
+            size_t *m = realloc(r->meta_off, cap * 2 * sizeof *m);
+            if (m == NULL)
+                return gf_err_set(r->err, GF_ERR_NOMEM, "out of memory reading the header");
+            r->meta_off = m;
+            r->cap_meta = cap;
+        }
+        if ((st = st_keep(r, &r->key, &r->meta_off[2 * r->n_meta])) != GF_OK ||
+            (st = st_keep(r, &r->str, &r->meta_off[2 * r->n_meta + 1])) != GF_OK)
+            return st;
+        r->n_meta++;
+    }
+}
+
+/* The header object: tensors and the metadata. */
+static gf_status st_read_header(st_reader *r)
+{
+    gf_json_lexer *l = &r->l;
+    gf_st_file *f = r->f;
+    bool first = true, done, have_meta = false;
+    gf_status st;
+    for (;;) {
+        if ((st = gf_json_lex_member(l, &first, &r->key, &done)) != GF_OK)
+            return st;
+        if (done)
+            break;
+        if (r->key.len == 12 && memcmp(r->key.data, "__metadata__", 12) == 0) {
+            if (have_meta)
+                return gf_err_set(r->err, GF_ERR_FORMAT, "duplicate tensor name '__metadata__'");
+            have_meta = true;
+            if ((st = st_read_meta(r)) != GF_OK)
+                return st;
+            continue;
+        }
+        if (f->n == r->cap_tensors) {
+            size_t cap = r->cap_tensors ? r->cap_tensors * 2 : 16;
+            gf_st_tensor *t = realloc(f->tensors, cap * sizeof *t);
+            if (t == NULL)
+                return gf_err_set(r->err, GF_ERR_NOMEM, "out of memory reading the header");
+            f->tensors = t;
+            size_t *no = realloc(r->name_off, cap * sizeof *no);
+            if (no == NULL)
+                return gf_err_set(r->err, GF_ERR_NOMEM, "out of memory reading the header");
+            r->name_off = no;
+            r->cap_tensors = cap;
+        }
+        gf_st_tensor *t = &f->tensors[f->n];
+        memset(t, 0, sizeof *t);
+        if ((st = st_read_tensor(r, t)) != GF_OK ||
+            (st = st_keep(r, &r->key, &r->name_off[f->n])) != GF_OK)
+            return st;
+        f->n++;
+    }
+    if (gf_json_lex_peek(l) >= 0)
+        return gf_json_lex_fail(l, "trailing characters after the value");
     return GF_OK;
 }
 
@@ -187,6 +426,20 @@ typedef struct {
 static int st_cmp_names(const void *a, const void *b)
 {
     return strcmp(((const st_name_ref *)a)->name, ((const st_name_ref *)b)->name);
+}
+
+static int st_cmp_strs(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void st_reader_deinit(st_reader *r)
+{
+    gf_buf_deinit(&r->key);
+    gf_buf_deinit(&r->str);
+    gf_buf_deinit(&r->arena);
+    free(r->meta_off);
+    free(r->name_off);
 }
 
 gf_status gf_st_parse(const void *buf_, size_t len, gf_st_file **out, gf_err *err)
@@ -232,77 +485,72 @@ gf_status gf_st_parse(const void *buf_, size_t len, gf_st_file **out, gf_err *er
     f->buf = buf;
     f->len = len;
     f->header_len = n;
-    gf_status st = gf_json_parse(hdr, (size_t)n, 0, &f->doc, err);
-    if (st != GF_OK) {
+    st_reader r;
+    memset(&r, 0, sizeof r);
+    gf_buf_init(&r.key);
+    gf_buf_init(&r.str);
+    gf_buf_init(&r.arena);
+    r.f = f;
+    r.err = err;
+    gf_json_lexer_init(&r.l, hdr, (size_t)n, 0, err);
+    gf_status st = st_read_header(&r);
+    if (st == GF_ERR_FORMAT && err != NULL && strncmp(err->msg, "malformed JSON", 14) == 0)
         gf_err_prefix(err, "header is not valid JSON");
-        st = GF_ERR_FORMAT;
-        if (err != NULL)
-            err->code = st;
+    if (st != GF_OK)
         goto fail;
-    }
-    const gf_json *root = gf_json_doc_root(f->doc);
-    if (root->type != GF_JSON_OBJECT) {
-        st = gf_err_set(err, GF_ERR_FORMAT, "header is a JSON %s, not an object",
-                        gf_json_type_name(root->type));
-        goto fail;
-    }
-    long dup = gf_json_obj_find_dup(root);
-    if (dup == -2) {
+    /* the strings, now that the arena has stopped moving */
+    size_t alen;
+    f->strings = gf_buf_steal(&r.arena, &alen);
+    f->meta_key = calloc(r.n_meta + 1, sizeof *f->meta_key);
+    f->meta_val = calloc(r.n_meta + 1, sizeof *f->meta_val);
+    if (f->strings == NULL || f->meta_key == NULL || f->meta_val == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (dup >= 0) {
-        st = gf_err_set(err, GF_ERR_FORMAT, "duplicate tensor name '%s'",
-                        root->u.obj.m[dup].key);
-        goto fail;
+    for (size_t i = 0; i < r.n_meta; i++) {
+        f->meta_key[i] = f->strings + r.meta_off[2 * i];
+        f->meta_val[i] = f->strings + r.meta_off[2 * i + 1];
     }
-    size_t count = root->u.obj.n;
-    f->tensors = calloc(count ? count : 1, sizeof *f->tensors);
-    if (f->tensors == NULL) {
+    f->n_meta = r.n_meta;
+    for (size_t i = 0; i < f->n; i++) /* still in file order */
+        f->tensors[i].name = f->strings + r.name_off[i];
+    /* names: unique, found in O(log n) */
+    f->by_name = malloc((f->n ? f->n : 1) * sizeof *f->by_name);
+    st_name_ref *refs = malloc((f->n ? f->n : 1) * sizeof *refs);
+    if (f->by_name == NULL || refs == NULL) {
+        free(refs);
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
-    }
-    for (size_t i = 0; i < count; i++) {
-        const gf_json_member *m = &root->u.obj.m[i];
-        if (strcmp(m->key, "__metadata__") == 0 && m->key_len == 12) {
-            const gf_json *md = m->value;
-            if (md->type != GF_JSON_OBJECT) {
-                st = gf_err_set(err, GF_ERR_FORMAT, "__metadata__ is a %s, not an object",
-                                gf_json_type_name(md->type));
-                goto fail;
-            }
-            dup = gf_json_obj_find_dup(md);
-            if (dup >= 0) {
-                st = gf_err_set(err, GF_ERR_FORMAT, "duplicate __metadata__ key '%s'",
-                                md->u.obj.m[dup].key);
-                goto fail;
-            }
-            f->meta_key = calloc(md->u.obj.n + 1, sizeof *f->meta_key);
-            f->meta_val = calloc(md->u.obj.n + 1, sizeof *f->meta_val);
-            if (f->meta_key == NULL || f->meta_val == NULL || dup == -2) {
-                st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-                goto fail;
-            }
-            for (size_t k = 0; k < md->u.obj.n; k++) {
-                const gf_json_member *e = &md->u.obj.m[k];
-                if (e->value->type != GF_JSON_STRING) {
-                    st = gf_err_set(err, GF_ERR_FORMAT,
-                                    "__metadata__ value of '%s' is a %s, not a string", e->key,
-                                    gf_json_type_name(e->value->type));
-                    goto fail;
-                }
-                f->meta_key[k] = e->key;
-                f->meta_val[k] = e->value->u.str.s;
-            }
-            f->n_meta = md->u.obj.n;
-            continue;
-        }
-        st = st_parse_tensor(m, &f->tensors[f->n], err);
-        if (st != GF_OK)
-            goto fail;
-        f->n++;
     }
     qsort(f->tensors, f->n, sizeof *f->tensors, st_cmp_offsets);
+    for (size_t i = 0; i < f->n; i++)
+        refs[i] = (st_name_ref){f->tensors[i].name, i};
+    qsort(refs, f->n, sizeof *refs, st_cmp_names);
+    for (size_t i = 0; i < f->n; i++) {
+        f->by_name[i] = refs[i].idx;
+        if (i > 0 && strcmp(refs[i - 1].name, refs[i].name) == 0) {
+            st = gf_err_set(err, GF_ERR_FORMAT, "duplicate tensor name '%s'", refs[i].name);
+            free(refs);
+            goto fail;
+        }
+    }
+    free(refs);
+    if (f->n_meta > 1) { /* duplicate keys, in O(n log n) on a sorted copy */
+        const char **keys = malloc(f->n_meta * sizeof *keys);
+        if (keys == NULL) {
+            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        memcpy(keys, f->meta_key, f->n_meta * sizeof *keys);
+        qsort(keys, f->n_meta, sizeof *keys, st_cmp_strs);
+        for (size_t i = 1; i < f->n_meta; i++)
+            if (strcmp(keys[i - 1], keys[i]) == 0) {
+                st = gf_err_set(err, GF_ERR_FORMAT, "duplicate __metadata__ key '%s'", keys[i]);
+                free(keys);
+                goto fail;
+            }
+        free(keys);
+    }
     uint64_t data_len = len - 8 - n;
     uint64_t pos = 0;
     for (size_t i = 0; i < f->n; i++) {
@@ -336,22 +584,11 @@ gf_status gf_st_parse(const void *buf_, size_t len, gf_st_file **out, gf_err *er
                         (unsigned long long)(data_len - pos));
         goto fail;
     }
-    f->by_name = malloc((f->n ? f->n : 1) * sizeof *f->by_name);
-    st_name_ref *refs = malloc((f->n ? f->n : 1) * sizeof *refs);
-    if (f->by_name == NULL || refs == NULL) {
-        free(refs);
-        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    for (size_t i = 0; i < f->n; i++)
-        refs[i] = (st_name_ref){f->tensors[i].name, i};
-    qsort(refs, f->n, sizeof *refs, st_cmp_names);
-    for (size_t i = 0; i < f->n; i++)
-        f->by_name[i] = refs[i].idx;
-    free(refs);
+    st_reader_deinit(&r);
     *out = f;
     return GF_OK;
 fail:
+    st_reader_deinit(&r);
     gf_st_close(f);
     return st;
 }

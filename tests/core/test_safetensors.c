@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/dtype.h"
 #include "core/safetensors.h"
 #include "testutil.h"
@@ -292,6 +294,102 @@ START_TEST(test_independent_python_writer)
 }
 END_TEST
 
+/* Peak resident memory of this process, in bytes. */
+static size_t peak_rss(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (size_t)ru.ru_maxrss * 1024;
+}
+
+/* A buffer holding an 8-byte length and the header text (no data). */
+static unsigned char *header_buf(const char *prefix, const char *fill, size_t reps,
+                                 const char *suffix, size_t *len)
+{
+    size_t pl = strlen(prefix), fl = strlen(fill), sl = strlen(suffix);
+    size_t n = pl + fl * reps + sl;
+    unsigned char *b = malloc(8 + n);
+    ck_assert_ptr_nonnull(b);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    unsigned char *p = b + 8;
+    memcpy(p, prefix, pl);
+    p += pl;
+    for (size_t i = 0; i < reps; i++, p += fl)
+        memcpy(p, fill, fl);
+    memcpy(p, suffix, sl);
+    *len = 8 + n;
+    return b;
+}
+
+/* Issue 18 item 3: a valid-JSON header of ~20 MB whose one tensor entry
+ * carries millions of numbers the format does not define was accepted and
+ * held as a tree (~33x its size). It is refused by name, and reading it costs
+ * a bounded amount of memory; so does a shape of millions of dimensions. */
+START_TEST(test_hostile_header_bounded)
+{
+    const size_t reps = 10u * 1000 * 1000;
+    struct { const char *prefix, *fill, *suffix, *expect; } cases[] = {
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"junk\":[0", ",0",
+         "]}}", "tensor 'w': unknown key 'junk'"},
+        {"{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,4],\"shape\":[1", ",1", "]}}",
+         "tensor 'w': rank 10000001 exceeds 8"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0", ",0", "]}}",
+         "tensor 'w': data_offsets has 10000001 entries, expected 2"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t len;
+        unsigned char *b = header_buf(cases[c].prefix, cases[c].fill, reps, cases[c].suffix, &len);
+        size_t before = peak_rss();
+        gf_st_file *f = NULL;
+        gf_err err;
+        gf_err_clear(&err);
+        ck_assert_int_ne(gf_st_parse(b, len, &f, &err), GF_OK);
+        size_t grew = peak_rss() - before;
+        ck_assert_msg(strstr(err.msg, cases[c].expect) != NULL, "'%s' lacks '%s'", err.msg,
+                      cases[c].expect);
+        ck_assert_msg(grew < 8u << 20, "reading a %zu-byte header grew the peak by %zu bytes",
+                      len, grew);
+        free(b);
+    }
+}
+END_TEST
+
+/* What a valid file keeps is O(tensors): 100,000 tensors of one element in
+ * a ~7 MB header cost well under what a tree of it would. */
+START_TEST(test_many_tensors_bounded)
+{
+    const size_t n = 100000;
+    gf_buf h;
+    gf_buf_init(&h);
+    ck_assert_int_eq(gf_buf_append_str(&h, "{\"__metadata__\":{\"format\":\"pt\"}"), GF_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(gf_buf_printf(&h, ",\"layer.%zu.weight\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                           "\"data_offsets\":[%zu,%zu]}", i, i, i + 1),
+                         GF_OK);
+    ck_assert_int_eq(gf_buf_append_str(&h, "}"), GF_OK);
+    unsigned char *b = malloc(8 + h.len + n);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+    memcpy(b + 8, h.data, h.len);
+    memset(b + 8 + h.len, 7, n);
+    size_t before = peak_rss();
+    gf_st_file *f = NULL;
+    gf_err err;
+    gf_err_clear(&err);
+    ck_assert_msg(gf_st_parse(b, 8 + h.len + n, &f, &err) == GF_OK, "%s", err.msg);
+    size_t grew = peak_rss() - before;
+    ck_assert_uint_eq(gf_st_count(f), n);
+    ck_assert_ptr_nonnull(gf_st_find(f, "layer.99999.weight"));
+    ck_assert_str_eq(gf_st_meta_get(f, "format"), "pt");
+    /* a tensor entry is ~100 bytes, its name ~20: 12 MB; a tree would be >200 MB */
+    ck_assert_msg(grew < 40u << 20, "a %zu-byte header grew the peak by %zu bytes", h.len, grew);
+    gf_st_close(f);
+    free(b);
+    gf_buf_deinit(&h);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core_safetensors");
@@ -303,6 +401,8 @@ int main(void)
     tcase_add_test(tc, test_round_trip_every_dtype);
     tcase_add_test(tc, test_writer_rejects_bad_shape);
     tcase_add_test(tc, test_independent_python_writer);
+    tcase_add_test(tc, test_hostile_header_bounded);
+    tcase_add_test(tc, test_many_tensors_bounded);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
