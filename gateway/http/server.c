@@ -259,11 +259,54 @@ void gf_http_run_admin(gf_http_req *r, gf_http_fn fn)
 
 /* ---- routing ---------------------------------------------------------------------- */
 
-/* Match url against pattern, capturing the {m} and {v} segments (unvalidated;
- * one too long for its buffer is cut, and then fails validation: the buffers
- * are longer than any valid name or version). */
+/* libmicrohttpd decodes %HH in the path before it calls us unless told
+ * otherwise; routing must see the path as sent (a %2F inside a name must not
+ * add a segment, a %00 must not cut it), so nothing is decoded there and
+ * route_match decodes each captured segment after the split. */
+static size_t keep_escapes(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    return strlen(s);
+}
+
+static int hex_val(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/* Percent-decode the n bytes at u into dst (cap > 0; cut to fit, and then
+ * fails validation: the buffers are longer than any valid name or version).
+ * False on a malformed escape or one that decodes to NUL. */
+static bool segment_decode(const char *u, size_t n, char *dst, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = u[i];
+        if (c == '%') {
+            if (i + 2 >= n || hex_val(u[i + 1]) < 0 || hex_val(u[i + 2]) < 0)
+                return false;
+            c = (char)(hex_val(u[i + 1]) * 16 + hex_val(u[i + 2]));
+            if (c == '\0')
+                return false;
+            i += 2;
+        }
+        if (k + 1 < cap)
+            dst[k++] = c;
+    }
+    dst[k] = '\0';
+    return true;
+}
+
+/* Match the raw (undecoded) path url against pattern segment by segment,
+ * capturing the {m} and {v} segments, each percent-decoded after the split
+ * (unvalidated). *bad_escape is set when a captured segment has a malformed
+ * escape or a %00 (the route matched; the request is a 400). */
 static bool route_match(const char *pattern, const char *url, char *m, size_t mcap, char *v,
-                        size_t vcap)
+                        size_t vcap, bool *bad_escape)
 {
     const char *p = pattern, *u = url;
     for (;;) {
@@ -275,12 +318,9 @@ static bool route_match(const char *pattern, const char *url, char *m, size_t mc
             size_t n = (size_t)(ue - u);
             if (pe == NULL || n == 0)
                 return false;
-            char *dst = p[1] == 'm' ? m : v;
-            size_t cap = p[1] == 'm' ? mcap : vcap;
-            if (n >= cap)
-                n = cap - 1;
-            memcpy(dst, u, n);
-            dst[n] = '\0';
+            bool name = p[1] == 'm';
+            if (!segment_decode(u, n, name ? m : v, name ? mcap : vcap))
+                *bad_escape = true;
             p = pe + 1;
             u = ue;
             continue;
@@ -336,12 +376,13 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
     r->reply_coding = gf_http_coding_accept(gf_http_req_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING));
     const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
     char name[72], ver[96]; /* ver: the {v} or {r} segment */
-    bool path_matched = false;
+    bool path_matched = false, bad_escape = false;
     char allow[64] = "";
     for (size_t i = 0; i < gf_http_nroutes; i++) {
         const gf_route *rt = &gf_http_routes[i];
         name[0] = ver[0] = '\0';
-        if (!route_match(rt->pattern, url, name, sizeof name, ver, sizeof ver))
+        bad_escape = false;
+        if (!route_match(rt->pattern, url, name, sizeof name, ver, sizeof ver, &bad_escape))
             continue;
         path_matched = true;
         if (strcmp(rt->method, m) != 0) {
@@ -362,6 +403,11 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
         } else {
             gf_http_fail(r, GF_ERR_NOT_FOUND, "no such endpoint: %s %s", method, url);
         }
+        return;
+    }
+    if (bad_escape) {
+        gf_http_fail(r, GF_ERR_INVALID,
+                     "malformed percent-escape or %%00 in the path %.200s", url);
         return;
     }
     if (strstr(r->route->pattern, "{m}") != NULL) {
@@ -761,7 +807,8 @@ gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)h->cfg.conn_timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)h->cfg.max_conns,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, GF_HTTP_CONN_MEMORY,
-                            MHD_OPTION_NOTIFY_COMPLETED, gf_http_completed, h, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, gf_http_completed, h,
+                            MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
     if (h->d == NULL) {
         close(fd);
         gf_http_free(h);
