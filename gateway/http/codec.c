@@ -165,18 +165,23 @@ static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, u
     if ((st = gf_json_lex_number(j, &n)) != GF_OK)
         return st;
     bool ok = true;
+    bool fp_range = true; /* a floating-point value that rounds to a finite one */
     switch (in->dtype) {
     case GF_DT_F32:
         ((float *)dst)[k] = (float)n.d;
+        fp_range = isfinite(((float *)dst)[k]);
         break;
     case GF_DT_F64:
         ((double *)dst)[k] = n.d;
+        fp_range = isfinite(n.d);
         break;
     case GF_DT_F16:
         ((uint16_t *)dst)[k] = gf_f32_to_f16((float)n.d);
+        fp_range = (((uint16_t *)dst)[k] & 0x7C00u) != 0x7C00u; /* not Inf */
         break;
     case GF_DT_BF16:
         ((uint16_t *)dst)[k] = gf_f32_to_bf16((float)n.d);
+        fp_range = (((uint16_t *)dst)[k] & 0x7F80u) != 0x7F80u;
         break;
     case GF_DT_I8:
         ok = n.is_int && n.i >= INT8_MIN && n.i <= INT8_MAX;
@@ -222,10 +227,23 @@ static gf_status fill_data(gf_parse_ctx *c, const gf_input_acc *in, void *dst, u
         ok = false;
         break;
     }
+    if (!fp_range) /* JSON has no Infinity: a number this large was not meant as one */
+        return isinf(n.d) ? gf_err_set(j->err, GF_ERR_INVALID,
+                                       "input '%s': element %" PRIu64 " of data is a number "
+                                       "beyond the range of FP64, so not representable in %s",
+                                       in->name, k, dt)
+                          : gf_err_set(j->err, GF_ERR_INVALID,
+                                       "input '%s': element %" PRIu64 " of data (%.9g) is beyond "
+                                       "the range of %s, not representable in it",
+                                       in->name, k, n.d, dt);
     if (!ok)
-        return gf_err_set(j->err, GF_ERR_INVALID,
-                          "input '%s': element %" PRIu64 " of data (%.17g) is not %s %s", in->name,
-                          k, n.d, n.integral ? "in the range of" : "an integer, as", dt);
+        return isinf(n.d) ? gf_err_set(j->err, GF_ERR_INVALID,
+                                       "input '%s': element %" PRIu64 " of data is an integer "
+                                       "beyond the range of %s", in->name, k, dt)
+                          : gf_err_set(j->err, GF_ERR_INVALID,
+                                       "input '%s': element %" PRIu64 " of data (%.17g) is not "
+                                       "%s %s", in->name, k, n.d,
+                                       n.integral ? "in the range of" : "an integer, as", dt);
     return GF_OK;
 }
 

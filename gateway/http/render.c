@@ -22,6 +22,8 @@ static gf_status put_float(gf_buf *b, float f)
         return gf_buf_append_str(b, "NaN");
     if (isinf(f))
         return gf_buf_append_str(b, f > 0 ? "Infinity" : "-Infinity");
+    if (f == 0 && signbit(f))
+        return gf_buf_append_str(b, "-0.0"); /* "-0" reads back as the integer 0 */
     char tmp[32];
     snprintf(tmp, sizeof tmp, "%.7g", (double)f);
     if (strtof(tmp, NULL) != f)
@@ -35,6 +37,8 @@ static gf_status put_double(gf_buf *b, double d)
         return gf_buf_append_str(b, "NaN");
     if (isinf(d))
         return gf_buf_append_str(b, d > 0 ? "Infinity" : "-Infinity");
+    if (d == 0 && signbit(d))
+        return gf_buf_append_str(b, "-0.0");
     char tmp[40];
     snprintf(tmp, sizeof tmp, "%.15g", d);
     if (strtod(tmp, NULL) != d)

@@ -2,6 +2,7 @@
 #include "core/json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -377,6 +378,12 @@ gf_status gf_json_write(const gf_json *v, gf_buf *out)
             return gf_buf_printf(out, "%lld", (long long)v->u.num.i);
         if (v->u.num.is_uint)
             return gf_buf_printf(out, "%llu", (unsigned long long)v->u.num.u);
+        /* a number too large for a double (1e400) was read as +-Inf: write one
+         * that reads back the same, not C's "inf"; and -0 keeps its sign */
+        if (isinf(v->u.num.d))
+            return gf_buf_append_str(out, v->u.num.d > 0 ? "1e999" : "-1e999");
+        if (v->u.num.d == 0 && signbit(v->u.num.d))
+            return gf_buf_append_str(out, "-0.0");
         return gf_buf_printf(out, "%.17g", v->u.num.d);
     case GF_JSON_STRING:
         return gf_buf_append_json_str(out, v->u.str.s, v->u.str.len);

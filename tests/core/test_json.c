@@ -237,13 +237,16 @@ END_TEST
 START_TEST(test_write_round_trip)
 {
     const char *text = "{\"a\":[1,-2,3.5,true,false,null,\"x\\\"y\"],\"b\":{},"
-                       "\"big\":18446744073709551615,\"e\":1e300}";
+                       "\"big\":18446744073709551615,\"e\":1e300,"
+                       "\"inf\":1e400,\"ninf\":-1e400,\"nz\":-0.0,\"iz\":-0}";
     gf_json_doc *doc = parse_ok(text);
     gf_buf b;
     gf_buf_init(&b);
     ck_assert_int_eq(gf_json_write(gf_json_doc_root(doc), &b), GF_OK);
     ck_assert_str_eq(b.data, "{\"a\":[1,-2,3.5,true,false,null,\"x\\\"y\"],\"b\":{},"
-                             "\"big\":18446744073709551615,\"e\":1.0000000000000001e+300}");
+                             "\"big\":18446744073709551615,\"e\":1.0000000000000001e+300,"
+                             /* not C's "inf": a number that reads back the same */
+                             "\"inf\":1e999,\"ninf\":-1e999,\"nz\":-0.0,\"iz\":0}");
     /* what was written parses back to the same text again */
     gf_json_doc *doc2 = parse_ok(b.data);
     gf_buf b2;

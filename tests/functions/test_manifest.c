@@ -57,6 +57,18 @@ START_TEST(test_manifest_parse_and_round_trip)
     ck_assert(gf_manifest_ignores_weight(m3, "cls.") && !gf_manifest_ignores_weight(m3, "cls"));
     gf_manifest_free(m3);
     gf_manifest_free(m);
+    /* a config number too large for a double, and -0.0, survive the canonical form
+     * (the writer used to print C's "inf", which then failed as "not valid JSON") */
+    m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK ",\"config\":{\"big\":1e400,"
+              "\"nz\":-0.0}}");
+    ck_assert_str_eq(m->config_json, "{\"big\":1e999,\"nz\":-0.0}");
+    gf_buf_init(&b);
+    ck_assert_int_eq(gf_manifest_to_json(m, &b), GF_OK);
+    m2 = parse(b.data);
+    ck_assert_str_eq(m2->config_json, m->config_json);
+    gf_buf_deinit(&b);
+    gf_manifest_free(m2);
+    gf_manifest_free(m);
     /* defaults */
     m = parse("{\"name\":\"a\",\"kind\":\"mlp\"," IO_OK "}");
     ck_assert_int_eq(m->max_batch_size, 1);

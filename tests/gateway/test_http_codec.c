@@ -2,6 +2,7 @@
  * (gateway/http/codec.c): no core, no sockets. */
 #include <check.h>
 #include <inttypes.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -84,6 +85,23 @@ START_TEST(test_flat_and_nested_fp32)
         ck_assert(!r.binary_output);
         gf_codec_request_deinit(&r);
     }
+}
+END_TEST
+
+START_TEST(test_fp_range_edges)
+{
+    /* the largest finite values and ones that underflow are representable (rounded) */
+    gf_codec_request r;
+    gf_err err;
+    const char *body =
+        "{\"inputs\":[{\"name\":\"f\",\"datatype\":\"FP32\",\"shape\":[3],"
+        "\"data\":[3.4028234e38,-3.4028234e38,1e-50]},"
+        "{\"name\":\"d\",\"datatype\":\"FP64\",\"shape\":[1],\"data\":[1.7976931348623157e308]}]}";
+    ck_assert_msg(parse(body, &r, &err) == GF_OK, "%s", err.msg);
+    const float *f = r.inputs[0].t.data;
+    ck_assert(f[0] == FLT_MAX && f[1] == -FLT_MAX && f[2] == 0);
+    ck_assert(*(const double *)r.inputs[1].t.data == DBL_MAX);
+    gf_codec_request_deinit(&r);
 }
 END_TEST
 
@@ -268,6 +286,27 @@ START_TEST(test_bad_tensors)
     expect_bad(IN("\"datatype\":\"INT8\",\"shape\":[1],\"data\":[-129]"), "not in the range");
     expect_bad(IN("\"datatype\":\"INT64\",\"shape\":[1],\"data\":[9223372036854775808]"),
                "not in the range");
+    /* JSON has no Infinity: a value beyond the datatype's range is refused, not rounded to one */
+    expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1,1e39]"),
+               "element 1 of data (1e+39) is beyond the range of FP32, not representable in it");
+    expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[-3.5e38]"),
+               "beyond the range of FP32");
+    expect_bad(IN("\"datatype\":\"FP64\",\"shape\":[1],\"data\":[1e400]"),
+               "element 0 of data is a number beyond the range of FP64, so not representable in FP64");
+    {
+        char big[10100];
+        int n = snprintf(big, sizeof big, "%s", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+                                                "\"shape\":[1],\"data\":[");
+        memset(big + n, '9', 10000);
+        snprintf(big + n + 10000, sizeof big - (size_t)n - 10000, "]}]}");
+        expect_bad(big, "element 0 of data is a number beyond the range of FP64");
+    }
+    expect_bad(IN("\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1" "000000000000000000000000000"
+                  "00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+                  "00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+                  "00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+                  "0000000000000000000000000000000000000000000000000000000000000000000000000000000]"),
+               "element 0 of data is an integer beyond the range of INT64");
     expect_bad(IN("\"datatype\":\"BOOL\",\"shape\":[1],\"data\":[1]"),
                "element 0 of data is not true or false (BOOL)");
     expect_bad(IN("\"datatype\":\"FP32\",\"shape\":[1],\"data\":[true]"),
@@ -316,15 +355,22 @@ START_TEST(test_half_as_json_v1)
     int status;
     const char *body =
         "{\"inputs\":[{\"name\":\"h\",\"datatype\":\"FP16\",\"shape\":[3],"
-        "\"data\":[1,0.1,65520]},{\"name\":\"b\",\"datatype\":\"BF16\",\"shape\":[1],"
+        "\"data\":[1,0.1,65504]},{\"name\":\"b\",\"datatype\":\"BF16\",\"shape\":[1],"
         "\"data\":[3.140625]}]}";
     ck_assert(parse_ex(body, strlen(body), NULL, true, &r, &status, &err) == GF_OK);
     const uint16_t *h = r.inputs[0].t.data;
     ck_assert_uint_eq(h[0], 0x3c00);
     ck_assert_uint_eq(h[1], gf_f32_to_f16(0.1f));
-    ck_assert_uint_eq(h[2], 0x7c00); /* rounds to infinity */
+    ck_assert_uint_eq(h[2], 0x7bff); /* the largest finite half */
     ck_assert(gf_bf16_to_f32(((uint16_t *)r.inputs[1].t.data)[0]) == 3.140625f);
     gf_codec_request_deinit(&r);
+    /* one that would round to infinity is refused, not turned into one */
+    const char *big = "{\"inputs\":[{\"name\":\"h\",\"datatype\":\"FP16\",\"shape\":[1],"
+                      "\"data\":[65520]}]}";
+    expect_bad_ex(big, strlen(big), NULL, true, "(65520) is beyond the range of FP16");
+    const char *bbig = "{\"inputs\":[{\"name\":\"b\",\"datatype\":\"BF16\",\"shape\":[1],"
+                       "\"data\":[-1e39]}]}";
+    expect_bad_ex(bbig, strlen(bbig), NULL, true, "beyond the range of BF16");
 }
 END_TEST
 
@@ -537,7 +583,7 @@ static gf_gw_result *make_result(void)
     res->outputs = calloc(3, sizeof *res->outputs);
     int64_t s1[2] = {1, 4};
     float *p = malloc(16);
-    p[0] = 0.1f, p[1] = 1e-30f, p[2] = -3, p[3] = 16777216.0f;
+    p[0] = 0.1f, p[1] = 1e-30f, p[2] = -0.0f, p[3] = 16777216.0f;
     gf_tensor_init(&res->outputs[0].t, GF_DT_F32, 2, s1, p, GF_MEM_HOST, -1, NULL);
     res->outputs[0].name = strdup("probs");
     int64_t s2[1] = {2};
@@ -587,10 +633,12 @@ START_TEST(test_render_v2)
     json_t *o0 = json_array_get(outs, 0);
     ck_assert_str_eq(json_string_value(json_object_get(o0, "datatype")), "FP32");
     json_t *d0 = json_object_get(o0, "data");
-    const float want[4] = {0.1f, 1e-30f, -3, 16777216.0f};
+    const float want[4] = {0.1f, 1e-30f, -0.0f, 16777216.0f};
     for (int i = 0; i < 4; i++)
         ck_assert((float)json_number_value(json_array_get(d0, (size_t)i)) == want[i]);
-    ck_assert(strstr(out.data, "\"data\":[0.1,1e-30,-3,16777216]") != NULL);
+    /* -0 is written "-0.0": "-0" would read back as the integer 0 */
+    ck_assert(json_is_real(json_array_get(d0, 2)) && signbit(json_real_value(json_array_get(d0, 2))));
+    ck_assert(strstr(out.data, "\"data\":[0.1,1e-30,-0.0,16777216]") != NULL);
     json_t *o1 = json_array_get(outs, 1);
     ck_assert_ptr_null(json_object_get(o1, "data"));
     ck_assert_int_eq(
@@ -701,6 +749,7 @@ static Suite *codec_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_flat_and_nested_fp32);
     tcase_add_test(tc, test_every_dtype);
+    tcase_add_test(tc, test_fp_range_edges);
     tcase_add_test(tc, test_outputs_and_parameters);
     tcase_add_test(tc, test_malformed_json);
     tcase_add_test(tc, test_nesting_too_deep);
