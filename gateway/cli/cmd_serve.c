@@ -38,6 +38,10 @@ enum {
     F_REPLICATE,
     F_DRAIN_TIMEOUT,
     F_HTTP_THREADS,
+    F_MAX_CONNS,
+    F_MAX_CONNS_PER_CLIENT,
+    F_CONN_TIMEOUT,
+    F_REQUEST_TIMEOUT,
     F_WORKER,
     F_SHARED_STORE,
     F_SHARED_SCAN,
@@ -96,6 +100,16 @@ static const struct {
                          "on SIGTERM, how long in-flight requests may finish"},
     [F_HTTP_THREADS] = {"http-threads", "GPUFAAS_HTTP_THREADS", "N", D_UINT, NULL,
                         GF_HTTP_DEFAULT_THREADS, "HTTP polling threads"},
+    [F_MAX_CONNS] = {"max-conns", "GPUFAAS_MAX_CONNS", "N", D_UINT, NULL,
+                     GF_HTTP_DEFAULT_MAX_CONNS, "open HTTP connections at most"},
+    [F_MAX_CONNS_PER_CLIENT] = {"max-conns-per-client", "GPUFAAS_MAX_CONNS_PER_CLIENT", "N",
+                                D_UINT, NULL, GF_HTTP_DEFAULT_MAX_CONNS_PER_CLIENT,
+                                "open connections per client address (429 beyond)"},
+    [F_CONN_TIMEOUT] = {"conn-timeout", "GPUFAAS_CONN_TIMEOUT", "SECONDS", D_UINT, NULL,
+                        GF_HTTP_DEFAULT_CONN_TIMEOUT_S, "an idle connection is closed after"},
+    [F_REQUEST_TIMEOUT] = {"request-timeout", "GPUFAAS_REQUEST_TIMEOUT", "SECONDS", D_UINT, NULL,
+                           GF_HTTP_DEFAULT_REQUEST_TIMEOUT_S,
+                           "a request's headers, then its body, must arrive within (408)"},
     [F_WORKER] = {"worker", "GPUFAAS_WORKER", "PATH", D_NONE, NULL, 0,
                   "the gpufaas-worker program (default: found next to gpufaas)"},
     [F_SHARED_STORE] = {"shared-store", "GPUFAAS_SHARED_STORE", "DIR", D_NONE, NULL, 0,
@@ -291,6 +305,18 @@ int gf_cmd_serve(int argc, char **argv)
     if (!parse_uint(val[F_HTTP_THREADS], 1, 64, &u))
         return serve_bad("http-threads", "expected an integer in [1, 64]");
     hc.threads = (unsigned)u;
+    if (!parse_uint(val[F_MAX_CONNS], 4, 1u << 20, &u))
+        return serve_bad("max-conns", "expected an integer in [4, 1048576]");
+    hc.max_conns = (unsigned)u;
+    if (!parse_uint(val[F_MAX_CONNS_PER_CLIENT], 1, 1u << 20, &u))
+        return serve_bad("max-conns-per-client", "expected an integer in [1, 1048576]");
+    hc.max_conns_per_client = (unsigned)u;
+    if (!parse_uint(val[F_CONN_TIMEOUT], 1, 3600, &u))
+        return serve_bad("conn-timeout", "expected seconds in [1, 3600]");
+    hc.conn_timeout_s = (unsigned)u;
+    if (!parse_uint(val[F_REQUEST_TIMEOUT], 1, 3600, &u))
+        return serve_bad("request-timeout", "expected seconds in [1, 3600]");
+    hc.request_timeout_s = (unsigned)u;
     gc.worker_path = val[F_WORKER];
     if (val[F_SHARED_STORE] != NULL && val[F_SHARED_STORE][0] != '\0')
         gc.shared_store = val[F_SHARED_STORE];

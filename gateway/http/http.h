@@ -34,6 +34,8 @@ extern "C" {
 #define GF_HTTP_DEFAULT_THREADS 2
 #define GF_HTTP_DEFAULT_CONN_TIMEOUT_S 60
 #define GF_HTTP_DEFAULT_MAX_CONNS 1024
+#define GF_HTTP_DEFAULT_MAX_CONNS_PER_CLIENT 256 /* a quarter: one client cannot take all */
+#define GF_HTTP_DEFAULT_REQUEST_TIMEOUT_S 30     /* headers, and then the body, must arrive */
 
 typedef struct gf_http_config {
     const char *listen;      /* "host:port", "[v6addr]:port", ":port" (all addresses);
@@ -44,6 +46,11 @@ typedef struct gf_http_config {
     unsigned threads;        /* polling threads (0 = default) */
     unsigned conn_timeout_s; /* idle connection timeout (0 = default) */
     unsigned max_conns;      /* open connections at most (0 = default) */
+    unsigned max_conns_per_client; /* open connections per client address (0 = default);
+                                      beyond: 429 and closed */
+    unsigned request_timeout_s; /* a request's headers, then its body, must each arrive
+                                   within this from their start, however they trickle:
+                                   408 and closed (0 = default) */
 } gf_http_config;
 
 typedef struct gf_http gf_http;

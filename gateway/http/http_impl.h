@@ -33,6 +33,8 @@
 #include "gateway/http/upload.h"
 
 typedef struct gf_http_req gf_http_req;
+typedef struct gf_http_conns gf_http_conns; /* conns.c */
+typedef struct gf_http_conn gf_http_conn;   /* one TCP connection (conns.c) */
 
 /* The one handler signature. */
 typedef void (*gf_http_fn)(gf_http_req *r);
@@ -75,6 +77,7 @@ struct gf_http {
     atomic_bool quiesced; /* no new connections; replies say Connection: close */
     bool stopped;
     atomic_long active; /* requests between first callback and completion */
+    gf_http_conns *conns; /* the guard on connections (conns.c) */
     /* the admin thread */
     pthread_t admin;
     bool admin_started;
@@ -88,6 +91,7 @@ struct gf_http {
 struct gf_http_req {
     gf_http *srv;
     struct MHD_Connection *conn;
+    gf_http_conn *sock;    /* its connection's guard state (NULL: unguarded) */
     const gf_route *route; /* NULL when nothing matched */
     char method[8];
     char name[72];   /* the {m} segment, "" when none */
@@ -128,6 +132,30 @@ struct gf_http_req {
     gf_status job_status;  /* an admin call's outcome (the message in job_err) */
     gf_err job_err;
 };
+
+/* ---- conns.c: deadlines and per-client limits on connections ---- */
+
+/* Start / stop the sweeper (before MHD_start_daemon / MHD_stop_daemon). */
+gf_status gf_http_conns_start(gf_http *h, gf_err *err);
+void gf_http_conns_stop(gf_http *h);
+void gf_http_conns_free(gf_http *h);
+/* libmicrohttpd's accept policy, connection notifier and URI log callback
+ * (cls = h). */
+enum MHD_Result gf_http_conn_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+void gf_http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                         enum MHD_ConnectionNotificationCode toe);
+void *gf_http_conn_uri_log(void *cls, const char *uri, struct MHD_Connection *conn);
+/* The headers of r arrived: false when its connection is over the
+ * per-client limit (answer 429 and close). */
+bool gf_http_conn_begin(gf_http_req *r);
+/* The body of r is still arriving past --request-timeout: a 408 was written
+ * on its connection, which the caller must close (MHD_NO). */
+bool gf_http_conn_cut_late(gf_http_req *r);
+/* The body of r is read. */
+void gf_http_conn_read(gf_http_req *r);
+/* The connection's reply was sent: it waits for its next request. */
+void gf_http_conn_end(gf_http *h, struct MHD_Connection *conn);
+unsigned gf_http_conns_per_client(const gf_http *h);
 
 /* Answer with status and a JSON body (owned; NULL = empty body). Exactly one
  * reply per request. */

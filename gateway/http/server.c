@@ -625,20 +625,36 @@ static enum MHD_Result gf_http_access(void *cls, struct MHD_Connection *conn, co
         gf_err_clear(&r->job_err);
         atomic_fetch_add(&h->active, 1);
         *con_cls = r;
+        if (!gf_http_conn_begin(r)) {
+            gf_http_fail(r, GF_ERR_BUSY,
+                         "too many connections from this client (at most %u; "
+                         "--max-conns-per-client): reuse one",
+                         gf_http_conns_per_client(h));
+            gf_http_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+            return req_queue(r);
+        }
         req_begin(r, url, method);
         if (r->resp != NULL)
             return req_queue(r);
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
-        req_body(r, upload_data, *upload_data_size);
+        size_t n_data = *upload_data_size;
         *upload_data_size = 0;
+        if (r->queued)
+            return MHD_YES;
+        if (gf_http_conn_cut_late(r)) {
+            gf_gw_count_answer(h->gw, r->name[0] != '\0' ? r->name : NULL, 408);
+            return MHD_NO;
+        }
+        req_body(r, upload_data, n_data);
         return MHD_YES;
     }
     if (r->queued)
         return MHD_YES;
     if (!r->started) {
         r->started = true;
+        gf_http_conn_read(r);
         req_run(r);
     }
     return req_settle(r);
@@ -647,7 +663,6 @@ static enum MHD_Result gf_http_access(void *cls, struct MHD_Connection *conn, co
 static void gf_http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                               enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     gf_http *h = cls;
     gf_http_req *r = *con_cls;
     if (r == NULL)
@@ -658,6 +673,7 @@ static void gf_http_completed(void *cls, struct MHD_Connection *conn, void **con
              toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " [connection ended early]");
     req_free(r);
     *con_cls = NULL;
+    gf_http_conn_end(h, conn);
     atomic_fetch_sub(&h->active, 1);
 }
 
@@ -767,6 +783,10 @@ gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_
         h->cfg.conn_timeout_s = GF_HTTP_DEFAULT_CONN_TIMEOUT_S;
     if (h->cfg.max_conns == 0)
         h->cfg.max_conns = GF_HTTP_DEFAULT_MAX_CONNS;
+    if (h->cfg.max_conns_per_client == 0)
+        h->cfg.max_conns_per_client = GF_HTTP_DEFAULT_MAX_CONNS_PER_CLIENT;
+    if (h->cfg.request_timeout_s == 0)
+        h->cfg.request_timeout_s = GF_HTTP_DEFAULT_REQUEST_TIMEOUT_S;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cond, NULL);
     atomic_init(&h->active, 0);
@@ -799,16 +819,23 @@ gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_
         return gf_err_set(err, GF_ERR_NOMEM, "%s: cannot start the admin thread", __func__);
     }
     h->admin_started = true;
+    if (gf_http_conns_start(h, err) != GF_OK) {
+        close(fd);
+        gf_http_free(h);
+        return err != NULL ? err->code : GF_ERR_NOMEM;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO | (v6 ? MHD_USE_IPv6 : 0);
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, gf_http_access, h, MHD_OPTION_EXTERNAL_LOGGER,
+    h->d = MHD_start_daemon(flags, 0, gf_http_conn_accept, h, gf_http_access, h, MHD_OPTION_EXTERNAL_LOGGER,
                             gf_http_mhd_log, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)h->cfg.threads,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)h->cfg.conn_timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)h->cfg.max_conns,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, GF_HTTP_CONN_MEMORY,
                             MHD_OPTION_NOTIFY_COMPLETED, gf_http_completed, h,
-                            MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
+                            MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
+                            MHD_OPTION_NOTIFY_CONNECTION, gf_http_conn_notify, h,
+                            MHD_OPTION_URI_LOG_CALLBACK, gf_http_conn_uri_log, h, MHD_OPTION_END);
     if (h->d == NULL) {
         close(fd);
         gf_http_free(h);
@@ -859,6 +886,7 @@ void gf_http_stop(gf_http *h, unsigned wait_ms)
     long left = atomic_load(&h->active);
     if (left > 0)
         GF_LOG_W("stopping with %ld requests still in flight", left);
+    gf_http_conns_stop(h);
     if (h->d != NULL) {
         MHD_stop_daemon(h->d);
         h->d = NULL;
@@ -871,6 +899,7 @@ void gf_http_free(gf_http *h)
     if (h == NULL)
         return;
     gf_http_stop(h, 0);
+    gf_http_conns_free(h);
     pthread_mutex_destroy(&h->mu);
     pthread_cond_destroy(&h->cond);
     free(h->listen);

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Attack a real `gpufaas serve` over loopback, as issue 18 describes.
+
+Each scenario uses real sockets against a real server process with real
+workers: idle and trickling connections (slowloris), one client holding many
+connections, from different loopback addresses (127.0.0.2, 127.0.0.3, ...
+are different clients). Every refusal must be a clear 4xx/5xx with a JSON
+body naming the problem, within a bounded time, and the server must keep
+serving everyone else.
+
+Run by meson with GF_GPUFAAS, GF_WORKER and GF_SOURCE_ROOT set.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+CHECKS = []
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    CHECKS.append(what)
+    print(f"ok - {what}", flush=True)
+
+
+def start_server(tmp, *extra):
+    log = open(os.path.join(tmp, "serve.log"), "ab")
+    proc = subprocess.Popen(
+        [os.environ["GF_GPUFAAS"], "serve", "--listen", "127.0.0.1:0",
+         "--state-dir", os.path.join(tmp, "var"), "--devices", "cpu:1",
+         "--device-memory", "64M", "--host-memory", "64M",
+         "--worker", os.environ["GF_WORKER"], *extra],
+        stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+    line = proc.stdout.readline().decode().strip()
+    prefix = "gpufaas: serving on http://"
+    if not line.startswith(prefix):
+        proc.kill()
+        raise AssertionError(f"unexpected first line {line!r}; see {tmp}/serve.log")
+    host, port = line[len(prefix):].rsplit(":", 1)
+    return proc, int(port)
+
+
+def connect(port, src="127.0.0.1", timeout=10):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def read_reply(s, limit=10.0):
+    """Everything the server sends until it closes (or limit seconds):
+    (status or None, headers dict, body bytes, seconds taken)."""
+    t0 = time.monotonic()
+    data = b""
+    s.settimeout(0.2)
+    while time.monotonic() - t0 < limit:
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            if b"\r\n\r\n" in data:
+                head, _, body = data.partition(b"\r\n\r\n")
+                n = [int(l.split(b":", 1)[1]) for l in head.split(b"\r\n")
+                     if l.lower().startswith(b"content-length:")]
+                if n and len(body) >= n[0]:
+                    break
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    took = time.monotonic() - t0
+    if not data:
+        return None, {}, b"", took
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else None
+    hdrs = {}
+    for l in lines[1:]:
+        k, _, v = l.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return status, hdrs, body, took
+
+
+def closed(s, within):
+    """True when the server closes s (EOF or reset) within `within` seconds."""
+    t0 = time.monotonic()
+    s.settimeout(0.2)
+    while time.monotonic() - t0 < within:
+        try:
+            if s.recv(65536) == b"":
+                return True
+        except socket.timeout:
+            continue
+        except (ConnectionResetError, BrokenPipeError, OSError):
+            return True
+    return False
+
+
+def get(port, path, src="127.0.0.1", timeout=5):
+    s = connect(port, src, timeout)
+    try:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        return read_reply(s, timeout)
+    finally:
+        s.close()
+
+
+def json_error(body):
+    try:
+        return json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# ---- item 2: connections -------------------------------------------------------------
+
+def scenario_connections(tmp):
+    """A per-client connection limit, and header/body deadlines trickling
+    cannot extend."""
+    proc, port = start_server(tmp, "--max-conns", "64", "--max-conns-per-client", "8",
+                              "--conn-timeout", "3", "--request-timeout", "2")
+    try:
+        st, _, _, _ = get(port, "/v2/health/live")
+        check(st == 200, "connections: the server is live")
+
+        # one client (127.0.0.2) tries to open 80 idle connections, more than --max-conns:
+        # beyond twice its limit they are not accepted
+        flood = []
+        for _ in range(80):
+            try:
+                s = connect(port, "127.0.0.2")
+                s.send(b"")
+                flood.append(s)
+            except OSError:
+                pass
+        time.sleep(0.5)
+        st, _, _, took = get(port, "/v2/health/live", src="127.0.0.3")
+        check(st == 200 and took < 2, f"connections: another client is served while one tries "
+                                      f"to hold 80 of 64 connections ({took:.2f} s)")
+        alive = [s for s in flood if not closed(s, 0.05)]
+        check(len(alive) <= 16, f"connections: the flooding client holds at most twice its "
+                                f"limit ({len(alive)})")
+        flood = alive
+        # the ones within the limit are served
+        flood[0].sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        st, _, _, _ = read_reply(flood[0], 5)
+        check(st == 200, "connections: a connection within the limit is served")
+        # a connection beyond its limit: a request on it is a 429 naming the limit
+        extra = connect(port, "127.0.0.2")
+        extra.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        st, hdrs, body, _ = read_reply(extra, 5)
+        extra.close()
+        err = json_error(body) or ""
+        check(st == 429 and "--max-conns-per-client" in err and hdrs.get("retry-after")
+              and hdrs.get("connection", "").lower() == "close",
+              f"connections: a connection over the per-client limit gets 429 + Retry-After "
+              f"({st} {err!r})")
+        # and those that send nothing are closed within a couple of seconds
+        over = [connect(port, "127.0.0.2") for _ in range(4)]
+        check(all(closed(s, 4) for s in over), "connections: idle connections over the "
+                                               "per-client limit are closed")
+        for s in flood:
+            s.close()
+
+        # slowloris on the headers: a byte every 0.3 s keeps libmicrohttpd's idle timer
+        # reset forever; the header deadline (2 s) is not extended by it
+        s = connect(port, "127.0.0.4")
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n")
+        t0 = time.monotonic()
+        got = b""
+        s.settimeout(0.3)
+        while time.monotonic() - t0 < 10:
+            try:
+                s.send(b"X")
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+            except socket.timeout:
+                continue
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                break
+        took = time.monotonic() - t0
+        check(took < 5, f"connections: trickled headers are cut after the deadline ({took:.1f} s)")
+        check(got.startswith(b"HTTP/1.1 408") and b"--request-timeout" in got,
+              f"connections: ... with a 408 whose JSON names --request-timeout ({got[:60]!r})")
+        s.close()
+
+        # slowloris on the request line itself
+        s = connect(port, "127.0.0.5")
+        t0 = time.monotonic()
+        ok = True
+        while time.monotonic() - t0 < 12:
+            try:
+                s.send(b"G")
+            except OSError:
+                break
+            if closed(s, 0.3):
+                break
+        else:
+            ok = False
+        took = time.monotonic() - t0
+        check(ok and took < 8, f"connections: a trickled request line is cut after idle timeout "
+                               f"+ deadline ({took:.1f} s)")
+        s.close()
+
+        # slowloris on the body: 408 JSON on the next chunk after the deadline
+        s = connect(port, "127.0.0.6")
+        s.sendall(b"POST /v2/models/none/infer HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        t0 = time.monotonic()
+        reply = b""
+        s.settimeout(0.3)
+        while time.monotonic() - t0 < 10:
+            try:
+                s.send(b" ")
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+        took = time.monotonic() - t0
+        head, _, body = reply.partition(b"\r\n\r\n")
+        check(took < 6 and head.startswith(b"HTTP/1.1 408")
+              and "did not arrive within 2 s" in (json_error(body) or ""),
+              f"connections: a trickled body is answered 408 ({took:.1f} s, {reply[:80]!r})")
+        s.close()
+
+        st, _, _, _ = get(port, "/v2/health/live", src="127.0.0.7")
+        check(st == 200 and proc.poll() is None, "connections: still serving afterwards")
+    finally:
+        stop(proc, tmp)
+
+
+def stop(proc, tmp):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        check(rc == 0, "SIGTERM: exit status 0")
+    else:
+        with open(os.path.join(tmp, "serve.log"), "rb") as f:
+            sys.stderr.write(f.read()[-4000:].decode(errors="replace"))
+        raise AssertionError(f"the server died: {proc.returncode}")
+
+
+SCENARIOS = [scenario_connections]
+
+
+def main():
+    only = sys.argv[1:]
+    with tempfile.TemporaryDirectory(prefix="gf-abuse-") as tmp:
+        for sc in SCENARIOS:
+            if only and sc.__name__.replace("scenario_", "") not in only:
+                continue
+            d = os.path.join(tmp, sc.__name__)
+            os.mkdir(d)
+            try:
+                sc(d)
+            except BaseException:
+                log = os.path.join(d, "serve.log")
+                if os.path.exists(log):
+                    with open(log, "rb") as f:
+                        sys.stderr.write(f.read()[-4000:].decode(errors="replace"))
+                raise
+    print(f"{len(CHECKS)} passed, 0 failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
