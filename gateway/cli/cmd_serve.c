@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <time.h>
 
@@ -286,6 +287,10 @@ int gf_cmd_serve(int argc, char **argv)
     if (val[F_CPU_COPY_BANDWIDTH] != NULL &&
         gf_size_parse(val[F_CPU_COPY_BANDWIDTH], &gc.cpu_copy_bandwidth, &err) != GF_OK)
         return serve_bad("cpu-copy-bandwidth", gf_err_msg(&err));
+    /* the token stays in this process: workers and one-shot children
+     * inherit the environment, and a plugin could read it there (unsetenv
+     * drops the entry, not the string val[] points to) */
+    unsetenv(gf_serve_flags[F_ADMIN_TOKEN].env);
     hc.admin_token = val[F_ADMIN_TOKEN];
     if (val[F_ALLOW_NATIVE] != NULL && !parse_bool(val[F_ALLOW_NATIVE], &gc.allow_native))
         return serve_bad("allow-native-functions", "expected 1/0, true/false, yes/no");
@@ -326,6 +331,7 @@ int gf_cmd_serve(int argc, char **argv)
     gc.protocol_code = gf_http_status_of; /* what the core records: the HTTP front's codes */
 
     gf_log_init("gateway", level);
+    umask(077); /* the state (database, weights, uploads) is this user's alone */
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

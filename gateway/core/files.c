@@ -37,7 +37,7 @@ gf_status gw_make_dirs(const char *path, gf_err *err)
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
                 return gf_err_set(err, GF_ERR_IO, "mkdir(%s): %s", buf, strerror(errno));
             *p = c;
             if (c == '\0')

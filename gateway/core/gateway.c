@@ -21,6 +21,27 @@
 #include "gateway/core/internal.h"
 #include "gf_config.h"
 
+/* The state directory holds the database, every function's weights and the
+ * lock: refuse one that another user could write into (or replace files
+ * in), whatever created it. */
+static gf_status check_state_dir(const char *dir, gf_err *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return gf_err_set(err, GF_ERR_IO, "state directory %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return gf_err_set(err, GF_ERR_INVALID, "state directory %s is not a directory", dir);
+    if (sb.st_uid != geteuid())
+        return gf_err_set(err, GF_ERR_INVALID, "state directory %s belongs to uid %u, not to "
+                          "this user (uid %u)", dir, (unsigned)sb.st_uid, (unsigned)geteuid());
+    if ((sb.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        return gf_err_set(err, GF_ERR_INVALID, "state directory %s can be written by %s (mode "
+                          "%04o): chmod 700 it", dir,
+                          (sb.st_mode & S_IWOTH) != 0 ? "every user" : "its group",
+                          (unsigned)(sb.st_mode & 07777));
+    return GF_OK;
+}
+
 /* Take the state directory's lock: one gateway per state directory. The
  * descriptor stays open (and the lock held) until gf_gw_free. */
 static gf_status lock_state_dir(gf_gw *gw, gf_err *err)
@@ -28,7 +49,7 @@ static gf_status lock_state_dir(gf_gw *gw, gf_err *err)
     char *path = gf_path_join(gw->state_dir, "gpufaas.lock");
     if (path == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         gf_status st = gf_err_set(err, GF_ERR_IO, "open(%s): %s", path, strerror(errno));
         free(path);
@@ -95,7 +116,8 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
         st = gf_err_set(err, GF_ERR_IO, "state directory %s: %s", sd, strerror(errno));
         goto fail;
     }
-    if ((st = lock_state_dir(gw, err)) != GF_OK)
+    if ((st = check_state_dir(gw->state_dir, err)) != GF_OK ||
+        (st = lock_state_dir(gw, err)) != GF_OK)
         goto fail;
     gw->functions_dir = gf_path_join(gw->state_dir, "functions");
     gw->upload_dir = gf_path_join(gw->state_dir, "uploads");
@@ -137,6 +159,17 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
         sc.retain_rows = (int64_t)cfg->retention_rows;
     if (cfg->retention_age_s > 0)
         sc.retain_age_s = (int64_t)cfg->retention_age_s;
+    /* created (or tightened) as 0600 first: SQLite gives its -wal and -shm
+     * files the database's mode */
+    int dbfd = open(db, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (dbfd < 0 || fchmod(dbfd, 0600) != 0) {
+        st = gf_err_set(err, GF_ERR_IO, "database %s: %s", db, strerror(errno));
+        if (dbfd >= 0)
+            close(dbfd);
+        free(db);
+        goto fail;
+    }
+    close(dbfd);
     st = gf_store_open(db, &sc, &gw->store, err);
     free(db);
     if (st != GF_OK)

@@ -200,7 +200,7 @@ static gf_status install(gw_sync *s, gw_sync_fn *f, const gf_shared_version *sv,
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         st = gf_err_set(err, GF_ERR_IO, "mkdir %s: %s", dir, strerror(errno));
         goto out;
     }

@@ -721,7 +721,15 @@ gf_status gf_st_write(const char *path, const gf_st_wtensor *tensors, size_t n,
         goto out;
     }
     snprintf(tmp, plen, "%s.tmp.%d", path, (int)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a stale one (a crash) is removed, never followed or reused: a link
+     * planted there cannot redirect the write */
+    if (unlink(tmp) != 0 && errno != ENOENT) {
+        st = gf_err_set(err, GF_ERR_IO, "unlink(%s): %s", tmp, strerror(errno));
+        free(tmp);
+        tmp = NULL;
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         st = gf_err_set(err, GF_ERR_IO, "open(%s): %s", tmp, strerror(errno));
         goto out;

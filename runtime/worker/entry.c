@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fault.h"
 #include "ipc.h"
@@ -60,6 +61,9 @@ int gf_worker_main(int argc, char **argv)
             return GF_WORKER_EXIT_OK;
         }
     }
+    /* what a worker writes (derived parameter files, the one-shot modes'
+     * outputs) is for the server's user only */
+    umask(077);
     gf_err err;
     gf_err_clear(&err);
     if (gf_fault_arm_spec(getenv("GPUFAAS_FAULTS"), &err) != GF_OK) {

@@ -226,7 +226,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
     w->cfg.device = w->device;
     w->cfg.state_dir = w->state_dir;
     snprintf(w->derived_dir, dl, "%s/" GF_DERIVED_DIR, cfg->state_dir);
-    if (mkdir(w->derived_dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(w->derived_dir, 0700) != 0 && errno != EEXIST) {
         st = gf_err_set(err, GF_ERR_INVALID, "mkdir(%s): %s", w->derived_dir, strerror(errno));
         goto fail;
     }

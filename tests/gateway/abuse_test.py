@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 CHECKS = []
@@ -252,6 +253,81 @@ def scenario_connections(tmp):
         stop(proc, tmp)
 
 
+# ---- item 5: file modes, the token ---------------------------------------------------
+
+def post(port, path, body, headers=None, timeout=60):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method="POST",
+                                 headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def cli(*args, env=None):
+    return subprocess.run([os.environ["GF_GPUFAAS"], *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def scenario_files(tmp):
+    """The state is the server's user's alone: 0700 directories, 0600 files
+    (derived parameter files included), a state directory others can write
+    is refused, and the admin token never reaches a worker's environment."""
+    for mode, who in ((0o777, "every user"), (0o775, "its group")):
+        bad = os.path.join(tmp, f"open{mode:o}")
+        os.mkdir(bad)
+        os.chmod(bad, mode)
+        r = subprocess.run([os.environ["GF_GPUFAAS"], "serve", "--listen", "127.0.0.1:0",
+                            "--state-dir", bad, "--devices", "cpu:1",
+                            "--worker", os.environ["GF_WORKER"]],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode != 0 and f"can be written by {who}" in r.stderr
+              and "chmod 700" in r.stderr,
+              f"files: a state directory of mode {mode:o} is refused ({r.stderr.strip()[:90]!r})")
+
+    token = "secret-token-abuse"
+    env = dict(os.environ, GPUFAAS_ADMIN_TOKEN=token)
+    os.environ["GPUFAAS_ADMIN_TOKEN"] = token
+    try:
+        proc, port = start_server(tmp)
+    finally:
+        del os.environ["GPUFAAS_ADMIN_TOKEN"]
+    try:
+        w = os.path.join(tmp, "r18.safetensors")
+        r = cli("mkmodel", "resnet18", "--classes", "4", "--image", "32", "--name", "r18", w)
+        check(r.returncode == 0, f"files: mkmodel resnet18 ({r.stderr.strip()[:200]})")
+        env = dict(os.environ, GPUFAAS_SERVER=f"http://127.0.0.1:{port}", GPUFAAS_TOKEN=token)
+        r = cli("deploy", "r18", "--weights", w, "--manifest", w[:-len(".safetensors")] + ".json",
+                env=env)
+        check(r.returncode == 0, f"files: deploy r18 ({r.stderr.strip()[:200]})")
+        body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32",
+                                       "shape": [1, 3, 32, 32], "data": [0.5] * 3072}]})
+        st, out = post(port, "/v2/models/r18/infer", body.encode(),
+                       {"Content-Type": "application/json"})
+        check(st == 200, f"files: r18 answers ({st} {out[:200]!r})")
+        var = os.path.join(tmp, "var")
+        loose, derived = [], []
+        for root, dirs, files in os.walk(var):
+            for n in dirs + files:
+                path = os.path.join(root, n)
+                m = os.lstat(path).st_mode
+                if m & 0o077:
+                    loose.append(f"{os.path.relpath(path, var)} {m & 0o7777:o}")
+                if os.path.basename(root) == "derived" and n.endswith(".safetensors"):
+                    derived.append(n)
+        check(os.stat(var).st_mode & 0o777 == 0o700, "files: the state directory is 0700")
+        check(derived, f"files: the worker wrote derived parameter files ({derived})")
+        check(not loose, f"files: nothing in the state directory is open to others ({loose})")
+        kids = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()
+        envs = [open(f"/proc/{k}/environ", "rb").read() for k in kids]
+        check(kids and all(token.encode() not in e and b"GPUFAAS_ADMIN_TOKEN" not in e
+                           for e in envs),
+              f"files: the admin token is in no worker's environment ({len(kids)} workers)")
+    finally:
+        stop(proc, tmp)
+
+
 def stop(proc, tmp):
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -267,7 +343,7 @@ def stop(proc, tmp):
         raise AssertionError(f"the server died: {proc.returncode}")
 
 
-SCENARIOS = [scenario_connections]
+SCENARIOS = [scenario_connections, scenario_files]
 
 
 def main():
