@@ -34,7 +34,11 @@ enum {
     F_ALLOW_NATIVE,
     F_MAX_BODY,
     F_MAX_UPLOAD,
+    F_BODY_MEMORY,
     F_QUEUE_LIMIT,
+    F_QUEUE_LIMIT_TOTAL,
+    F_INFER_TIMEOUT,
+    F_HEARTBEAT_TIMEOUT,
     F_POLICY,
     F_REPLICATE,
     F_DRAIN_TIMEOUT,
@@ -88,9 +92,22 @@ static const struct {
                     GF_HTTP_DEFAULT_MAX_BODY, "request body limit"},
     [F_MAX_UPLOAD] = {"max-upload", "GPUFAAS_MAX_UPLOAD", "SIZE", D_SIZE, NULL,
                       GF_HTTP_DEFAULT_MAX_UPLOAD, "weights file limit for a deploy"},
+    [F_BODY_MEMORY] = {"body-memory", "GPUFAAS_BODY_MEMORY", "SIZE", D_SIZE, NULL,
+                       GF_HTTP_DEFAULT_BODY_MEMORY,
+                       "request bodies held at once, server-wide (503 beyond)"},
     [F_QUEUE_LIMIT] = {"queue-limit", "GPUFAAS_QUEUE_LIMIT", "N", D_UINT, NULL,
                        GF_GW_DEFAULT_QUEUE_LIMIT,
-                       "requests waiting per function version (429 beyond)"},
+                       "requests held per function: queued, in flight or being sent (429 "
+                       "beyond)"},
+    [F_QUEUE_LIMIT_TOTAL] = {"queue-limit-total", "GPUFAAS_QUEUE_LIMIT_TOTAL", "N", D_UINT, NULL,
+                             GF_GW_DEFAULT_QUEUE_LIMIT_TOTAL,
+                             "requests held over every function (429 beyond)"},
+    [F_INFER_TIMEOUT] = {"infer-timeout", "GPUFAAS_INFER_TIMEOUT", "MS", D_UINT, NULL,
+                         GF_GW_DEFAULT_INFER_TIMEOUT_MS,
+                         "a request's deadline unless it gives parameters.timeout (504; 0: none)"},
+    [F_HEARTBEAT_TIMEOUT] = {"heartbeat-timeout", "GPUFAAS_HEARTBEAT_TIMEOUT", "MS", D_UINT, NULL,
+                             GF_GW_DEFAULT_HEARTBEAT_TIMEOUT_MS,
+                             "a worker silent this long is killed and restarted"},
     [F_POLICY] = {"policy", "GPUFAAS_POLICY", "lru|gds|gdsf", D_TEXT, "lru", 0,
                   "device-tier eviction: LRU, GreedyDual-Size or GreedyDual-Size-Frequency"},
     [F_REPLICATE] = {"replicate", "GPUFAAS_REPLICATE", "on|off", D_TEXT, "on", 0,
@@ -299,9 +316,22 @@ int gf_cmd_serve(int argc, char **argv)
     gf_err_clear(&err);
     if (gf_size_parse(val[F_MAX_UPLOAD], &hc.max_upload, &err) != GF_OK || hc.max_upload < 1024)
         return serve_bad("max-upload", err.code != GF_OK ? gf_err_msg(&err) : "at least 1K");
+    gf_err_clear(&err);
+    if (gf_size_parse(val[F_BODY_MEMORY], &hc.body_memory, &err) != GF_OK ||
+        hc.body_memory < 64 * 1024)
+        return serve_bad("body-memory", err.code != GF_OK ? gf_err_msg(&err) : "at least 64K");
     if (!parse_uint(val[F_QUEUE_LIMIT], 1, 1u << 24, &u))
         return serve_bad("queue-limit", "expected an integer in [1, 16777216]");
     gc.queue_limit = (size_t)u;
+    if (!parse_uint(val[F_QUEUE_LIMIT_TOTAL], 1, 1u << 24, &u))
+        return serve_bad("queue-limit-total", "expected an integer in [1, 16777216]");
+    gc.queue_limit_total = (size_t)u;
+    if (!parse_uint(val[F_INFER_TIMEOUT], 0, 24u * 3600 * 1000, &u))
+        return serve_bad("infer-timeout", "expected milliseconds in [0, 86400000]");
+    gc.infer_timeout_ms = u == 0 ? UINT32_MAX : (uint32_t)u;
+    if (!parse_uint(val[F_HEARTBEAT_TIMEOUT], 500, 3600u * 1000, &u))
+        return serve_bad("heartbeat-timeout", "expected milliseconds in [500, 3600000]");
+    gc.heartbeat_timeout_ms = (uint32_t)u;
     if (gf_evict_policy_parse(val[F_POLICY], &gc.policy, NULL) != GF_OK)
         return serve_bad("policy", "expected lru, gds or gdsf");
     if (!parse_uint(val[F_DRAIN_TIMEOUT], 0, 3600, &u))

@@ -56,8 +56,10 @@ static void on_ready(gw_worker *w, const gf_ipc_frame *f)
     snprintf(w->device_name, sizeof w->device_name, "%s", r.device_name);
     w->ready.device_name = w->device_name;
     bool was_up = w->state == GW_W_UP;
-    if (w->state == GW_W_STARTING)
+    if (w->state == GW_W_STARTING) {
         w->state = GW_W_UP;
+        w->up_us = gf_mono_us();
+    }
     if (!was_up)
         gw_residency_place_pinned(gw); /* a new process holds nothing */
     pthread_cond_broadcast(&gw->cond);
@@ -164,6 +166,11 @@ static void on_error(gw_worker *w, const gf_ipc_frame *f)
         gw_version_unref(p->v);
         free(p);
     }
+    /* a worker that cannot run it any more (draining, its device lost)
+     * answers CLOSED: that is the worker's state, not the request's, so it
+     * is retried once on another worker, as when a worker dies */
+    if (b != NULL && code == GF_ERR_CLOSED && b->attempts < 2 && !atomic_load(&gw->stopping))
+        b = gw_dispatch_batch(gw, b, w->id);
     pthread_mutex_unlock(&gw->lock);
     if (b != NULL)
         gw_batch_fail(gw, b, code, e.message);

@@ -32,15 +32,19 @@ void gf_gw_result_free(gf_gw_result *r)
     free(r);
 }
 
-static void req_free(gw_req *q)
+/* Free q: it no longer counts against the queue limits. */
+static void req_free(gf_gw *gw, gw_req *q)
 {
+    atomic_fetch_sub(&q->v->fn->held, 1);
+    atomic_fetch_sub(&gw->held_reqs, 1);
     gf_gw_tensors_free(q->inputs, q->v->mf->n_inputs);
     gf_gw_result_free(q->res);
     gw_version_unref(q->v);
     free(q);
 }
 
-void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
+/* Record q's answer and call its callback; q itself is the caller's. */
+static void req_answer(gf_gw *gw, gw_req *q, gf_gw_result *res)
 {
     gw_version *v = q->v;
     res->total_us = gf_mono_us() - q->t_submit_us;
@@ -61,19 +65,36 @@ void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
                    .slo_us = gw_slo_us(v->mf)};
     gw_answer_record(gw, &a);
     gw_stats_request(gw, v, res, q->rows);
-    gf_gw_done_fn done = q->done;
-    void *arg = q->done_arg;
     if (q->res == res)
         q->res = NULL; /* delivered, not freed */
-    req_free(q);
     atomic_fetch_sub(&gw->inflight_reqs, 1);
-    done(arg, res);
+    q->done(q->done_arg, res);
+}
+
+void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res)
+{
+    req_answer(gw, q, res);
+    req_free(gw, q);
+}
+
+/* The batch b is done with q (answered or not): q is freed unless it was
+ * answered at its deadline and the sweep is not done with it yet. True when
+ * q was expired (the batch must not answer it). */
+static bool req_expired_release(gf_gw *gw, gw_req *q)
+{
+    if (!q->expired)
+        return false;
+    if (atomic_fetch_add(&q->release, 1) == 1)
+        req_free(gw, q);
+    return true;
 }
 
 /* Answer q with an error, in the result allocated at submit. */
 static void req_fail(gf_gw *gw, gw_req *q, gf_status st, const char *msg,
                      const gw_batch *b)
 {
+    if (req_expired_release(gw, q))
+        return;
     gf_gw_result *r = q->res;
     gf_gw_tensors_free(r->outputs, r->n_outputs);
     memset(r, 0, sizeof *r);
@@ -136,6 +157,11 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
     while (q != NULL) {
         gw_req *next = q->next;
         int64_t rows = q->rows; /* q is freed once answered */
+        if (req_expired_release(gw, q)) {
+            row += rows;
+            q = next;
+            continue;
+        }
         gf_gw_result *res = q->res;
         gf_gw_tensor *o = calloc(mf->n_outputs, sizeof *o);
         bool ok = o != NULL;
@@ -191,6 +217,83 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
     batch_free(b);
 }
 
+/* ---- deadlines ------------------------------------------------------------------------- */
+
+/* Answer q's deadline into its result (not yet delivered). */
+static void deadline_result(gw_req *q, int worker, uint32_t batch, const char *where)
+{
+    gf_gw_result *r = q->res;
+    gf_gw_tensors_free(r->outputs, r->n_outputs);
+    memset(r, 0, sizeof *r);
+    r->status = GF_ERR_DEADLINE;
+    r->worker = worker;
+    r->batch_size = batch;
+    snprintf(r->message, sizeof r->message,
+             "the request's deadline of %.3f s (parameters.timeout, or the server's "
+             "--infer-timeout) passed while it %s",
+             (double)(q->deadline_us - q->t_submit_us) / 1e6, where);
+}
+
+/* Unlink the requests of v's queue past their deadline (qlock held) onto
+ * *out; *next is lowered to the earliest deadline left. */
+static void expire_queued(gw_version *v, uint64_t now, gw_req **out, uint64_t *next)
+{
+    gw_req **pp = &v->q_head;
+    v->q_tail = NULL;
+    while (*pp != NULL) {
+        gw_req *q = *pp;
+        if (q->deadline_us != 0 && now >= q->deadline_us) {
+            *pp = q->next;
+            v->q_len--;
+            v->q_rows -= q->rows;
+            q->next = *out;
+            *out = q;
+            continue;
+        }
+        if (q->deadline_us != 0 && q->deadline_us < *next)
+            *next = q->deadline_us;
+        v->q_tail = q;
+        pp = &q->next;
+    }
+}
+
+static size_t expire_batches(gw_batch *b, uint64_t now, int worker, const char *where,
+                             gw_expired *out, size_t n, size_t cap)
+{
+    for (; b != NULL; b = b->next)
+        for (gw_req *q = b->reqs; q != NULL && n < cap; q = q->next)
+            if (!q->expired && q->deadline_us != 0 && now >= q->deadline_us) {
+                q->expired = true;
+                deadline_result(q, worker, b->n_reqs, where);
+                out[n++] = (gw_expired){q, worker, where};
+            }
+    return n;
+}
+
+size_t gw_expire_collect(gf_gw *gw, uint64_t now_us, gw_expired *out, size_t cap)
+{
+    size_t n = 0;
+    for (int i = 0; i < gw->n_workers; i++)
+        n = expire_batches(gw->workers[i].inflight, now_us, i, "was running on a worker", out,
+                           n, cap);
+    for (size_t f = 0; f < gw->n_fns; f++)
+        for (size_t k = 0; k < gw->fns[f]->n; k++)
+            for (int i = 0; i < gw->n_workers; i++)
+                n = expire_batches(gw->fns[f]->versions[k]->pl[i].waiting, now_us, i,
+                                   "waited for its model to load on a worker", out, n, cap);
+    return n;
+}
+
+void gw_expire_answer(gf_gw *gw, gw_expired *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        gw_req *q = e[i].q;
+        req_answer(gw, q, q->res);
+        if (atomic_fetch_add(&q->release, 1) == 1)
+            req_free(gw, q); /* the batch was done with it first */
+    }
+}
+
 /* ---- queues ---------------------------------------------------------------------------- */
 
 static bool dispatch_now(gf_gw *gw, gw_req *q);
@@ -198,7 +301,6 @@ static bool dispatch_now(gf_gw *gw, gw_req *q);
 gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err)
 {
     gw_version *v = q->v;
-    size_t limit = gw->cfg.queue_limit ? gw->cfg.queue_limit : GF_GW_DEFAULT_QUEUE_LIMIT;
     pthread_mutex_lock(&gw->qlock);
     /* A request that would not wait for batch-mates (no queue delay, or not
      * batchable), with nothing queued before it and no other request in
@@ -211,11 +313,6 @@ gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err)
         if (dispatch_now(gw, q))
             return GF_OK;
         pthread_mutex_lock(&gw->qlock); /* no worker took it: the batcher answers it */
-    }
-    if (v->q_len >= limit) {
-        pthread_mutex_unlock(&gw->qlock);
-        return gf_err_set(err, GF_ERR_BUSY, "function '%s' has %zu requests waiting, its limit: "
-                          "try again shortly", v->fn->name, v->q_len);
     }
     if (!v->in_ready_list) {
         if (gw->n_ready == gw->cap_ready) {
@@ -460,8 +557,10 @@ static void *batcher_main(void *arg)
         uint64_t now = gf_mono_us();
         uint64_t next_deadline = UINT64_MAX;
         gw_batch *todo = NULL, **todo_tail = &todo;
+        gw_req *expired = NULL;
         for (size_t i = 0; i < gw->n_ready;) {
             gw_version *v = gw->ready[i];
+            expire_queued(v, now, &expired, &next_deadline);
             while (v->q_head != NULL) {
                 uint64_t dl;
                 if (!gw_batch_due(v, now, &dl)) {
@@ -482,6 +581,17 @@ static void *batcher_main(void *arg)
             } else {
                 i++;
             }
+        }
+        if (expired != NULL) {
+            pthread_mutex_unlock(&gw->qlock);
+            while (expired != NULL) {
+                gw_req *q = expired;
+                expired = q->next;
+                q->next = NULL;
+                deadline_result(q, -1, 0, "was queued in the gateway");
+                gw_req_finish(gw, q, q->res);
+            }
+            pthread_mutex_lock(&gw->qlock);
         }
         if (todo != NULL) {
             pthread_mutex_unlock(&gw->qlock);

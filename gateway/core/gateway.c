@@ -472,9 +472,41 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
     q->done_arg = req->done_arg;
     q->t_submit_us = gf_mono_us();
     q->res = res;
+    uint64_t tmo_us = req->timeout_us;
+    if (tmo_us == 0 && gw->cfg.infer_timeout_ms != UINT32_MAX)
+        tmo_us = (uint64_t)(gw->cfg.infer_timeout_ms ? gw->cfg.infer_timeout_ms
+                                                     : GF_GW_DEFAULT_INFER_TIMEOUT_MS) * 1000u;
+    q->deadline_us = tmo_us > 0 && tmo_us < UINT64_MAX - q->t_submit_us ? q->t_submit_us + tmo_us
+                                                                         : 0;
+    atomic_init(&q->release, 0);
+    /* the queue limit: every request the gateway holds, from here until it
+     * is freed (queued, waiting for a LOAD, in flight on a worker, its frame
+     * written towards one), per function and in total; one decision, here */
+    size_t limit = gw->cfg.queue_limit ? gw->cfg.queue_limit : GF_GW_DEFAULT_QUEUE_LIMIT;
+    size_t total = gw->cfg.queue_limit_total ? gw->cfg.queue_limit_total
+                                             : GF_GW_DEFAULT_QUEUE_LIMIT_TOTAL;
+    size_t held_fn = atomic_fetch_add(&v->fn->held, 1);
+    size_t held_all = atomic_fetch_add(&gw->held_reqs, 1);
+    if (held_fn >= limit || held_all >= total) {
+        atomic_fetch_sub(&v->fn->held, 1);
+        atomic_fetch_sub(&gw->held_reqs, 1);
+        st = held_fn >= limit
+                 ? gf_err_set(err, GF_ERR_BUSY, "function '%s' holds %zu requests (queued, in "
+                              "flight or being sent to a worker), its limit (--queue-limit): "
+                              "try again shortly", v->fn->name, held_fn)
+                 : gf_err_set(err, GF_ERR_BUSY, "the server holds %zu requests, its limit "
+                              "(--queue-limit-total): try again shortly", held_all);
+        q->inputs = NULL;
+        free(q->res);
+        free(q);
+        q = NULL;
+        goto fail;
+    }
     atomic_fetch_add(&gw->inflight_reqs, 1);
     st = gw_enqueue(gw, q, err);
     if (st != GF_OK) {
+        atomic_fetch_sub(&v->fn->held, 1);
+        atomic_fetch_sub(&gw->held_reqs, 1);
         atomic_fetch_sub(&gw->inflight_reqs, 1);
         q->inputs = NULL;
         free(q->res);

@@ -54,6 +54,9 @@ typedef struct gf_gw gf_gw;
 #define GF_GW_DEFAULT_STATE_DIR "./var"
 #define GF_GW_DEFAULT_DEVICES "auto"
 #define GF_GW_DEFAULT_QUEUE_LIMIT 1024
+#define GF_GW_DEFAULT_QUEUE_LIMIT_TOTAL 4096
+#define GF_GW_DEFAULT_INFER_TIMEOUT_MS 60000
+#define GF_GW_DEFAULT_HEARTBEAT_TIMEOUT_MS 5000
 #define GF_GW_DEFAULT_DRAIN_TIMEOUT_MS 10000
 #define GF_GW_DEFAULT_VALIDATE_TIMEOUT_MS 300000
 #define GF_GW_DEFAULT_SHARED_SCAN_MS 2000
@@ -65,7 +68,13 @@ typedef struct gf_gw_config {
     uint64_t host_memory;        /* per worker, bytes; 0 = the worker's default */
     const char *worker_path;     /* gpufaas-worker; NULL = next to the running binary */
     bool allow_native;           /* plugins (native function kinds) allowed */
-    size_t queue_limit;          /* requests waiting per function version (0 = default) */
+    size_t queue_limit;          /* requests the gateway holds per function: queued, in
+                                    flight or written towards a worker (0 = default) */
+    size_t queue_limit_total;    /* the same over every function (0 = default) */
+    uint32_t infer_timeout_ms;   /* a request's deadline when it names none (0 = default;
+                                    UINT32_MAX = none) */
+    uint32_t heartbeat_timeout_ms; /* a worker that answers no heartbeat for this long is
+                                      killed and restarted (0 = default) */
     gf_evict_policy policy;      /* device-tier eviction policy of the workers */
     uint32_t drain_timeout_ms;   /* SIGTERM: how long in-flight work may finish (0 = default) */
     uint64_t retention_rows;     /* invocation rows kept (0 = store default) */
@@ -152,15 +161,18 @@ typedef struct gf_gw_infer_req {
     gf_gw_done_fn done;      /* called once, later, from a core thread */
     void *done_arg;
     uint64_t t0_us;          /* when the request arrived (monotonic); 0 = now */
+    uint64_t timeout_us;     /* its deadline, from submit (parameters.timeout); 0 = the
+                                server's (infer_timeout_ms) */
 } gf_gw_infer_req;
 
 /* Queue an inference. Checks at once, before any work, answering without
  * calling done: an unknown function or version (GF_ERR_NOT_FOUND), inputs
  * that do not match the manifest by name, count, datatype or shape, or a
- * requested output it does not have (GF_ERR_INVALID), a full queue
- * (GF_ERR_BUSY: retry shortly), a version that cannot serve (GF_ERR_STATE),
- * shutting down or no worker (GF_ERR_CLOSED). Every answer, a refusal here
- * included, is counted in /metrics and recorded in SQLite. On GF_OK done
+ * requested output it does not have (GF_ERR_INVALID), the function or the
+ * server holding its limit of requests (GF_ERR_BUSY: retry shortly), a
+ * version that cannot serve (GF_ERR_STATE), shutting down or no worker
+ * (GF_ERR_CLOSED). Every answer, a refusal here included, is counted in
+ * /metrics and recorded in SQLite. On GF_OK done
  * will be called exactly once. inputs are taken over in every case (the
  * caller's pointers are cleared). */
 gf_status gf_gw_submit(gf_gw *gw, gf_gw_infer_req *req, gf_err *err);

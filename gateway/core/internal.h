@@ -35,7 +35,12 @@ typedef struct gw_req {
     gf_gw_done_fn done;
     void *done_arg;
     uint64_t t_submit_us;
+    uint64_t deadline_us;    /* answered GF_ERR_DEADLINE past it, wherever it is */
     gf_gw_result *res;       /* allocated at submit, so answering never needs memory */
+    bool expired;            /* in a batch, answered at its deadline (gw->lock); the
+                                batch no longer answers it */
+    atomic_int release;      /* expired: the sweep and the batch each add one when done
+                                with it; the second frees it */
 } gw_req;
 
 /* A batch of requests sent as one INFER. */
@@ -127,6 +132,7 @@ struct gw_function {
     int64_t max_version;     /* the highest number the name ever had (versions.h) */
     bool has_res;            /* a run-time residency override is set (PUT .../residency) */
     gf_residency res;        /* it, when set; else each version's manifest decides */
+    atomic_size_t held;      /* requests held, from submit to free (the queue limit) */
 };
 
 typedef enum {
@@ -194,6 +200,7 @@ struct gw_worker {
     uint64_t backoff_ms;
     uint64_t started_us;
     uint64_t last_stats_us;
+    uint64_t up_us;          /* when it last reported READY (the heartbeat clock starts) */
 };
 
 struct gf_gw {
@@ -217,6 +224,7 @@ struct gf_gw {
     atomic_uint_fast64_t next_id;
     atomic_bool stopping;
     atomic_int inflight_reqs; /* submitted and not yet answered */
+    atomic_size_t held_reqs;  /* submitted and not yet freed (the total queue limit) */
     pthread_mutex_t deploy_lock; /* one deploy/delete at a time */
 
     /* batcher */
@@ -440,7 +448,7 @@ bool gw_batch_due(const gw_version *v, uint64_t now_us, uint64_t *deadline_us);
  * pins v. NULL when out of memory. */
 gw_batch *gw_take_batch(gw_version *v);
 /* Put a checked request in its version's queue (the version is pinned by
- * q). GF_ERR_BUSY when the queue is full. */
+ * q); the queue limit was checked at submit. */
 gf_status gw_enqueue(gf_gw *gw, gw_req *q, gf_err *err);
 gf_status gw_batcher_start(gf_gw *gw, gf_err *err);
 void gw_batcher_stop(gf_gw *gw);
@@ -449,6 +457,17 @@ void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, const char *msg);
 /* Deliver a worker's RESULT to the requests of b and free it. */
 void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worker);
 void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res);
+/* Requests past their deadline in batches waiting for a LOAD or in flight
+ * on a worker: gw_expire_collect (gw->lock held) marks up to cap of them
+ * expired into out and returns how many; gw_expire_answer (without the
+ * lock) answers them GF_ERR_DEADLINE. Queued ones are the batcher's. */
+typedef struct gw_expired {
+    gw_req *q;
+    int worker;
+    const char *where;
+} gw_expired;
+size_t gw_expire_collect(gf_gw *gw, uint64_t now_us, gw_expired *out, size_t cap);
+void gw_expire_answer(gf_gw *gw, gw_expired *e, size_t n);
 
 /* residency.c (lock held) */
 /* The residency v runs with: its function's run-time override, else its

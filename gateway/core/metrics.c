@@ -70,6 +70,9 @@ static const struct {
                             "them), lost (a commit failed).", 1, {"outcome"}, NULL, 0},
     [GW_M_VERSIONS] = {"gpufaas_function_versions", KIND_GAUGE,
                        "Function versions by state: ready, broken.", 1, {"state"}, NULL, 0},
+    [GW_M_WORKER_HUNG] = {"gpufaas_worker_heartbeat_kills_total", KIND_COUNTER,
+                          "Workers killed because they answered no heartbeat for "
+                          "--heartbeat-timeout.", 1, {"worker"}, NULL, 0},
     [GW_M_SHARED_UP] = {"gpufaas_shared_store_up", KIND_GAUGE,
                         "1 when the shared store could be read at the last try, else 0 (only "
                         "with --shared-store).", 0, {NULL}, NULL, 0},

@@ -34,6 +34,7 @@ typedef enum {
     GW_M_WORKER_RESTARTS,     /* counter   {worker} */
     GW_M_STORE_RECORDS,       /* counter   {outcome}: committed, dropped, rejected, lost */
     GW_M_VERSIONS,            /* gauge     {state}: function versions ready, broken */
+    GW_M_WORKER_HUNG,         /* counter   {worker}: killed for a missed heartbeat */
     GW_M_SHARED_UP,           /* gauge     the shared store could be read at the last try */
     GW_M_SHARED_SYNCED,       /* gauge     Unix time of the last successful read of it */
     /* Triton's statistics extension reads these (gateway/core/stats.c) */

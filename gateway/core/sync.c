@@ -49,6 +49,7 @@ typedef struct gw_parked {
     size_t n_inputs;
     gf_gw_done_fn done;
     void *done_arg;
+    uint64_t timeout_us;
     gf_gw_result *res;         /* allocated when parked, so answering needs no memory */
     uint64_t t0_us;            /* when the request arrived (monotonic) */
 } gw_parked;
@@ -415,7 +416,8 @@ static void unpark(gw_sync *s, const char *name, gf_status read_st, const char *
                                .n_inputs = p->n_inputs,
                                .done = p->done,
                                .done_arg = p->done_arg,
-                               .t0_us = p->t0_us};
+                               .t0_us = p->t0_us,
+                               .timeout_us = p->timeout_us};
         p->inputs = NULL; /* the submit takes them over in every case */
         p->n_inputs = 0;
         gf_err e;
@@ -466,6 +468,7 @@ bool gw_sync_park(gf_gw *gw, const gf_gw_infer_req *req, gf_gw_tensor *inputs, s
     p->done = req->done;
     p->done_arg = req->done_arg;
     p->t0_us = req->t0_us != 0 ? req->t0_us : gf_mono_us();
+    p->timeout_us = req->timeout_us;
     pthread_mutex_lock(&s->qlock);
     if (s->stop || s->n_parked >= SYNC_MAX_PARKED || !want_push(s, req->function)) {
         pthread_mutex_unlock(&s->qlock);

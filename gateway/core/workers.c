@@ -219,13 +219,41 @@ static void *supervisor_main(void *arg)
         /* hits and last uses of the placements, for SQLite */
         if (now - gw->last_hits_flush_us >= GW_HITS_FLUSH_US)
             gw_copies_flush_hits(gw);
-        /* heartbeats */
+        /* heartbeats: a worker's reader answers GET_STATS at once, whatever
+         * it computes; one that has not for the heartbeat timeout (stopped,
+         * wedged) is killed, and its death is handled as any other: its
+         * requests retried once elsewhere or answered, a restart */
+        uint64_t hb_us = (uint64_t)(gw->cfg.heartbeat_timeout_ms
+                                        ? gw->cfg.heartbeat_timeout_ms
+                                        : GF_GW_DEFAULT_HEARTBEAT_TIMEOUT_MS) * 1000u;
+        for (int i = 0; i < gw->n_workers; i++) {
+            gw_worker *w = &gw->workers[i];
+            uint64_t seen = w->last_stats_us > w->up_us ? w->last_stats_us : w->up_us;
+            if (w->state != GW_W_UP || w->exited || w->pid <= 0 || now - seen <= hb_us)
+                continue;
+            GF_LOG_W("worker %d (%s) answered no heartbeat for %.1f s (--heartbeat-timeout): "
+                     "killing it", w->id, w->device, (double)(now - seen) / 1e6);
+            kill(w->pid, SIGKILL);
+            w->state = GW_W_DOWN; /* routed to no more; reaped and restarted below */
+            char wid[16];
+            snprintf(wid, sizeof wid, "%d", w->id);
+            const char *l1[1] = {wid};
+            gw_metric_add(gw->metrics, GW_M_WORKER_HUNG, l1, 1);
+        }
         if (now - last_stats >= 1000000u) {
             last_stats = now;
             for (int i = 0; i < gw->n_workers; i++)
                 if (gw->workers[i].state == GW_W_UP)
                     gw_send_empty(&gw->workers[i], GF_IPC_GET_STATS,
                                atomic_fetch_add(&gw->next_id, 1));
+        }
+        /* deadlines of requests in batches (waiting for a LOAD, in flight) */
+        gw_expired exp[64];
+        size_t n_exp = gw_expire_collect(gw, now, exp, sizeof exp / sizeof exp[0]);
+        if (n_exp > 0) {
+            pthread_mutex_unlock(&gw->lock);
+            gw_expire_answer(gw, exp, n_exp);
+            pthread_mutex_lock(&gw->lock);
         }
         struct timespec ts;
         gf_deadline_after(CLOCK_REALTIME, 100u * 1000000u, &ts);

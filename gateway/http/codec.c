@@ -735,6 +735,14 @@ static gf_status parse_request_params(gf_parse_ctx *c)
             else
                 return gf_err_set(j->err, GF_ERR_INVALID,
                                   "parameter binary_data_output must be true or false");
+        } else if (key_is(&c->key, "timeout")) {
+            gf_json_num n;
+            int ch = gf_json_lex_peek(j);
+            if ((ch != '-' && (ch < '0' || ch > '9')) || gf_json_lex_number(j, &n) != GF_OK ||
+                !n.is_uint || n.u == 0)
+                return gf_err_set(j->err, GF_ERR_INVALID,
+                                  "parameter timeout must be a positive integer (microseconds)");
+            c->r->timeout_us = n.u;
         } else if ((st = gf_json_lex_skip(j)) != GF_OK) {
             return st;
         }

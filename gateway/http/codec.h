@@ -63,6 +63,8 @@ typedef struct gf_codec_request {
     gf_codec_output_sel *outputs; /* requested outputs in request order; NULL = all */
     size_t n_outputs;
     bool binary_output; /* request parameter "binary_data_output" */
+    uint64_t timeout_us; /* request parameter "timeout" (microseconds, as Triton's clients
+                            send it); 0 = none given */
 } gf_codec_request;
 
 typedef struct gf_codec_opts {

@@ -36,6 +36,7 @@ extern "C" {
 #define GF_HTTP_DEFAULT_MAX_CONNS 1024
 #define GF_HTTP_DEFAULT_MAX_CONNS_PER_CLIENT 256 /* a quarter: one client cannot take all */
 #define GF_HTTP_DEFAULT_REQUEST_TIMEOUT_S 30     /* headers, and then the body, must arrive */
+#define GF_HTTP_DEFAULT_BODY_MEMORY (1ull << 30)  /* bytes of request bodies held at once */
 
 typedef struct gf_http_config {
     const char *listen;      /* "host:port", "[v6addr]:port", ":port" (all addresses);
@@ -48,6 +49,8 @@ typedef struct gf_http_config {
     unsigned max_conns;      /* open connections at most (0 = default) */
     unsigned max_conns_per_client; /* open connections per client address (0 = default);
                                       beyond: 429 and closed */
+    uint64_t body_memory;    /* request bodies held at once, server-wide, bytes; beyond: 503
+                                + Retry-After (0 = default) */
     unsigned request_timeout_s; /* a request's headers, then its body, must each arrive
                                    within this from their start, however they trickle:
                                    408 and closed (0 = default) */
@@ -60,6 +63,9 @@ typedef struct gf_http gf_http;
  * GF_ERR_NOT_FOUND 404, GF_ERR_BUSY 429, GF_ERR_CLOSED 503, ...). The
  * gateway core gets it as gf_gw_config.protocol_code, to label its records. */
 int gf_http_status_of(gf_status st);
+/* Seconds a client should wait before retrying an answer of status st (its
+ * Retry-After header), 0 when it is not worth retrying as it is. */
+unsigned gf_http_retry_after_s(gf_status st);
 
 /* Bind cfg->listen and start serving gw (borrowed: it must outlive the
  * server). cfg and its strings are copied. *out is the caller's

@@ -78,6 +78,7 @@ struct gf_http {
     bool stopped;
     atomic_long active; /* requests between first callback and completion */
     gf_http_conns *conns; /* the guard on connections (conns.c) */
+    atomic_uint_fast64_t body_bytes; /* request bodies held now (cfg.body_memory bounds it) */
     /* the admin thread */
     pthread_t admin;
     bool admin_started;
@@ -103,6 +104,8 @@ struct gf_http_req {
     bool body_too_large;
     gf_http_coding body_coding;  /* Content-Encoding: inflated before the handler runs */
     gf_http_coding reply_coding; /* from Accept-Encoding: replies are deflated with it */
+    bool body_over_budget; /* the server's body memory was spent: 503 */
+    uint64_t body_charged; /* bytes of body_bytes this request holds until it is freed */
     bool started;      /* the handler ran */
     gf_upload *upload; /* GF_ROUTE_UPLOAD, or a load's files */
     struct gf_http_load_labels *load_labels; /* a load's label files (load_files.c) */

@@ -255,6 +255,7 @@ static void infer_start(gf_http_req *r, bool v1)
         .done = infer_done,
         .done_arg = r,
         .t0_us = r->t0_ns / 1000,
+        .timeout_us = r->creq.timeout_us,
     };
     r->creq.inputs = NULL; /* the core takes them over, whatever happens */
     r->creq.n_inputs = 0;

@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/tensor.h"
+#include "core/units.h"
 #include "functions/manifest.h"
 #include "gateway/http/http_impl.h"
 
@@ -155,8 +156,12 @@ void gf_http_fail(gf_http_req *r, gf_status st, const char *fmt, ...)
     va_start(ap, fmt);
     error_reply(r, st, (unsigned)gf_http_status_of(st), fmt, ap);
     va_end(ap);
-    if (st == GF_ERR_BUSY || st == GF_ERR_OVERLOADED)
-        gf_http_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    unsigned ra = gf_http_retry_after_s(st);
+    if (ra > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%u", ra);
+        gf_http_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    }
 }
 
 void gf_http_header(gf_http_req *r, const char *name, const char *value)
@@ -505,8 +510,20 @@ static void req_body(gf_http_req *r, const char *data, size_t n)
             gf_upload_fail(r->upload, GF_ERR_FORMAT, "malformed multipart/form-data body");
         return;
     }
-    if (r->body_too_large)
+    if (r->body_too_large || r->body_over_budget)
         return;
+    /* one server-wide budget for memory held for request bodies: charged as
+     * they arrive, released when the request is freed (what is decoded from
+     * a body lives about as long and is no larger) */
+    gf_http *h = r->srv;
+    uint64_t was = atomic_fetch_add(&h->body_bytes, n);
+    if (was + n > h->cfg.body_memory) {
+        atomic_fetch_sub(&h->body_bytes, n);
+        r->body_over_budget = true;
+        gf_buf_deinit(&r->body);
+        return;
+    }
+    r->body_charged += n;
     gf_status st = gf_buf_append(&r->body, data, n);
     if (st != GF_OK) {
         r->body_too_large = true; /* GF_ERR_TOO_LARGE, or no memory for it */
@@ -517,6 +534,15 @@ static void req_body(gf_http_req *r, const char *data, size_t n)
 /* The body is complete: run the handler. */
 static void req_run(gf_http_req *r)
 {
+    if (r->body_over_budget) {
+        char held[32], budget[32];
+        gf_http_fail(r, GF_ERR_OVERLOADED,
+                     "the server holds %s of request bodies, its budget (--body-memory %s): "
+                     "try again shortly",
+                     gf_size_format(atomic_load(&r->srv->body_bytes), held, sizeof held),
+                     gf_size_format(r->srv->cfg.body_memory, budget, sizeof budget));
+        return;
+    }
     if (r->body_too_large) {
         gf_http_fail(r, GF_ERR_TOO_LARGE,
                      "request body is larger than the limit of %" PRIu64 " bytes (--max-body)",
@@ -594,6 +620,7 @@ static void req_free(gf_http_req *r)
     if (r->resp != NULL)
         MHD_destroy_response(r->resp);
     gf_buf_deinit(&r->body);
+    atomic_fetch_sub(&r->srv->body_bytes, r->body_charged);
     gf_codec_request_deinit(&r->creq);
     if (r->result != NULL)
         gf_gw_result_free(r->result);
@@ -785,6 +812,8 @@ gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_
         h->cfg.max_conns = GF_HTTP_DEFAULT_MAX_CONNS;
     if (h->cfg.max_conns_per_client == 0)
         h->cfg.max_conns_per_client = GF_HTTP_DEFAULT_MAX_CONNS_PER_CLIENT;
+    if (h->cfg.body_memory == 0)
+        h->cfg.body_memory = GF_HTTP_DEFAULT_BODY_MEMORY;
     if (h->cfg.request_timeout_s == 0)
         h->cfg.request_timeout_s = GF_HTTP_DEFAULT_REQUEST_TIMEOUT_S;
     pthread_mutex_init(&h->mu, NULL);

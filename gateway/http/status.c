@@ -25,8 +25,15 @@ static const unsigned short gf_http_codes[GF_STATUS_COUNT_] = {
     [GF_ERR_CLOSED] = 503,         /* shutting down, no worker up */
     [GF_ERR_NO_SPACE] = 507,       /* the disk is full (staging an upload) */
     [GF_ERR_CONFLICT] = 409,       /* a version change the request did not allow; the pin limit */
-    [GF_ERR_OVERLOADED] = 503,     /* admission: it would miss its SLO (with Retry-After) */
+    [GF_ERR_OVERLOADED] = 503,     /* admission (it would miss its SLO), or no memory
+                                      for more request bodies now (Retry-After) */
+    [GF_ERR_DEADLINE] = 504,       /* the request's deadline passed */
 };
+
+unsigned gf_http_retry_after_s(gf_status st)
+{
+    return st == GF_ERR_BUSY || st == GF_ERR_OVERLOADED ? 1 : 0;
+}
 
 int gf_http_status_of(gf_status st)
 {

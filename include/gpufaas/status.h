@@ -40,7 +40,8 @@ typedef enum gf_status {
                                (the message says how to proceed), or conflicts with a limit
                                in force (the pin limit) */
     GF_ERR_OVERLOADED = 21, /* the server cannot take it now (admission: it would finish too
-                               late to meet its SLO): retry later */
+                               late to meet its SLO; memory for request bodies): retry later */
+    GF_ERR_DEADLINE = 22,   /* the request's own deadline passed */
     GF_STATUS_COUNT_        /* number of codes; not a code */
 } gf_status;
 

@@ -30,6 +30,7 @@ static const struct {
     [GF_ERR_NO_SPACE] = {"GF_ERR_NO_SPACE", "no space left on the file system"},
     [GF_ERR_CONFLICT] = {"GF_ERR_CONFLICT", "conflicts with the current state"},
     [GF_ERR_OVERLOADED] = {"GF_ERR_OVERLOADED", "overloaded: retry later"},
+    [GF_ERR_DEADLINE] = {"GF_ERR_DEADLINE", "the request's deadline passed"},
 };
 
 const char *gf_strerror(gf_status code)

@@ -319,11 +319,211 @@ def scenario_files(tmp):
         check(os.stat(var).st_mode & 0o777 == 0o700, "files: the state directory is 0700")
         check(derived, f"files: the worker wrote derived parameter files ({derived})")
         check(not loose, f"files: nothing in the state directory is open to others ({loose})")
-        kids = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()
+        kids = workers_of(proc)
         envs = [open(f"/proc/{k}/environ", "rb").read() for k in kids]
         check(kids and all(token.encode() not in e and b"GPUFAAS_ADMIN_TOKEN" not in e
                            for e in envs),
               f"files: the admin token is in no worker's environment ({len(kids)} workers)")
+    finally:
+        stop(proc, tmp)
+
+
+# ---- items 1 and 4: stalled workers, deadlines, what the gateway holds -------------------
+
+def workers_of(proc):
+    """The live child processes of the server (a worker restarted by the
+    supervisor thread is that thread's child)."""
+    kids = []
+    for t in os.listdir(f"/proc/{proc.pid}/task"):
+        try:
+            kids += [int(k) for k in open(f"/proc/{proc.pid}/task/{t}/children").read().split()]
+        except OSError:
+            pass
+    live = []
+    for k in kids:
+        try:
+            if open(f"/proc/{k}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                live.append(k)
+        except OSError:
+            pass
+    return sorted(live)
+
+
+def deploy_mlp(tmp, port, name, *extra):
+    w = os.path.join(tmp, f"{name}.safetensors")
+    r = cli("mkmodel", "mlp", "--sizes", "256,4", "--max-batch", "4096", "--name", name,
+            *extra, w)
+    check(r.returncode == 0, f"mkmodel {name} ({r.stderr.strip()[:200]})")
+    env = dict(os.environ, GPUFAAS_SERVER=f"http://127.0.0.1:{port}")
+    r = cli("deploy", name, "--weights", w, "--manifest", w[:-len(".safetensors")] + ".json",
+            env=env)
+    check(r.returncode == 0, f"deploy {name} ({r.stderr.strip()[:200]})")
+
+
+def infer_body(rows=1, timeout_us=None):
+    req = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [rows, 256],
+                       "data": [0.25] * (rows * 256)}]}
+    if timeout_us is not None:
+        req["parameters"] = {"timeout": timeout_us}
+    return json.dumps(req).encode()
+
+
+def infer(port, name, body, timeout=30):
+    t0 = time.monotonic()
+    st, out = post(port, f"/v2/models/{name}/infer", body,
+                   {"Content-Type": "application/json"}, timeout=timeout)
+    return st, out, time.monotonic() - t0
+
+
+def parallel(fn, n):
+    import threading
+    res = [None] * n
+
+    def run(i):
+        try:
+            res[i] = fn(i)
+        except Exception as e:  # a hang or a reset is a result too
+            res[i] = ("exception", repr(e), 0)
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return res
+
+
+def metric(port, name):
+    st, _, body, _ = get(port, "/metrics")
+    total = 0.0
+    for line in body.decode().splitlines():
+        if line.startswith(name):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def scenario_stalls(tmp):
+    """A worker stopped with SIGSTOP is detected by its missed heartbeat,
+    killed and restarted; the requests it held are retried on the other
+    worker or answered, none waits for as long as it is stopped."""
+    proc, port = start_server(tmp, "--devices", "cpu:2", "--heartbeat-timeout", "1500")
+    try:
+        deploy_mlp(tmp, port, "m")
+        st, _, _ = infer(port, "m", infer_body())
+        check(st == 200, "stalls: m answers")
+        # both workers hold m
+        for _ in range(8):
+            infer(port, "m", infer_body())
+        pids = workers_of(proc)
+        check(len(pids) == 2, f"stalls: two workers ({pids})")
+        os.kill(pids[0], signal.SIGSTOP)
+        t0 = time.monotonic()
+        res = parallel(lambda i: infer(port, "m", infer_body(), timeout=30), 16)
+        took = time.monotonic() - t0
+        codes = sorted(r[0] for r in res)
+        check(all(c in (200, 503) for c in codes) and codes.count(200) >= 8,
+              f"stalls: requests sent while a worker is stopped are answered ({codes})")
+        check(max(r[2] for r in res) < 10, f"stalls: none waits for the stopped worker "
+                                           f"(slowest {max(r[2] for r in res):.1f} s)")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and pids[0] in workers_of(proc):
+            time.sleep(0.2)
+        check(pids[0] not in workers_of(proc), "stalls: the stopped worker was killed")
+        check(metric(port, "gpufaas_worker_heartbeat_kills_total") >= 1,
+              "stalls: /metrics counts the heartbeat kill")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(workers_of(proc)) < 2:
+            time.sleep(0.2)
+        check(len(workers_of(proc)) == 2, "stalls: it was restarted")
+        st, _, _, _ = get(port, "/v2/health/ready")
+        check(st == 200, "stalls: ready again")
+    finally:
+        for p in workers_of(proc) if proc.poll() is None else []:
+            try:
+                os.kill(p, signal.SIGCONT)
+            except OSError:
+                pass
+        stop(proc, tmp)
+
+
+def scenario_deadlines(tmp):
+    """parameters.timeout (microseconds, as tritonclient sends it) and the
+    server's --infer-timeout answer 504 wherever the request is: queued in
+    the gateway, or in flight on a stopped worker."""
+    proc, port = start_server(tmp, "--heartbeat-timeout", "600000", "--infer-timeout", "1500")
+    try:
+        deploy_mlp(tmp, port, "m")
+        deploy_mlp(tmp, port, "slowq", "--max-delay-us", "10000000")
+        st, _, _ = infer(port, "m", infer_body())
+        check(st == 200, "deadlines: m answers")
+        # queued: slowq waits up to 10 s for batch-mates; its deadline is 0.3 s
+        st, out, took = infer(port, "slowq", infer_body(timeout_us=300000))
+        err = json_error(out) or ""
+        check(st == 504 and "parameters.timeout" in err and "queued" in err and took < 2,
+              f"deadlines: a queued request is answered 504 at its deadline ({st} {took:.2f} s "
+              f"{err!r})")
+        # in flight on a stopped worker
+        (pid,) = workers_of(proc)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            st, out, took = infer(port, "m", infer_body(timeout_us=400000))
+            err = json_error(out) or ""
+            check(st == 504 and "0.400 s" in err and took < 2,
+                  f"deadlines: a request on a stopped worker is answered 504 at its deadline "
+                  f"({st} {took:.2f} s {err!r})")
+            st, out, took = infer(port, "m", infer_body())
+            check(st == 504 and "--infer-timeout" in (json_error(out) or "") and 1.3 < took < 3,
+                  f"deadlines: without parameters.timeout the server's --infer-timeout applies "
+                  f"({st} {took:.2f} s)")
+            st, out, _ = infer(port, "m", infer_body(timeout_us=-5))
+            check(st == 400 and "timeout must be a positive integer" in (json_error(out) or ""),
+                  "deadlines: a bad parameters.timeout is a 400")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        st, _, _ = infer(port, "m", infer_body())
+        check(st == 200, "deadlines: the worker serves again once it runs")
+    finally:
+        stop(proc, tmp)
+
+
+def scenario_limits(tmp):
+    """--queue-limit bounds every request the gateway holds (queued, in
+    flight, being written to a worker), and --body-memory the memory held
+    for request bodies, with a stalled worker."""
+    proc, port = start_server(tmp, "--heartbeat-timeout", "600000", "--queue-limit", "10",
+                              "--body-memory", "8M", "--http-threads", "4",
+                              "--max-conns-per-client", "512", "--max-conns", "600")
+    try:
+        deploy_mlp(tmp, port, "m")
+        st, _, _ = infer(port, "m", infer_body())
+        check(st == 200, "limits: m answers")
+        (pid,) = workers_of(proc)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            small = infer_body(timeout_us=8000000)
+            res = parallel(lambda i: infer(port, "m", small, timeout=30), 60)
+            codes = [r[0] for r in res]
+            busy = [r for r in res if r[0] == 429]
+            check(codes.count(429) >= 50 and all(c in (429, 504) for c in codes),
+                  f"limits: with the worker stalled, --queue-limit 10 holds at most 10 of 60 "
+                  f"({codes.count(504)} held, {codes.count(429)} refused)")
+            check(all("--queue-limit" in (json_error(r[1]) or "") for r in busy),
+                  "limits: each 429 names --queue-limit")
+            # bodies: 2 MiB each, an 8 MiB budget
+            rss0 = rss_kb(proc.pid)
+            big = infer_body(rows=2048, timeout_us=6000000)
+            res = parallel(lambda i: infer(port, "m", big, timeout=30), 12)
+            codes = [r[0] for r in res]
+            over = [r for r in res if r[0] == 503]
+            check(len(over) >= 6 and all("--body-memory" in (json_error(r[1]) or "")
+                                         for r in over),
+                  f"limits: bodies beyond --body-memory are refused 503 naming it ({codes})")
+            rss1 = rss_kb(proc.pid)
+            check(rss1 - rss0 < 64 * 1024, f"limits: the gateway grew {(rss1 - rss0) >> 10} MiB "
+                                           f"for 12 bodies of 2 MiB")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        st, _, _ = infer(port, "m", infer_body())
+        check(st == 200, "limits: served again once the worker runs")
     finally:
         stop(proc, tmp)
 
@@ -343,7 +543,8 @@ def stop(proc, tmp):
         raise AssertionError(f"the server died: {proc.returncode}")
 
 
-SCENARIOS = [scenario_connections, scenario_files]
+SCENARIOS = [scenario_connections, scenario_files, scenario_stalls, scenario_deadlines,
+             scenario_limits]
 
 
 def main():
