@@ -458,6 +458,13 @@ static int api_param(gf_fn_ctx *ctx, size_t index, gf_tensor *out)
 static int ctx_alloc(gf_fn_ctx *ctx, size_t bytes, void **out, const char *what)
 {
     gf_err e;
+    uint64_t used0, budget0;
+    gf_dev_usage(ctx->be, &used0, &budget0);
+    if (bytes > budget0) /* never fits, whatever is evicted: the request's fault, not busy */
+        return ctx_fail(ctx, GF_ERR_TOO_LARGE,
+                        "%s needs %zu bytes of device memory, more than the worker's whole "
+                        "device budget (%llu bytes): send a smaller batch or input",
+                        what, bytes, (unsigned long long)budget0);
     gf_status st = gf_dev_arena_alloc(ctx->arena, bytes, out, &e);
     if (st == GF_ERR_NO_DEVICE_MEM) {
         uint64_t used, budget;

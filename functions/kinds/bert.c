@@ -479,6 +479,20 @@ static int bt_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
     if (n == 0 || s == 0)
         return api->set_error(ctx, GF_ERR_INVALID, "bert: empty input [%" PRId64 ", %" PRId64 "]",
                               n, s);
+    if (st->in_mask >= 0) { /* Hugging Face's mask is 1 (attend) or 0 (padding), nothing else */
+        gf_tensor hm;
+        if ((rc = api->input_host(ctx, (size_t)st->in_mask, &hm)) != 0)
+            return rc;
+        for (int64_t i = 0; i < n * s; i++) {
+            int64_t v = hm.dtype == GF_DT_I64 ? ((const int64_t *)hm.data)[i]
+                                              : ((const int32_t *)hm.data)[i];
+            if (v != 0 && v != 1)
+                return api->set_error(ctx, GF_ERR_INVALID,
+                                      "bert: attention_mask[%" PRId64 ", %" PRId64 "] is %" PRId64
+                                      "; it must be 1 (attend) or 0 (padding)",
+                                      i / s, i % s, v);
+        }
+    }
     const int64_t oshape[2] = {n, st->labels};
     if ((rc = api->output(ctx, 0, 2, oshape, &out)) != 0)
         return rc;

@@ -257,16 +257,28 @@ static void expire_queued(gw_version *v, uint64_t now, gw_req **out, uint64_t *n
     }
 }
 
+/* now_us == UINT64_MAX: every request (shutting down), answered CLOSED. */
 static size_t expire_batches(gw_batch *b, uint64_t now, int worker, const char *where,
                              gw_expired *out, size_t n, size_t cap)
 {
     for (; b != NULL; b = b->next)
-        for (gw_req *q = b->reqs; q != NULL && n < cap; q = q->next)
-            if (!q->expired && q->deadline_us != 0 && now >= q->deadline_us) {
-                q->expired = true;
+        for (gw_req *q = b->reqs; q != NULL && n < cap; q = q->next) {
+            if (q->expired || (now != UINT64_MAX && (q->deadline_us == 0 || now < q->deadline_us)))
+                continue;
+            q->expired = true;
+            if (now != UINT64_MAX) {
                 deadline_result(q, worker, b->n_reqs, where);
-                out[n++] = (gw_expired){q, worker, where};
+            } else {
+                gf_gw_result *r = q->res;
+                gf_gw_tensors_free(r->outputs, r->n_outputs);
+                memset(r, 0, sizeof *r);
+                r->status = GF_ERR_CLOSED;
+                r->worker = worker;
+                snprintf(r->message, sizeof r->message, "the server is shutting down and the "
+                         "request did not finish within --drain-timeout");
             }
+            out[n++] = (gw_expired){q, worker, where};
+        }
     return n;
 }
 
@@ -282,6 +294,19 @@ size_t gw_expire_collect(gf_gw *gw, uint64_t now_us, gw_expired *out, size_t cap
                 n = expire_batches(gw->fns[f]->versions[k]->pl[i].waiting, now_us, i,
                                    "waited for its model to load on a worker", out, n, cap);
     return n;
+}
+
+void gw_abandon_inflight(gf_gw *gw)
+{
+    gw_expired e[64];
+    for (;;) {
+        pthread_mutex_lock(&gw->lock);
+        size_t n = gw_expire_collect(gw, UINT64_MAX, e, sizeof e / sizeof e[0]);
+        pthread_mutex_unlock(&gw->lock);
+        if (n == 0)
+            return;
+        gw_expire_answer(gw, e, n);
+    }
 }
 
 void gw_expire_answer(gf_gw *gw, gw_expired *e, size_t n)

@@ -210,7 +210,9 @@ void gf_gw_shutdown(gf_gw *gw)
         GF_LOG_W("shutting down with %d request(s) still in flight: they are refused", left);
     gw_sync_stop(gw);
     gw_checker_stop(gw);
-    gw_batcher_stop(gw);
+    gw_batcher_stop(gw); /* answers what is still queued */
+    /* and what is in batches, now: stopping the workers takes seconds more */
+    gw_abandon_inflight(gw);
     if (gw->n_workers > 0)
         gw_workers_stop(gw);
     if (gw->store != NULL) {

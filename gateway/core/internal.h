@@ -468,6 +468,9 @@ typedef struct gw_expired {
 } gw_expired;
 size_t gw_expire_collect(gf_gw *gw, uint64_t now_us, gw_expired *out, size_t cap);
 void gw_expire_answer(gf_gw *gw, gw_expired *e, size_t n);
+/* Shutting down past the drain timeout: answer every request in a batch
+ * GF_ERR_CLOSED now, before the workers are stopped (takes gw->lock). */
+void gw_abandon_inflight(gf_gw *gw);
 
 /* residency.c (lock held) */
 /* The residency v runs with: its function's run-time override, else its

@@ -463,6 +463,16 @@ START_TEST(test_bert_bad_token)
     gf_err_clear(&err);
     ck_assert_int_eq(fn_rig_infer(&r, in, 2, &out, &err), GF_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "5000") != NULL, "message '%s' lacks the index", err.msg);
+    /* a mask is 1 or 0 (Hugging Face's meaning); a 2 is refused, not used as a weight */
+    ids[2] = 5;
+    mask[2] = 2;
+    gf_err_clear(&err);
+    ck_assert_int_eq(fn_rig_infer(&r, in, 2, &out, &err), GF_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "attention_mask[0, 2] is 2") != NULL, "message '%s'", err.msg);
+    mask[2] = 0;
+    gf_err_clear(&err);
+    ck_assert_msg(fn_rig_infer(&r, in, 2, &out, &err) == GF_OK, "%s", err.msg);
+    gf_fn_outputs_free(&out);
     fn_rig_close(&r);
     free(mpath);
     free(weights);

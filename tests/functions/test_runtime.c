@@ -272,14 +272,14 @@ START_TEST(test_infer_input_errors_and_workspace_eviction)
     gf_dev_counters(r.be, &a1, &f1);
     ck_assert_uint_eq(a1 - a0, 0);
     ck_assert_uint_eq(f1 - f0, 0);
-    /* far too big even with everything evicted: a clear error with sizes */
+    /* more than the whole budget: the request's fault (413), not a busy device (503) */
     free(x);
     batch = 4096;
     x = calloc((size_t)(batch * 64), sizeof(float));
     gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){batch, 64}, x, GF_MEM_HOST, -1, NULL);
-    ck_assert_int_eq(run_once(&r, kind, mf, w, "ws@1", &in, 1, &out, &err), GF_ERR_NO_DEVICE_MEM);
-    ck_assert_msg(strstr(err.msg, "bytes of device memory; after evicting idle models"), "%s",
-                  err.msg);
+    ck_assert_int_eq(run_once(&r, kind, mf, w, "ws@1", &in, 1, &out, &err), GF_ERR_TOO_LARGE);
+    ck_assert_msg(strstr(err.msg, "bytes of device memory, more than the worker's whole device "
+                                  "budget"), "%s", err.msg);
     /* wrong input shape and count */
     gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){2, 63}, x, GF_MEM_HOST, -1, NULL);
     ck_assert_int_eq(run_once(&r, kind, mf, w, "ws@1", &in, 1, &out, &err), GF_ERR_INVALID);

@@ -528,6 +528,40 @@ def scenario_limits(tmp):
         stop(proc, tmp)
 
 
+def scenario_sigterm(tmp):
+    """On SIGTERM a request still in flight past --drain-timeout is answered
+    503 then, not after the workers have been stopped."""
+    proc, port = start_server(tmp, "--heartbeat-timeout", "600000", "--drain-timeout", "1")
+    try:
+        deploy_mlp(tmp, port, "m")
+        st, _, _ = infer(port, "m", infer_body())
+        check(st == 200, "sigterm: m answers")
+        (pid,) = workers_of(proc)
+        os.kill(pid, signal.SIGSTOP)
+        import threading
+        got = {}
+
+        def one():
+            got["r"] = infer(port, "m", infer_body(), timeout=60)
+        t = threading.Thread(target=one)
+        t.start()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        t.join(60)
+        took = time.monotonic() - t0
+        st, out, _ = got.get("r", (None, b"", 0))
+        check(st == 503 and "--drain-timeout" in (json_error(out) or "") and took < 3,
+              f"sigterm: the request in flight is answered 503 at the drain timeout "
+              f"({st} after {took:.1f} s: {out[:120]!r})")
+        rc = proc.wait(timeout=60)
+        check(rc == 0, f"sigterm: exit status 0 ({rc})")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def stop(proc, tmp):
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -544,7 +578,7 @@ def stop(proc, tmp):
 
 
 SCENARIOS = [scenario_connections, scenario_files, scenario_stalls, scenario_deadlines,
-             scenario_limits]
+             scenario_limits, scenario_sigterm]
 
 
 def main():
