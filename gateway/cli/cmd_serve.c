@@ -32,6 +32,7 @@ enum {
     F_PIN_LIMIT,
     F_ADMIN_TOKEN,
     F_ALLOW_NATIVE,
+    F_PLUGINS,
     F_MAX_BODY,
     F_MAX_UPLOAD,
     F_BODY_MEMORY,
@@ -88,6 +89,9 @@ static const struct {
                        "bearer token for deploy/delete/load/unload (prefer the variable)"},
     [F_ALLOW_NATIVE] = {"allow-native-functions", "GPUFAAS_ALLOW_NATIVE_FUNCTIONS", NULL, D_NONE,
                         NULL, 0, "allow plugin (shared object) function kinds"},
+    [F_PLUGINS] = {"plugins", "GPUFAAS_PLUGINS", "SO[,SO...]", D_NONE, NULL, 0,
+                   "plugin kinds to load (needs --allow-native-functions; POST /v1/plugins adds "
+                   "more)"},
     [F_MAX_BODY] = {"max-body", "GPUFAAS_MAX_BODY", "SIZE", D_SIZE, NULL,
                     GF_HTTP_DEFAULT_MAX_BODY, "request body limit"},
     [F_MAX_UPLOAD] = {"max-upload", "GPUFAAS_MAX_UPLOAD", "SIZE", D_SIZE, NULL,
@@ -156,6 +160,8 @@ static const char *flag_default(int f, char *buf, size_t cap)
     }
     return NULL;
 }
+
+#define GF_SERVE_MAX_PLUGINS 16
 
 static volatile sig_atomic_t gf_serve_signal;
 
@@ -311,6 +317,22 @@ int gf_cmd_serve(int argc, char **argv)
     hc.admin_token = val[F_ADMIN_TOKEN];
     if (val[F_ALLOW_NATIVE] != NULL && !parse_bool(val[F_ALLOW_NATIVE], &gc.allow_native))
         return serve_bad("allow-native-functions", "expected 1/0, true/false, yes/no");
+    char plugin_buf[4096];
+    const char *plugins[GF_SERVE_MAX_PLUGINS];
+    if (val[F_PLUGINS] != NULL && val[F_PLUGINS][0] != '\0') {
+        if (!gc.allow_native)
+            return serve_bad("plugins", "needs --allow-native-functions");
+        if (strlen(val[F_PLUGINS]) >= sizeof plugin_buf)
+            return serve_bad("plugins", "too long");
+        snprintf(plugin_buf, sizeof plugin_buf, "%s", val[F_PLUGINS]);
+        char *save = NULL;
+        for (char *p = strtok_r(plugin_buf, ",", &save); p != NULL; p = strtok_r(NULL, ",", &save)) {
+            if (gc.n_plugins == GF_SERVE_MAX_PLUGINS)
+                return serve_bad("plugins", "at most 16");
+            plugins[gc.n_plugins++] = p;
+        }
+        gc.plugins = plugins;
+    }
     if (gf_size_parse(val[F_MAX_BODY], &hc.max_body, &err) != GF_OK || hc.max_body < 1024)
         return serve_bad("max-body", err.code != GF_OK ? gf_err_msg(&err) : "at least 1K");
     gf_err_clear(&err);

@@ -150,6 +150,8 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err)
         if ((st = gf_oneshot_probe(&gw->oneshot, &gw->probe, err)) != GF_OK)
             goto fail;
     }
+    if ((st = gw_plugins_init(gw, err)) != GF_OK)
+        goto fail;
     char *db;
     if ((st = gf_store_default_path(gw->state_dir, &db, err)) != GF_OK)
         goto fail;
@@ -239,6 +241,7 @@ void gf_gw_free(gf_gw *gw)
     gw_registry_free(gw);
     gw_metrics_free(gw->metrics);
     gf_probe_deinit(&gw->probe);
+    gw_plugins_free(gw);
     free(gw->ready);
     free(gw->state_dir);
     free(gw->functions_dir);

@@ -165,6 +165,16 @@ typedef struct gf_gw_infer_req {
                                 server's (infer_timeout_ms) */
 } gf_gw_infer_req;
 
+/* Add a plugin kind while the server runs (needs allow_native, else
+ * GF_ERR_PERMISSION): so (len bytes, an ELF shared object) is stored in the
+ * state directory and loaded by a gpufaas-worker --probe child, never by
+ * this process; the kind it provides is written to kind (cap bytes).
+ * GF_ERR_INVALID when it does not load (the child's message), GF_ERR_EXISTS
+ * when its kind is provided already. The same file again is a no-op. Stored
+ * plugins are loaded again when the server starts. */
+gf_status gf_gw_plugin_add(gf_gw *gw, const void *so, size_t len, char *kind, size_t cap,
+                           gf_err *err);
+
 /* Queue an inference. Checks at once, before any work, answering without
  * calling done: an unknown function or version (GF_ERR_NOT_FOUND), inputs
  * that do not match the manifest by name, count, datatype or shape, or a

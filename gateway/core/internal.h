@@ -211,7 +211,11 @@ struct gf_gw {
     char *functions_dir;
     char *worker_path;
     gf_oneshot_cfg oneshot;  /* how to run gpufaas-worker --probe / --validate */
-    gf_probe probe;          /* what --probe found: CUDA devices, the plugins' kinds */
+    gf_probe probe;          /* what --probe found: CUDA devices, the plugins' kinds (and
+                                those added since: plugins.c; gw->lock) */
+    char **plugin_list;      /* every plugin's path, what oneshot.plugins points to
+                                (deploy_lock) */
+    size_t n_plugin_list;
     gf_store *store;
     gw_metrics *metrics;
 
@@ -392,6 +396,11 @@ void gw_copies_forget_version(gf_gw *gw, gw_version *v);
 /* Hand the store the hits and last uses of every copy since the last
  * flush (lock held). */
 void gw_copies_flush_hits(gf_gw *gw);
+
+/* plugins.c: the command line's plugins and the stored ones (after the
+ * probe); free the list. */
+gf_status gw_plugins_init(gf_gw *gw, gf_err *err);
+void gw_plugins_free(gf_gw *gw);
 
 /* registry.c */
 /* The function named name, created (with no versions, not deleted) when

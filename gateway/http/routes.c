@@ -404,6 +404,30 @@ static void finish_delete(gf_http_req *r)
     gf_http_reply(r, 200, json_pack("{s:s, s:b}", "name", r->name, "deleted", 1));
 }
 
+/* POST /v1/plugins: the body is a plugin's shared object. The core stores
+ * it and has a worker load it (--probe); the kind it provides goes in
+ * r->name (this route has no {m}). */
+static void job_plugin(gf_http_req *r)
+{
+    r->job_status = gf_gw_plugin_add(r->srv->gw, r->body.data, r->body.len, r->name,
+                                     sizeof r->name, &r->job_err);
+}
+
+static void finish_plugin(gf_http_req *r)
+{
+    if (r->job_status != GF_OK) {
+        reply_core_error(r, r->job_status, &r->job_err, "adding the plugin failed");
+        return;
+    }
+    gf_http_reply(r, 201, json_pack("{s:s}", "kind", r->name));
+}
+
+static void h_plugin_add(gf_http_req *r)
+{
+    gf_http_async_begin(r, finish_plugin);
+    gf_http_run_admin(r, job_plugin);
+}
+
 static void h_fn_delete(gf_http_req *r)
 {
     gf_http_async_begin(r, finish_delete);
@@ -656,6 +680,7 @@ const gf_route gf_http_routes[] = {
     {"PUT", "/v1/functions/{m}/residency", h_fn_residency_put, GF_ROUTE_ADMIN},
     {"DELETE", "/v1/functions/{m}/residency", h_fn_residency_delete, GF_ROUTE_ADMIN},
     {"GET", "/v1/workers", h_workers, 0},
+    {"POST", "/v1/plugins", h_plugin_add, GF_ROUTE_ADMIN},
     {"GET", "/v1/placements", h_placements, 0},
     /* Prometheus */
     {"GET", "/metrics", h_metrics, 0},

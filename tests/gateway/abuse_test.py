@@ -562,6 +562,97 @@ def scenario_sigterm(tmp):
             proc.wait()
 
 
+# ---- item 9: plugins over the admin API ------------------------------------------------
+
+def write_safetensors(path, tensors):
+    """An independent writer (struct + json): {name: (shape, [floats])}, F32."""
+    import struct
+    header, data = {}, b""
+    for name, (shape, vals) in tensors.items():
+        raw = struct.pack(f"<{len(vals)}f", *vals)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def scenario_plugins(tmp):
+    """With --allow-native-functions a plugin kind is added over the admin
+    API (loaded by a worker, never the gateway), functions of it deploy and
+    answer, and it is still there after a restart; without the flag, 403."""
+    so = open(os.environ["GF_PLUGIN_EXAMPLE"], "rb").read()
+    bad = open(os.environ["GF_PLUGIN_BAD_ABI"], "rb").read()
+    token = "plug-token"
+    hdr = {"Content-Type": "application/octet-stream", "Authorization": f"Bearer {token}"}
+    os.mkdir(os.path.join(tmp, "a"))
+    proc, port = start_server(os.path.join(tmp, "a"), "--admin-token", token)
+    try:
+        st, out = post(port, "/v1/plugins", so, hdr)
+        check(st == 403 and "--allow-native-functions" in (json_error(out) or ""),
+              f"plugins: refused 403 without --allow-native-functions ({st} {out[:100]!r})")
+    finally:
+        stop(proc, tmp)
+    proc, port = start_server(tmp, "--admin-token", token, "--allow-native-functions")
+    try:
+        st, out = post(port, "/v1/plugins", so, {"Content-Type": "application/octet-stream"})
+        check(st == 401, "plugins: adding one is an admin call")
+        st, out = post(port, "/v1/plugins", b"#!/bin/sh\nrm -rf /\n", hdr)
+        check(st == 400 and "not a shared object" in (json_error(out) or ""),
+              f"plugins: a body that is not ELF is a 400 ({st} {out[:100]!r})")
+        st, out = post(port, "/v1/plugins", bad, hdr)
+        check(st == 400 and "does not load in a worker" in (json_error(out) or ""),
+              f"plugins: a plugin that does not load is a 400 with the worker's reason "
+              f"({st} {out[:160]!r})")
+        st, out = post(port, "/v1/plugins", so, hdr)
+        check(st == 201 and json.loads(out).get("kind") == "linear",
+              f"plugins: the example plugin is added, kind linear ({st} {out[:100]!r})")
+        st2, out2 = post(port, "/v1/plugins", so, hdr)
+        check(st2 == 201 and json.loads(out2).get("kind") == "linear",
+              "plugins: adding the same file again is a no-op")
+        gw_maps = open(f"/proc/{proc.pid}/maps").read()
+        mapped = [l for l in gw_maps.splitlines()
+                  if os.path.join(tmp, "var", "plugins") in l or "gf_example_linear" in l]
+        check(not mapped, f"plugins: the gateway never mapped the plugin ({mapped[:2]})")
+        w = [[1.0, 2.0, 3.0], [-1.0, 0.5, 0.0]]
+        b = [0.25, -2.0]
+        write_safetensors(os.path.join(tmp, "lin.safetensors"),
+                          {"weight": ([2, 3], sum(w, [])), "bias": ([2], b)})
+        with open(os.path.join(tmp, "lin.json"), "w") as f:
+            json.dump({"name": "lin", "kind": "linear",
+                       "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 3]}],
+                       "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 2]}],
+                       "max_batch_size": 8}, f)
+        env = dict(os.environ, GPUFAAS_SERVER=f"http://127.0.0.1:{port}", GPUFAAS_TOKEN=token)
+        r = cli("deploy", "lin", "--weights", os.path.join(tmp, "lin.safetensors"),
+                "--manifest", os.path.join(tmp, "lin.json"), env=env)
+        check(r.returncode == 0, f"plugins: a function of the plugin's kind deploys "
+                                 f"({r.stderr.strip()[-200:]})")
+        x = [[1.0, 1.0, 1.0], [0.0, 2.0, -1.0]]
+        want = [[sum(a * c for a, c in zip(row, wr)) + bb for wr, bb in zip(w, b)] for row in x]
+        body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 3],
+                                       "data": sum(x, [])}]}).encode()
+
+        def answer():
+            st, out, _ = infer(port, "lin", body)
+            if st != 200:
+                return st, out
+            return st, json.loads(out)["outputs"][0]["data"]
+        st, got = answer()
+        check(st == 200 and all(abs(g - v) < 1e-5 for g, v in zip(got, sum(want, []))),
+              f"plugins: it answers x W^T + b ({st} {got!r:.200} vs {want})")
+    finally:
+        stop(proc, tmp)
+    proc, port = start_server(tmp, "--admin-token", token, "--allow-native-functions")
+    try:
+        st, got = answer()
+        check(st == 200 and all(abs(g - v) < 1e-5 for g, v in zip(got, sum(want, []))),
+              "plugins: after a restart the stored plugin serves again")
+    finally:
+        stop(proc, tmp)
+
+
 def stop(proc, tmp):
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -578,7 +669,7 @@ def stop(proc, tmp):
 
 
 SCENARIOS = [scenario_connections, scenario_files, scenario_stalls, scenario_deadlines,
-             scenario_limits, scenario_sigterm]
+             scenario_limits, scenario_sigterm, scenario_plugins]
 
 
 def main():
