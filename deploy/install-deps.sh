@@ -35,7 +35,8 @@ pkgs=(build-essential pkg-config meson ninja-build
 case "${1:-}" in
   --test)
     want_test=1
-    pkgs+=(check libsubunit-dev wrk libonnx-testdata nginx) ;;
+    pkgs+=(check libsubunit-dev wrk libonnx-testdata nginx
+           clang libclang-rt-14-dev) ;;  # libFuzzer (tests/fuzz/run.sh)
   --perf)
     want_perf=1
     pkgs+=(unzip) ;;

@@ -43,6 +43,18 @@ run_config() { # name, meson options...
 run_config build
 run_config build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled
 
+# the parsers of outside input under libFuzzer, briefly, from the committed
+# seeds (tests/fuzz/run.sh SECONDS runs them for as long as wanted)
+say "fuzzing each parser for ${GF_FUZZ_SECS:-10} s (build-fuzz, clang)"
+rc=0
+GF_FUZZ_JOBS="$jobs" tests/fuzz/run.sh "${GF_FUZZ_SECS:-10}" || rc=$?
+if [ "$rc" = 77 ]; then
+  say "fuzz targets skipped (no clang with libFuzzer)"
+elif [ "$rc" != 0 ]; then
+  say "FAILED: a fuzz target (logs and inputs in build-fuzz/crashes)"
+  status=1
+fi
+
 took=$(( $(date +%s) - start ))
 if [ "$status" = 0 ]; then
   say "all tests passed in both configurations (${took}s)"

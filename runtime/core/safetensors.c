@@ -522,10 +522,12 @@ gf_status gf_st_parse(const void *buf_, size_t len, gf_st_file **out, gf_err *er
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    qsort(f->tensors, f->n, sizeof *f->tensors, st_cmp_offsets);
+    if (f->n > 1) /* (qsort of a NULL array, even empty, is undefined) */
+        qsort(f->tensors, f->n, sizeof *f->tensors, st_cmp_offsets);
     for (size_t i = 0; i < f->n; i++)
         refs[i] = (st_name_ref){f->tensors[i].name, i};
-    qsort(refs, f->n, sizeof *refs, st_cmp_names);
+    if (f->n > 1)
+        qsort(refs, f->n, sizeof *refs, st_cmp_names);
     for (size_t i = 0; i < f->n; i++) {
         f->by_name[i] = refs[i].idx;
         if (i > 0 && strcmp(refs[i - 1].name, refs[i].name) == 0) {
