@@ -160,6 +160,13 @@ void gf_http_conn_read(gf_http_req *r);
 void gf_http_conn_end(gf_http *h, struct MHD_Connection *conn);
 unsigned gf_http_conns_per_client(const gf_http *h);
 
+/* The one budget for memory held for request bodies (--body-memory,
+ * server-wide): charge n more bytes to r, released when r is freed. False
+ * (nothing charged; r->body_over_budget set, answered 503 + Retry-After when
+ * the body ends) beyond it. Whatever holds bytes of a request body charges
+ * them here (a decompressed body too), so there is one budget. */
+bool gf_http_body_charge(gf_http_req *r, size_t n);
+
 /* Answer with status and a JSON body (owned; NULL = empty body). Exactly one
  * reply per request. */
 void gf_http_reply(gf_http_req *r, unsigned status, json_t *body);

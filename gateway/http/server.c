@@ -500,6 +500,19 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
     }
 }
 
+bool gf_http_body_charge(gf_http_req *r, size_t n)
+{
+    gf_http *h = r->srv;
+    uint64_t was = atomic_fetch_add(&h->body_bytes, n);
+    if (was + n > h->cfg.body_memory) {
+        atomic_fetch_sub(&h->body_bytes, n);
+        r->body_over_budget = true;
+        return false;
+    }
+    r->body_charged += n;
+    return true;
+}
+
 /* A chunk of the body. */
 static void req_body(gf_http_req *r, const char *data, size_t n)
 {
@@ -512,18 +525,10 @@ static void req_body(gf_http_req *r, const char *data, size_t n)
     }
     if (r->body_too_large || r->body_over_budget)
         return;
-    /* one server-wide budget for memory held for request bodies: charged as
-     * they arrive, released when the request is freed (what is decoded from
-     * a body lives about as long and is no larger) */
-    gf_http *h = r->srv;
-    uint64_t was = atomic_fetch_add(&h->body_bytes, n);
-    if (was + n > h->cfg.body_memory) {
-        atomic_fetch_sub(&h->body_bytes, n);
-        r->body_over_budget = true;
+    if (!gf_http_body_charge(r, n)) {
         gf_buf_deinit(&r->body);
         return;
     }
-    r->body_charged += n;
     gf_status st = gf_buf_append(&r->body, data, n);
     if (st != GF_OK) {
         r->body_too_large = true; /* GF_ERR_TOO_LARGE, or no memory for it */
