@@ -356,7 +356,7 @@ START_TEST(test_hostile_header_bounded)
 END_TEST
 
 /* What a valid file keeps is O(tensors): 100,000 tensors of one element in
- * a ~7 MB header cost well under what a tree of it would. */
+ * a ~7.7 MB header cost well under what a tree of it would (~33x). */
 START_TEST(test_many_tensors_bounded)
 {
     const size_t n = 100000;
@@ -382,8 +382,9 @@ START_TEST(test_many_tensors_bounded)
     ck_assert_uint_eq(gf_st_count(f), n);
     ck_assert_ptr_nonnull(gf_st_find(f, "layer.99999.weight"));
     ck_assert_str_eq(gf_st_meta_get(f, "format"), "pt");
-    /* a tensor entry is ~100 bytes, its name ~20: 12 MB; a tree would be >200 MB */
-    ck_assert_msg(grew < 40u << 20, "a %zu-byte header grew the peak by %zu bytes", h.len, grew);
+    /* a tensor entry is ~100 bytes, its name ~20: 12 MB, under ASan (redzones, the
+     * quarantine of the arrays as they grow) ~7x the header; a tree is ~33x */
+    ck_assert_msg(grew < 12 * h.len, "a %zu-byte header grew the peak by %zu bytes", h.len, grew);
     gf_st_close(f);
     free(b);
     gf_buf_deinit(&h);
