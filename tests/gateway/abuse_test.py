@@ -458,7 +458,7 @@ def scenario_deadlines(tmp):
         # queued: slowq waits up to 10 s for batch-mates; its deadline is 0.3 s
         st, out, took = infer(port, "slowq", infer_body(timeout_us=300000))
         err = json_error(out) or ""
-        check(st == 504 and "parameters.timeout" in err and "queued" in err and took < 2,
+        check(st == 504 and "parameters.timeout" in err and "queued" in err and took < 3,
               f"deadlines: a queued request is answered 504 at its deadline ({st} {took:.2f} s "
               f"{err!r})")
         # in flight on a stopped worker
@@ -467,11 +467,11 @@ def scenario_deadlines(tmp):
         try:
             st, out, took = infer(port, "m", infer_body(timeout_us=400000))
             err = json_error(out) or ""
-            check(st == 504 and "0.400 s" in err and took < 2,
+            check(st == 504 and "0.400 s" in err and took < 3,
                   f"deadlines: a request on a stopped worker is answered 504 at its deadline "
                   f"({st} {took:.2f} s {err!r})")
             st, out, took = infer(port, "m", infer_body())
-            check(st == 504 and "--infer-timeout" in (json_error(out) or "") and 1.3 < took < 3,
+            check(st == 504 and "--infer-timeout" in (json_error(out) or "") and 1.3 < took < 4,
                   f"deadlines: without parameters.timeout the server's --infer-timeout applies "
                   f"({st} {took:.2f} s)")
             st, out, _ = infer(port, "m", infer_body(timeout_us=-5))
@@ -522,8 +522,14 @@ def scenario_limits(tmp):
                                            f"for 12 bodies of 2 MiB")
         finally:
             os.kill(pid, signal.SIGCONT)
-        st, _, _ = infer(port, "m", infer_body())
-        check(st == 200, "limits: served again once the worker runs")
+        # the held requests drain first (until then a new one may still be a 429)
+        deadline = time.monotonic() + 30
+        st = None
+        while time.monotonic() < deadline and st != 200:
+            st, _, _ = infer(port, "m", infer_body())
+            if st != 200:
+                time.sleep(0.2)
+        check(st == 200, f"limits: served again once the worker runs ({st})")
     finally:
         stop(proc, tmp)
 
@@ -551,7 +557,7 @@ def scenario_sigterm(tmp):
         t.join(60)
         took = time.monotonic() - t0
         st, out, _ = got.get("r", (None, b"", 0))
-        check(st == 503 and "--drain-timeout" in (json_error(out) or "") and took < 3,
+        check(st == 503 and "--drain-timeout" in (json_error(out) or "") and took < 4,
               f"sigterm: the request in flight is answered 503 at the drain timeout "
               f"({st} after {took:.1f} s: {out[:120]!r})")
         rc = proc.wait(timeout=60)
