@@ -468,11 +468,11 @@ START_TEST(test_request_errors)
     id = encode_infer_tensor(&w, "nobody@1", "x", GF_DT_F32, 2, s_ok);
     send_or_fail(&w);
     ck_assert_uint_eq(expect_error(&w, id, msg, sizeof msg), GF_ERR_NOT_FOUND);
-    /* activations larger than the device: idle models are evicted, the
-     * allocation retried once, then ERROR with the sizes */
+    /* activations larger than the whole device budget: the request's fault
+     * (GF_ERR_TOO_LARGE, a 413), not a busy device, with the sizes */
     id = encode_infer_tensor(&w, a.key, "x", GF_DT_F32, 2, (int64_t[]){256, 16});
     send_or_fail(&w);
-    ck_assert_uint_eq(expect_error(&w, id, msg, sizeof msg), GF_ERR_NO_DEVICE_MEM);
+    ck_assert_uint_eq(expect_error(&w, id, msg, sizeof msg), GF_ERR_TOO_LARGE);
     ck_assert_msg(strstr(msg, "bytes") != NULL, "no sizes in '%s'", msg);
     /* over max_batch_size */
     id = encode_infer_tensor(&w, a.key, "x", GF_DT_F32, 2, s_big);
