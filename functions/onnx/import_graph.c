@@ -66,13 +66,16 @@ static gf_status convert_attr(const Onnx__AttributeProto *a, gf_onnx_attr *out, 
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: out->f = a->f; break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: out->i = a->i; break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
-        if (memchr(a->s.data, 0, a->s.len) != NULL || a->s.len > GF_ONNX_MAX_NAME ||
+        /* (an empty string has no data: memchr/memcpy of NULL are undefined) */
+        if ((a->s.len > 0 && memchr(a->s.data, 0, a->s.len) != NULL) ||
+            a->s.len > GF_ONNX_MAX_NAME ||
             !gf_utf8_valid((const char *)a->s.data, a->s.len, NULL))
             return gf_err_set(err, GF_ERR_UNSUPPORTED, "attribute '%.64s': a string that is "
                               "not short UTF-8 text", a->name);
         if ((out->s = malloc(a->s.len + 1)) == NULL)
             return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-        memcpy(out->s, a->s.data, a->s.len);
+        if (a->s.len > 0)
+            memcpy(out->s, a->s.data, a->s.len);
         out->s[a->s.len] = '\0';
         break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
