@@ -20,7 +20,7 @@
 
 #include "core/log.h"
 #include "core/path.h"
-#include "core/sha256.h"
+#include "store/sha256.h"
 #include "gateway/core/internal.h"
 
 /* Probe one plugin file alone; its kind (malloc'd) on success. */
@@ -152,13 +152,10 @@ gf_status gf_gw_plugin_add(gf_gw *gw, const void *so, size_t len, char *kind_out
     if (len < 4 || memcmp(so, "\x7f" "ELF", 4) != 0)
         return gf_err_set(err, GF_ERR_INVALID, "the body is not a shared object (no ELF header): "
                           "send the plugin's .so file (Content-Type: application/octet-stream)");
-    gf_sha256 h;
-    unsigned char dg[GF_SHA256_LEN];
     char hex[GF_SHA256_HEX_LEN], name[GF_SHA256_HEX_LEN + 8];
-    gf_sha256_init(&h);
-    gf_sha256_update(&h, so, len);
-    gf_sha256_final(&h, dg);
-    gf_sha256_hex(dg, hex);
+    gf_status hst = gf_sha256_buf(so, len, hex, err);
+    if (hst != GF_OK)
+        return hst;
     snprintf(name, sizeof name, "%s.so", hex);
     char *dir = gf_path_join(gw->state_dir, "plugins");
     char *path = dir != NULL ? gf_path_join(dir, name) : NULL;

@@ -113,6 +113,17 @@ void gf_http_reply_json(gf_http_req *r, unsigned status, gf_buf *json)
     gf_http_reply_bytes(r, status, "application/json", text, len, 0);
 }
 
+/* An inference request refused here, before the core: it is counted and
+ * recorded like every other, once. */
+static void req_refused(gf_http_req *r, gf_status st, unsigned status, const char *msg)
+{
+    if (r->route == NULL || !(r->route->flags & GF_ROUTE_INFER) || r->core_answered)
+        return;
+    r->core_answered = true;
+    gf_gw_refused(r->srv->gw, r->name, r->version, st, (int)status, msg,
+                  (gf_mono_ns() - r->t0_ns) / 1000);
+}
+
 static void error_reply(gf_http_req *r, gf_status st, unsigned status, const char *fmt,
                         va_list ap) __attribute__((format(printf, 4, 0)));
 static void error_reply(gf_http_req *r, gf_status st, unsigned status, const char *fmt,
@@ -120,13 +131,7 @@ static void error_reply(gf_http_req *r, gf_status st, unsigned status, const cha
 {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    if (r->route != NULL && (r->route->flags & GF_ROUTE_INFER) && !r->core_answered) {
-        /* an inference request refused here, before the core: it is
-         * counted and recorded like every other */
-        r->core_answered = true;
-        gf_gw_refused(r->srv->gw, r->name, r->version, st, (int)status, msg,
-                      (gf_mono_ns() - r->t0_ns) / 1000);
-    }
+    req_refused(r, st, status, msg);
     gf_buf b;
     gf_buf_init(&b);
     /* built by hand: the message may quote bytes jansson would refuse */
@@ -676,7 +681,8 @@ static enum MHD_Result gf_http_access(void *cls, struct MHD_Connection *conn, co
         if (r->queued)
             return MHD_YES;
         if (gf_http_conn_cut_late(r)) {
-            gf_gw_count_answer(h->gw, r->name[0] != '\0' ? r->name : NULL, 408);
+            req_refused(r, GF_ERR_TIMEOUT, 408, "the request body did not arrive within "
+                        "--request-timeout: the connection was closed");
             return MHD_NO;
         }
         req_body(r, upload_data, n_data);

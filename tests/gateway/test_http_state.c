@@ -119,8 +119,9 @@ START_TEST(test_refusals_recorded)
                      "characters)\n"
                      "f|1|413|GF_ERR_TOO_LARGE|1|request body of 5999 bytes is larger than the "
                      "limit of 4096 bytes (--max-body)\n"
-                     "slow|1|429|GF_ERR_BUSY|1|function 'slow' has 1 requests waiting, its "
-                     "limit: try again shortly\n"
+                     "slow|1|429|GF_ERR_BUSY|1|function 'slow' holds 1 requests (queued, in "
+                     "flight or being sent to a worker), its limit (--queue-limit): try again "
+                     "shortly\n"
                      "slow|1|200|GF_OK|0|\n");
     free(rows);
     /* the unknown output never reached a worker: one batch ran for f */
