@@ -245,6 +245,10 @@ static const char gf_store_schema_v3[] =
     "FROM functions f\n"
     "LEFT JOIN function_versions v ON v.function = f.name AND v.version = f.current_version\n"
     "WHERE f.deleted_at IS NULL;\n";
+/* A function unloaded through the repository API stays unloaded (UNAVAILABLE)
+ * across restarts until a load, a deploy or an activation. */
+static const char gf_store_schema_v4[] =
+    "ALTER TABLE functions ADD COLUMN unloaded_at INTEGER;  -- NULL while it may serve\n";
 /* clang-format on */
 
 const gf_store_migration gf_store_migrations[] = {
@@ -259,6 +263,7 @@ const gf_store_migration gf_store_migrations[] = {
     {3, "invocations.slo_us and .slo, the functions' residency override, v_function_slo, "
         "v_residency",
      gf_store_schema_v3},
+    {4, "functions.unloaded_at (a repository unload lasts across restarts)", gf_store_schema_v4},
 };
 const size_t gf_store_migrations_n = sizeof gf_store_migrations / sizeof gf_store_migrations[0];
 

@@ -72,7 +72,7 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
                          " last_heartbeat = NULL WHERE id = ?1",
     [GF_SQL_PL_CLEAR_WORKER] = "DELETE FROM placements WHERE worker_id = ?1",
     [GF_SQL_FN_UPSERT] = "INSERT INTO functions (name, created_at) VALUES (?1, ?2)"
-                         " ON CONFLICT (name) DO UPDATE SET deleted_at = NULL",
+                         " ON CONFLICT (name) DO UPDATE SET deleted_at = NULL, unloaded_at = NULL",
     [GF_SQL_V_NEXT] =
         "SELECT COALESCE(MAX(version), 0) + 1 FROM function_versions WHERE function = ?1",
     [GF_SQL_V_INSERT] = "INSERT INTO function_versions (function, version, kind, manifest,"
@@ -80,7 +80,8 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
                         " checked_at)"
                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?8)",
     [GF_SQL_V_STATE] = "SELECT state FROM function_versions WHERE function = ?1 AND version = ?2",
-    [GF_SQL_FN_PUBLISH] = "UPDATE functions SET current_version = ?2 WHERE name = ?1",
+    [GF_SQL_FN_PUBLISH] = "UPDATE functions SET current_version = ?2, unloaded_at = NULL"
+                          " WHERE name = ?1",
     [GF_SQL_FN_DELETE] = "UPDATE functions SET deleted_at = ?2, current_version = NULL"
                          " WHERE name = ?1 AND deleted_at IS NULL",
     [GF_SQL_V_DELETE_ALL] = "UPDATE function_versions SET state = 'deleted' WHERE function = ?1",
@@ -92,6 +93,9 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
     [GF_SQL_PL_DELETE_VERSION] = "DELETE FROM placements WHERE function = ?1 AND version = ?2",
     [GF_SQL_FN_UNPUBLISH] = "UPDATE functions SET current_version = NULL"
                             " WHERE name = ?1 AND current_version = ?2",
+    /* ?2: when, or NULL: loaded again */
+    [GF_SQL_FN_UNLOADED] = "UPDATE functions SET unloaded_at = ?2"
+                           " WHERE name = ?1 AND deleted_at IS NULL",
     /* ?5: hashed, so checked_at moves; the identity is recorded either way */
     [GF_SQL_V_CHECKED] = "UPDATE function_versions SET file_mtime_ns = ?3, file_inode = ?4,"
                          " checked_at = CASE WHEN ?5 THEN ?6 ELSE checked_at END"
@@ -126,7 +130,7 @@ static const char gf_store_sql_catalog[] =
     " WHERE v.state <> 'deleted' ORDER BY v.function, v.version";
 static const char gf_store_sql_functions[] =
     "SELECT f.name, (SELECT COALESCE(MAX(v.version), 0) FROM function_versions v"
-    "  WHERE v.function = f.name), f.deleted_at IS NOT NULL"
+    "  WHERE v.function = f.name), f.deleted_at IS NOT NULL, f.unloaded_at IS NOT NULL"
     " FROM functions f ORDER BY f.name";
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -587,6 +591,7 @@ gf_status gf_store_catalog_load(gf_store *s, gf_store_catalog **out, gf_err *err
         f->name = gf_store_col_dup(q, 0);
         f->max_version = sqlite3_column_int64(q, 1);
         f->deleted = sqlite3_column_int(q, 2) != 0;
+        f->unloaded = sqlite3_column_int(q, 3) != 0;
         if (f->name == NULL)
             st = gf_err_set(err, GF_ERR_NOMEM, "gf_store_catalog_load: out of memory");
     }

@@ -304,6 +304,12 @@ gf_status gf_store_function_delete(gf_store *s, const char *function, gf_err *er
  * GF_ERR_NOT_FOUND for a function that does not exist. */
 gf_status gf_store_function_residency(gf_store *s, const char *function, const gf_residency *r,
                                       gf_err *err);
+/* Record that a function was unloaded through the repository API (unloaded
+ * true: it stays UNAVAILABLE across restarts) or loaded again (false). A
+ * publish (deploy, activate) clears it too. GF_ERR_NOT_FOUND when the
+ * function is absent or deleted. */
+gf_status gf_store_function_unloaded(gf_store *s, const char *function, bool unloaded,
+                                     gf_err *err);
 
 /* Mark a version broken (never served) with a reason (borrowed, may be NULL).
  * GF_ERR_NOT_FOUND when absent. The current version pointer is kept, so an
@@ -353,6 +359,7 @@ typedef struct gf_store_function_info {
     char *name;          /* owned by the catalog */
     int64_t max_version; /* the highest version number it ever had (deleted ones too) */
     bool deleted;
+    bool unloaded;       /* unloaded through the repository API (gf_store_function_unloaded) */
 } gf_store_function_info;
 
 typedef struct gf_store_catalog {

@@ -48,6 +48,7 @@ enum gf_store_stmt_id {
     GF_SQL_V_DELETE_ONE,
     GF_SQL_PL_DELETE_VERSION,
     GF_SQL_FN_UNPUBLISH,
+    GF_SQL_FN_UNLOADED,
     GF_SQL_V_CHECKED,
     GF_SQL_W_REGISTER,
     GF_SQL_FN_RESIDENCY,
@@ -109,6 +110,7 @@ typedef enum gf_store_req_op {
     GF_REQ_FLUSH,
     GF_REQ_CLEAR_RUN,
     GF_REQ_RESIDENCY,
+    GF_REQ_UNLOADED,
 } gf_store_req_op;
 
 /* An admin write, on its caller's stack while the caller waits. */
@@ -116,12 +118,13 @@ typedef struct gf_store_req {
     gf_store_req_op op;
     const gf_store_version_spec *spec;  /* GF_REQ_DEPLOY */
     const gf_store_worker_spec *worker; /* GF_REQ_WORKER */
-    const char *function;               /* PUBLISH, DELETE, BROKEN, VDELETE, CHECKED */
+    const char *function;               /* PUBLISH, DELETE, BROKEN, VDELETE, CHECKED, UNLOADED */
     int64_t version;                    /* PUBLISH, BROKEN, VDELETE, CHECKED; DEPLOY: the result */
     const char *reason;                 /* BROKEN */
     const gf_store_file_id *file;       /* CHECKED */
     bool hashed;                        /* CHECKED */
     const gf_residency *residency;      /* RESIDENCY (NULL: back to the manifest's) */
+    bool unloaded;                      /* UNLOADED */
     gf_status status;
     gf_err err;
     bool done; /* under s->lock */

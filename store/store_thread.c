@@ -139,6 +139,22 @@ static gf_status gf_store_do_delete(gf_store *s, gf_store_req *r)
     return GF_OK;
 }
 
+static gf_status gf_store_do_unloaded(gf_store *s, gf_store_req *r)
+{
+    sqlite3_stmt *st = s->stmt[GF_SQL_FN_UNLOADED];
+    sqlite3_bind_text(st, 1, r->function, -1, SQLITE_STATIC);
+    if (r->unloaded)
+        sqlite3_bind_int64(st, 2, gf_wall_us());
+    else
+        sqlite3_bind_null(st, 2);
+    int rc = gf_store_exec(st);
+    if (rc != SQLITE_DONE)
+        return gf_store_sql_fail(s, &r->err, rc, "recording the unload");
+    if (sqlite3_changes(s->db) == 0)
+        return gf_err_set(&r->err, GF_ERR_NOT_FOUND, "no function '%s'", r->function);
+    return GF_OK;
+}
+
 static gf_status gf_store_do_broken(gf_store *s, gf_store_req *r)
 {
     sqlite3_stmt *st = s->stmt[GF_SQL_V_BROKEN];
@@ -272,6 +288,8 @@ static gf_status gf_store_do_req(gf_store *s, gf_store_req *r)
         return gf_store_do_clear_run(s, r);
     case GF_REQ_RESIDENCY:
         return gf_store_do_residency(s, r);
+    case GF_REQ_UNLOADED:
+        return gf_store_do_unloaded(s, r);
     case GF_REQ_FLUSH:
         return GF_OK;
     }
@@ -594,6 +612,16 @@ gf_status gf_store_function_delete(gf_store *s, const char *function, gf_err *er
     if (st != GF_OK)
         return st;
     gf_store_req r = {.op = GF_REQ_DELETE, .function = function};
+    return gf_store_submit(s, &r, err);
+}
+
+gf_status gf_store_function_unloaded(gf_store *s, const char *function, bool unloaded,
+                                     gf_err *err)
+{
+    gf_status st = gf_store_check_name("function name", function, err);
+    if (st != GF_OK)
+        return st;
+    gf_store_req r = {.op = GF_REQ_UNLOADED, .function = function, .unloaded = unloaded};
     return gf_store_submit(s, &r, err);
 }
 

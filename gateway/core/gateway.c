@@ -555,6 +555,16 @@ gf_status gf_gw_repo_load(gf_gw *gw, const char *name, gf_err *err)
 gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, gf_err *err)
 {
     pthread_mutex_lock(&gw->lock);
+    gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
+    bool was_unloaded = f != NULL && !f->deleted && f->unloaded;
+    pthread_mutex_unlock(&gw->lock);
+    /* durable first: loaded again, it serves after a restart too */
+    if (was_unloaded) {
+        gf_status s0 = gf_store_function_unloaded(gw->store, name, false, err);
+        if (s0 != GF_OK)
+            return s0;
+    }
+    pthread_mutex_lock(&gw->lock);
     gw_version *v = current_or_404(gw, name, err);
     gf_status st = v == NULL ? GF_ERR_NOT_FOUND : GF_OK;
     if (v != NULL && v->state != GF_STORE_VERSION_READY) {
@@ -573,7 +583,8 @@ gf_status gf_gw_repo_load_on(gf_gw *gw, const char *name, int worker, gf_err *er
         const char *reason = gw_version_unavailable(gw, v, why, sizeof why);
         gw_worker *w = worker >= 0 ? &gw->workers[worker] : gw_route(gw, v, -1, NULL);
         if (reason != NULL)
-            st = gf_err_set(err, GF_ERR_STATE, "model '%s' cannot be loaded: %s", name, reason);
+            /* it can never fit: a failed load, as Triton answers it (400) */
+            st = gf_err_set(err, GF_ERR_INVALID, "model '%s' cannot be loaded: %s", name, reason);
         else if (w == NULL)
             st = gf_err_set(err, GF_ERR_CLOSED, "no worker is up");
         else
@@ -587,7 +598,17 @@ gf_status gf_gw_repo_unload(gf_gw *gw, const char *name, gf_err *err)
 {
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gf_function_name_valid(name) ? gw_function_find(gw, name) : NULL;
-    if (f == NULL || f->deleted) {
+    bool found = f != NULL && !f->deleted;
+    pthread_mutex_unlock(&gw->lock);
+    if (!found)
+        return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%.80s' not found", name);
+    /* durable first: after a restart it is still unloaded */
+    gf_status st = gf_store_function_unloaded(gw->store, name, true, err);
+    if (st != GF_OK)
+        return st;
+    pthread_mutex_lock(&gw->lock);
+    f = gw_function_find(gw, name);
+    if (f == NULL || f->deleted) { /* deleted meanwhile */
         pthread_mutex_unlock(&gw->lock);
         return gf_err_set(err, GF_ERR_NOT_FOUND, "function '%.80s' not found", name);
     }

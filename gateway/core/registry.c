@@ -209,6 +209,7 @@ gf_status gw_registry_recover(gf_gw *gw, gf_err *err)
         }
         f->max_version = fi->max_version;
         f->deleted = true; /* until a live version is added */
+        f->unloaded = fi->unloaded; /* a repository unload lasts until a load */
     }
     for (size_t i = 0; i < cat->n; i++) {
         const gf_store_version_info *vi = &cat->versions[i];

@@ -475,6 +475,62 @@ def run_checks(addr, model, big, x, want):
     check_shm(c, addr, x, want)
     check_classification(c, x, want)
     check(c.is_server_live() and c.is_model_ready("ref-mlp"), "still serving")
+    # for the restart: a model that fits these 8 MiB budgets but not 4 MiB, and
+    # an unload that must outlive the process
+    st, _, b = deploy(addr, MID[0])
+    check(st == 201, f"deploy ref-mid (4.5 MiB): 201 ({b[:200]!r})")
+    check(c.is_model_ready("ref-mid"), "ref-mid fits 8 MiB: ready")
+    c.unload_model("ref-mlp", headers=ADMIN)
+    check(not c.is_model_ready("ref-mlp"), "unloaded before the restart")
+    c.close()
+
+
+MID = []
+
+
+def check_restart(addr, x, want, db):
+    """After a restart with --device-memory 4M: the unload lasted, and a model
+    that no longer fits any worker is UNAVAILABLE with the reason (items 3, 6)."""
+    import sqlite3
+    c = httpclient.InferenceServerClient(url=addr)
+    idx = {e["name"]: e for e in c.get_model_repository_index()}
+    check(not c.is_model_ready("ref-mlp") and idx["ref-mlp"]["state"] == "UNAVAILABLE" and
+          "unloaded" in idx["ref-mlp"]["reason"],
+          f"restart: the unloaded model stays unloaded ({idx['ref-mlp']})")
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as q:
+        row = q.execute("SELECT unloaded_at IS NOT NULL FROM functions WHERE name = 'ref-mlp'")
+        check(row.fetchone() == (1,), "restart: functions.unloaded_at is set in the store")
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    try:
+        c.infer("ref-mlp", [i])
+        check(False, "restart: infer on the unloaded model fails")
+    except InferenceServerException as ex:
+        check(ex.status() in ("400", "503") and "unloaded" in ex.message(),
+              f"restart: infer on the unloaded model {ex.status()} naming why ({ex.message()})")
+    c.load_model("ref-mlp", headers=ADMIN)
+    check(c.is_model_ready("ref-mlp"), "restart: loaded again: ready")
+    r = c.infer("ref-mlp", [i])
+    check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "restart: loaded: infers")
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as q:
+        row = q.execute("SELECT unloaded_at FROM functions WHERE name = 'ref-mlp'")
+        check(row.fetchone() == (None,), "restart: the load cleared functions.unloaded_at")
+    # ref-mid (4.5 MiB of parameters) fitted 8 MiB; no worker has that now
+    check(not c.is_model_ready("ref-mid"), "restart: the model that no longer fits is not ready")
+    e = idx["ref-mid"]
+    check(e["state"] == "UNAVAILABLE" and "device budget" in e["reason"],
+          f"restart: UNAVAILABLE naming the device budget in the index ({e})")
+    expect_fail("restart: load of a model that no longer fits", "400", ["device budget"],
+                c.load_model, "ref-mid", headers=ADMIN)
+    j = httpclient.InferInput("x", [1, 1536], "FP32")
+    j.set_data_from_numpy(np.zeros((1, 1536), np.float32))
+    try:
+        c.infer("ref-mid", [j])
+        check(False, "restart: infer on a model that no longer fits fails")
+    except InferenceServerException as ex:
+        check(ex.status() in ("400", "503") and "device budget" in ex.message(),
+              f"restart: infer {ex.status()} naming the device budget ({ex.message()})")
+    check(c.is_server_live() and c.is_model_ready("ref-mlp"), "restart: still serving")
     c.close()
 
 
@@ -490,8 +546,20 @@ def main():
         m["name"] = "ref-big"
         with open(os.path.join(big, "manifest.json"), "w") as f:
             json.dump(m, f)
+        mid = make_model(tmp, "mid", "1536,768,2")  # 4.5 MiB of FP32 weights
+        with open(os.path.join(mid, "manifest.json")) as f:
+            m = json.load(f)
+        m["name"] = "ref-mid"
+        with open(os.path.join(mid, "manifest.json"), "w") as f:
+            json.dump(m, f)
+        MID[:] = [mid]
         serve(tmp, TOKEN, lambda addr: run_checks(addr, model, big, x, want),
               devices="cpu:2", device_memory="8M", host_memory="256M")
+        # the same state directory, smaller device budgets
+        db = os.path.join(tmp, "var", "gpufaas.db")
+        check(os.path.exists(db), f"the store is {db}")
+        serve(tmp, TOKEN, lambda addr: check_restart(addr, x, want, db),
+              devices="cpu:2", device_memory="4M", host_memory="256M")
     print(f"{len(CHECKS)} passed, 0 failed")
     return 0
 
