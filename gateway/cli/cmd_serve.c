@@ -42,6 +42,7 @@ enum {
     F_HEARTBEAT_TIMEOUT,
     F_POLICY,
     F_REPLICATE,
+    F_SCHEDULE,
     F_DRAIN_TIMEOUT,
     F_HTTP_THREADS,
     F_MAX_CONNS,
@@ -117,6 +118,9 @@ static const struct {
     [F_REPLICATE] = {"replicate", "GPUFAAS_REPLICATE", "on|off", D_TEXT, "on", 0,
                      "prefetch a second replica of a function whose queue wait passes half its "
                      "SLO"},
+    [F_SCHEDULE] = {"schedule", "GPUFAAS_SCHEDULE", "ready-first|fifo", D_TEXT, "ready-first", 0,
+                    "a worker's order: a request whose model is on the device may run while "
+                    "the one ahead waits for its swap-in, or strictly arrival order"},
     [F_DRAIN_TIMEOUT] = {"drain-timeout", "GPUFAAS_DRAIN_TIMEOUT", "SECONDS", D_UINT, NULL,
                          GF_GW_DEFAULT_DRAIN_TIMEOUT_MS / 1000,
                          "on SIGTERM, how long in-flight requests may finish"},
@@ -307,6 +311,9 @@ int gf_cmd_serve(int argc, char **argv)
     if (!parse_bool(val[F_REPLICATE], &replicate))
         return serve_bad("replicate", "expected on or off");
     gc.no_replicate = !replicate;
+    if (strcmp(val[F_SCHEDULE], "fifo") != 0 && strcmp(val[F_SCHEDULE], "ready-first") != 0)
+        return serve_bad("schedule", "expected ready-first or fifo");
+    gc.schedule_fifo = strcmp(val[F_SCHEDULE], "fifo") == 0;
     if (val[F_CPU_COPY_BANDWIDTH] != NULL &&
         gf_size_parse(val[F_CPU_COPY_BANDWIDTH], &gc.cpu_copy_bandwidth, &err) != GF_OK)
         return serve_bad("cpu-copy-bandwidth", gf_err_msg(&err));

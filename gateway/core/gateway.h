@@ -86,6 +86,8 @@ typedef struct gf_gw_config {
                                     hold (0 = half the device budget) */
     bool no_replicate;           /* never prefetch a second replica of a function whose queue
                                     wait passes half its SLO (benchmarks measure the lever) */
+    bool schedule_fifo;          /* workers run requests strictly in arrival order (else
+                                    ready-first; benchmarks measure the lever) */
     const char *const *plugins;  /* shared objects of plugin kinds the workers may load
                                     (needs allow_native); may be NULL */
     size_t n_plugins;

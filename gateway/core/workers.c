@@ -94,6 +94,10 @@ static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
         argv[a++] = "--pin-limit";
         argv[a++] = pin;
     }
+    if (gw->cfg.schedule_fifo) {
+        argv[a++] = "--schedule";
+        argv[a++] = "fifo";
+    }
     argv[a] = NULL;
     pid_t pid = fork();
     if (pid < 0) {

@@ -579,6 +579,8 @@ const gf_st_tensor *gf_cache_model_tensor(const gf_cache_model *m, size_t i) { r
 uint64_t gf_cache_model_device_bytes(const gf_cache_model *m) { return m->range_bytes; }
 uint64_t gf_cache_model_host_bytes(const gf_cache_model *m) { return m->host_bytes; }
 uint64_t gf_cache_model_copy_bytes(const gf_cache_model *m) { return m->layout_bytes; }
+bool gf_cache_model_on_device(const gf_cache_model *m) { return atomic_load(&m->dev) == DEV_READY; }
+bool gf_cache_model_loading(const gf_cache_model *m) { return atomic_load(&m->dev) == DEV_LOADING; }
 
 long gf_cache_model_index(const gf_cache_model *m, const char *name)
 {

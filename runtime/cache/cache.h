@@ -146,6 +146,12 @@ long gf_cache_model_index(const gf_cache_model *m, const char *name);
 uint64_t gf_cache_model_device_bytes(const gf_cache_model *m);
 uint64_t gf_cache_model_host_bytes(const gf_cache_model *m);
 uint64_t gf_cache_model_copy_bytes(const gf_cache_model *m);
+/* True when every tensor of m is on the device now (no swap-in needed). Any
+ * thread, no lock; the answer may be stale by the time it is acted on (an
+ * acquire then simply loads it again). */
+bool gf_cache_model_on_device(const gf_cache_model *m);
+/* True while a swap-in of m to the device is under way (the same caveat). */
+bool gf_cache_model_loading(const gf_cache_model *m);
 
 /* The residency of m (GF_RESIDENCY_DEFAULT until set). */
 gf_residency gf_cache_model_residency(gf_cache *c, const gf_cache_model *m);

@@ -27,6 +27,8 @@ void wk_on_cache_event(void *arg, const gf_cache_event *ev)
     }
     w->progress++;
     pthread_cond_broadcast(&w->progress_cond);
+    if (ev->to == GF_TIER_DEVICE)
+        pthread_cond_broadcast(&w->exec_cond); /* ready-first waits for a swap to land */
     pthread_mutex_unlock(&w->lock);
 
     pthread_mutex_lock(&w->ev_lock);

@@ -1,6 +1,6 @@
 /* gpufaas — the worker process: the executor thread — leases (and the one
- * taken ahead, so the next model swaps in during this compute) and INFER on
- * the compute stream. */
+ * taken ahead, so the next model swaps in during this compute), the order
+ * requests run in (ready-first), and INFER on the compute stream. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -65,6 +65,24 @@ static void release_lease(gf_worker *w, wreq *r)
     lease_drop(w, l);
 }
 
+/* Take queued request r's lease ahead (w->lock held on entry and on return;
+ * dropped while the cache is asked). A BUSY cache leaves r without one. */
+static void lease_ahead_of(gf_worker *w, wreq *r)
+{
+    w->ahead_pending = true; /* the executor leaves the queue alone until we are done */
+    gf_cache_model *cm = r->m->cm;
+    pthread_mutex_unlock(&w->lock);
+    gf_lease *l = NULL;
+    gf_status st = gf_cache_acquire(w->cache, cm, &l, NULL);
+    pthread_mutex_lock(&w->lock);
+    w->ahead_pending = false;
+    if (st == GF_OK) {
+        r->lease = l;
+        w->ahead = r;
+    }
+    pthread_cond_broadcast(&w->exec_cond);
+}
+
 /* Lease the model of the first queued request of another model than the one
  * running, so that its swap-in runs on the copy stream while the compute
  * stream runs the current request (overlap across requests). At most one
@@ -81,23 +99,39 @@ void wk_lease_ahead(gf_worker *w)
             if (q->m->prep == WM_READY && q->lease == NULL && q->m != w->running)
                 r = q;
     }
-    if (r == NULL) {
-        pthread_mutex_unlock(&w->lock);
-        return;
-    }
-    w->ahead_pending = true; /* the executor leaves the queue alone until we are done */
-    gf_cache_model *cm = r->m->cm;
+    if (r != NULL)
+        lease_ahead_of(w, r);
     pthread_mutex_unlock(&w->lock);
-    gf_lease *l = NULL;
-    gf_status st = gf_cache_acquire(w->cache, cm, &l, NULL);
-    pthread_mutex_lock(&w->lock);
-    w->ahead_pending = false;
-    if (st == GF_OK) {
-        r->lease = l;
-        w->ahead = r;
+}
+
+/* Ready-first. cur is the first runnable request and its model is not on
+ * the device. Rather than wait for its swap-in with the compute stream
+ * idle, start the swap (take cur's lease ahead) and run a later request
+ * whose model is on the device meanwhile; with none, wait until the swap
+ * lands or a request arrives. cur keeps its place at the head and runs as
+ * soon as its parameters are there, later by at most the one request then
+ * running. Returns the request to run, or NULL to pick again (the lock was
+ * dropped, or waited on). w->lock held. */
+static wreq *ready_first(gf_worker *w, wreq *cur)
+{
+    if (w->cfg.fifo || w->stopping || cur->m->prep != WM_READY ||
+        gf_cache_model_on_device(cur->m->cm))
+        return cur;
+    if (cur->lease == NULL) {
+        if (w->ahead != NULL || cur->ahead_tried)
+            return cur; /* its swap cannot start before its turn: run it in order */
+        cur->ahead_tried = true; /* once: a BUSY cache leaves it to load at its turn */
+        lease_ahead_of(w, cur);
+        return NULL;
     }
-    pthread_cond_broadcast(&w->exec_cond);
-    pthread_mutex_unlock(&w->lock);
+    if (!gf_cache_model_loading(cur->m->cm))
+        return cur; /* landed (or failed: it runs and answers the error) */
+    for (wreq *r = cur->next; r != NULL; r = r->next)
+        if (r->m != cur->m && r->m->prep == WM_READY && gf_cache_model_on_device(r->m->cm))
+            return r;
+    /* woken by the load's event (wk_on_cache_event), a new request or a stop */
+    pthread_cond_wait(&w->exec_cond, &w->lock);
+    return NULL;
 }
 
 /* Acquire r's lease (r is the executor's, off the queue), waiting (never
@@ -278,6 +312,8 @@ void *wk_exec_main(void *arg)
         }
         if (cur == NULL)
             break;
+        if ((cur = ready_first(w, cur)) == NULL)
+            continue;
         queue_unlink(w, cur);
         if (w->ahead == cur)
             w->ahead = NULL; /* its turn came: it keeps its lease */

@@ -96,6 +96,11 @@ gf_status gf_worker_parse_args(int argc, char **argv, gf_worker_config *cfg, gf_
             st = gf_size_parse(val, &cfg->page_size, err);
             if (st == GF_OK && (cfg->page_size < 4096 || cfg->page_size > ((uint64_t)1 << 30)))
                 st = gf_err_set(err, GF_ERR_INVALID, "between 4K and 1G");
+        } else if (strcmp(name, "--schedule") == 0) {
+            if (strcmp(val, "fifo") == 0 || strcmp(val, "ready-first") == 0)
+                cfg->fifo = strcmp(val, "fifo") == 0;
+            else
+                st = gf_err_set(err, GF_ERR_INVALID, "'%s' is not fifo or ready-first", val);
         } else if (strcmp(name, "--state-dir") == 0) {
             cfg->state_dir = val;
         } else if (strcmp(name, "--fd") == 0) {

@@ -57,6 +57,9 @@ typedef struct gf_worker_config {
                                 device budget) */
     uint64_t page_size;      /* device page (and host tier page) size, bytes; 0 = the backend's
                                 default (2 MiB); benchmarks that scale models down scale it too */
+    bool fifo;               /* run requests strictly in arrival order (--schedule fifo); by
+                                default a request whose model is on the device runs while the
+                                one ahead of it waits for its swap-in (ready-first) */
 } gf_worker_config;
 
 /* Defaults for every field (fd = -1: none). */

@@ -71,6 +71,7 @@ typedef struct wreq {
     gf_ipc_infer msg;
     uint64_t t_recv_us;
     gf_lease *lease; /* (w->lock while queued) acquired ahead, or at its turn */
+    bool ahead_tried; /* ready-first took (or tried to take) its lease ahead */
 } wreq;
 
 typedef enum { JOB_LOAD = 0, JOB_UNLOAD = 1, JOB_RESIDENCY = 2 } job_kind;

@@ -1,0 +1,146 @@
+/* gpufaas tests — the order a real gpufaas-worker (path in GF_WORKER) runs
+ * requests in. Ready-first (the default): while a request waits for its
+ * model's swap-in, requests behind it whose model is on the device run, so
+ * the compute stream is not idle behind a swap. --schedule fifo: strictly in
+ * arrival order. The link is emulated (--copy-bandwidth) so the swap is
+ * slow enough to order against. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+#include "testutil.h"
+#include "mlp.h"
+#include "wharness.h"
+
+#define RECV_MS 30000 /* generous: sanitizer builds on 2 busy cores */
+#define N_WARM 3
+
+typedef struct {
+    gf_test_mlp m;
+    char key[32];
+    char *path;
+    char *manifest;
+} smodel;
+
+static void smodel_make(smodel *t, const char *dir, const char *name, int layers,
+                        const int64_t *dims)
+{
+    gf_test_mlp_make(&t->m, 7 + (uint64_t)strlen(name), layers, dims, false, 4);
+    char file[64];
+    snprintf(file, sizeof file, "%s.safetensors", name);
+    snprintf(t->key, sizeof t->key, "%s@1", name);
+    t->path = gf_test_path(dir, file);
+    gf_err e;
+    ck_assert_msg(gf_test_mlp_write(&t->m, t->path, GF_DT_F32, &e) == GF_OK, "%s", e.msg);
+    t->manifest = gf_test_mlp_manifest(&t->m, name);
+}
+
+static void smodel_free(smodel *t)
+{
+    gf_test_mlp_free(&t->m);
+    free(t->path);
+    free(t->manifest);
+}
+
+static void load(gf_wh *w, const smodel *t, int32_t tier)
+{
+    gf_ipc_load l = {t->key, t->manifest, (uint32_t)strlen(t->manifest), t->path, "", tier};
+    uint64_t id = gf_wh_id(w);
+    ck_assert_int_eq(gf_ipc_encode_load(&w->out, id, &l, NULL), GF_OK);
+    gf_ipc_frame f;
+    char msg[512];
+    uint32_t code = gf_wh_call(w, id, RECV_MS, &f, msg, sizeof msg);
+    ck_assert_msg(code == 0 && f.h.type == GF_IPC_LOADED, "LOAD %s: %u %s", t->key, code, msg);
+    gf_ipc_frame_deinit(&f);
+}
+
+/* Encode (not send) an INFER of one row of t; its id. */
+static uint64_t encode_infer(gf_wh *w, const smodel *t)
+{
+    static float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = 0.01f * (float)i;
+    gf_ipc_tensor in = {.name = "x"};
+    int64_t shape[2] = {1, t->m.dims[0]};
+    ck_assert_int_le(t->m.dims[0], 64);
+    ck_assert_int_eq(gf_tensor_init(&in.t, GF_DT_F32, 2, shape, x, GF_MEM_HOST, -1, NULL),
+                     GF_OK);
+    gf_ipc_infer msg = {t->key, 1, &in};
+    uint64_t id = gf_wh_id(w);
+    ck_assert_int_eq(gf_ipc_encode_infer(&w->out, id, &msg, NULL), GF_OK);
+    return id;
+}
+
+/* A cold INFER of a large model (its swap takes about half a second), then
+ * N_WARM of a small model on the device, sent together: the position of the
+ * cold one's RESULT among the N_WARM + 1 answers (0 = first). */
+static int cold_answer_position(const char *schedule)
+{
+    char *dir = gf_test_tmpdir();
+    const char *extra[] = {"--device-memory", "64M", "--host-memory", "0", "--copy-bandwidth",
+                           "8M", "--schedule", schedule, NULL};
+    gf_wh w;
+    gf_err e;
+    gf_err_clear(&e);
+    ck_assert_msg(gf_wh_spawn(&w, gf_test_prog("GF_WORKER"), dir, extra, NULL, true, RECV_MS,
+                              &e) == GF_OK,
+                  "spawn: %s", gf_err_msg(&e));
+    int64_t big_dims[] = {16, 1024, 1024, 16}; /* 4.3 MB: ~0.5 s over 8 MB/s */
+    int64_t small_dims[] = {16, 64, 16};
+    smodel big, small;
+    smodel_make(&big, dir, "big", 3, big_dims);
+    smodel_make(&small, dir, "small", 2, small_dims);
+    load(&w, &big, GF_TIER_STORE);
+    load(&w, &small, GF_TIER_DEVICE);
+    uint64_t id_big = encode_infer(&w, &big);
+    for (int i = 0; i < N_WARM; i++)
+        encode_infer(&w, &small);
+    ck_assert_int_eq(gf_wh_send(&w, &e), GF_OK);
+    int pos = -1;
+    for (int got = 0; got < N_WARM + 1; got++) {
+        gf_ipc_frame f;
+        ck_assert_msg(gf_wh_recv(&w, &f, RECV_MS, &e) == GF_OK, "%s", gf_err_msg(&e));
+        ck_assert_msg(f.h.type == GF_IPC_RESULT, "answer %d: frame type %d", got, f.h.type);
+        if (f.h.request_id == id_big) {
+            gf_ipc_result r;
+            ck_assert_int_eq(gf_ipc_decode_result(&f, &r, NULL), GF_OK);
+            ck_assert_uint_eq(r.flags & GF_IPC_RESULT_COLD, GF_IPC_RESULT_COLD);
+            gf_ipc_result_deinit(&r);
+            pos = got;
+        }
+        gf_ipc_frame_deinit(&f);
+    }
+    ck_assert_int_eq(gf_wh_wait(&w, 10000, true), 0);
+    gf_wh_free(&w);
+    smodel_free(&big);
+    smodel_free(&small);
+    gf_test_rmtree(dir);
+    return pos;
+}
+
+START_TEST(test_ready_first_runs_warm_requests_during_a_swap)
+{
+    int pos = cold_answer_position("ready-first");
+    ck_assert_msg(pos == N_WARM, "the cold request answered at %d of %d: the warm ones waited "
+                  "behind its swap-in", pos, N_WARM + 1);
+}
+END_TEST
+
+START_TEST(test_fifo_keeps_arrival_order)
+{
+    ck_assert_int_eq(cold_answer_position("fifo"), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("worker_schedule");
+    TCase *tc = tcase_create("schedule");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_ready_first_runs_warm_requests_during_a_swap);
+    tcase_add_test(tc, test_fifo_keeps_arrival_order);
+    suite_add_tcase(s, tc);
+    return gf_test_run_suite(s);
+}
