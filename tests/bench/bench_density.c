@@ -5,7 +5,8 @@
  *                 [--policies lru,gds,gdsf] [--no-levers] [--scale X]
  *                 [--device-memory BYTES] [--page-size BYTES] [--slo-multiple K]
  *                 [--ratio R] [--seconds S] [--warmup S] [--load F] [--max-ratio M]
- *                 [--keep DIR]
+ *                 [--keep DIR] [--trials N@RPS,... [--uncontrolled]]
+ *                 [--schedule ready-first|fifo]
  *
  * The mix. Functions are mlps (16 -> h -> h -> 1, FP32) whose weights
  * follow a log-uniform law over 5-500 MB, scaled down with the device
@@ -15,9 +16,10 @@
  *
  * The steps, all in one run:
  *  1. calibration: a server without emulation runs six functions spanning
- *     the sizes, one at a time and warm; a line through their latencies and
- *     another through their execution times give each function its warm
- *     latency, and its SLO is --slo-multiple (5) times that;
+ *     the sizes, one at a time and warm; each function's warm latency is
+ *     read off their latencies (straight lines between the two measured
+ *     sizes around it, in log-log), and its SLO is --slo-multiple (5)
+ *     times that; a line through their execution times sets the link;
  *  2. the link: on cpu the copy stream emulates a host-to-device link
  *     (`gpufaas serve --cpu-copy-bandwidth`) whose swap time over compute
  *     time at the reference size (100 MB x scale, a ResNet-50) is --ratio
@@ -63,7 +65,8 @@ static void usage(void)
     fprintf(stderr, "usage: bench_density [--quick] [--gpufaas PATH] [--worker PATH] [--device "
                     "cpu|cuda:N]\n  [--policies lru,gds,...] [--no-levers] [--scale X] "
                     "[--device-memory BYTES]\n  [--page-size BYTES] [--slo-multiple K] [--ratio R] "
-                    "[--seconds S] [--warmup S]\n  [--load F] [--max-ratio M] [--keep DIR]\n");
+                    "[--seconds S] [--warmup S]\n  [--load F] [--max-ratio M] [--keep DIR] "
+                    "[--trials N@RPS,... [--uncontrolled]]\n  [--schedule ready-first|fifo]\n");
     exit(2);
 }
 
@@ -93,6 +96,10 @@ static void parse(int argc, char **argv, dn_opts *o)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--quick") == 0) {
             o->quick = true;
+            continue;
+        }
+        if (strcmp(a, "--uncontrolled") == 0) {
+            o->uncontrolled = true;
             continue;
         }
         if (strcmp(a, "--no-levers") == 0) {
@@ -136,6 +143,8 @@ static void parse(int argc, char **argv, dn_opts *o)
             o->keep = v;
         else if (strcmp(a, "--trials") == 0)
             o->trials = v;
+        else if (strcmp(a, "--schedule") == 0)
+            o->schedule = v;
         else
             usage();
     }
@@ -174,8 +183,13 @@ static void fit(const double *x, const double *y, int n, double *a, double *b)
     *a = (sy - *b * sx) / n;
 }
 
+enum { DN_CALIB_K = 6 };
+
 typedef struct {
-    double lat_a, lat_b;   /* warm latency: ln ms = a + b ln bytes */
+    /* warm latency: through the measured points (ln bytes, ln ms), in size
+     * order, joined by straight lines and flat beyond the ends */
+    double lx[DN_CALIB_K], ly[DN_CALIB_K];
+    double lat_b;          /* the slope of a line through them all (printed) */
     double exec_a, exec_b; /* worker exec: ln us = a + b ln bytes */
 } dn_calib;
 
@@ -216,7 +230,7 @@ static void calib_run(const dn_server *s, const gf_dlg_targets *tg, int k, int p
  * flight at a time (no queueing). */
 static void calibrate(const dn_opts *o, const char *dir, const dn_fn *fns, size_t n, dn_calib *c)
 {
-    enum { K = 6 };
+    enum { K = DN_CALIB_K };
     size_t pick[K];
     size_t *order = malloc(n * sizeof *order);
     for (size_t i = 0; i < n; i++)
@@ -246,39 +260,63 @@ static void calibrate(const dn_opts *o, const char *dir, const dn_fn *fns, size_
     dn_targets_make(&tg, cf, K);
     double x[K], lat[K], ex[K];
     int per = o->quick ? 40 : 100;
+    /* rounds over the six, each function's figure the lowest of its rounds'
+     * medians: a burst of other work on a shared machine during one round
+     * must not set a function's SLO */
+    enum { ROUNDS = 3 };
     for (int k = 0; k < K; k++) {
         char path[512];
         snprintf(path, sizeof path, "/v2/repository/models/%s/load", cf[k].name);
         dn_post(&s, path, NULL, 200);
-        double l0, e0;
-        calib_run(&s, &tg, k, 10, 0.1, 0.05, &l0, &e0); /* how long one takes */
-        double l1, e1;
-        calib_run(&s, &tg, k, per, 0.05, 2.5 * l0 / 1e3 + 0.002, &l1, &e1);
+        lat[k] = ex[k] = INFINITY;
+    }
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int k = 0; k < K; k++) {
+            double l0, e0;
+            calib_run(&s, &tg, k, 10, 0.1, 0.05, &l0, &e0); /* how long one takes */
+            double l1, e1;
+            calib_run(&s, &tg, k, per, 0.05, 2.5 * l0 / 1e3 + 0.002, &l1, &e1);
+            printf("calibration round=%d function=%s bytes=%llu rows=%d warm_p50_ms=%.3f "
+                   "exec_us=%.1f\n",
+                   round, cf[k].name, (unsigned long long)cf[k].bytes, cf[k].rows, l1, e1);
+            fflush(stdout);
+            lat[k] = fmin(lat[k], l1);
+            ex[k] = fmin(ex[k], e1);
+        }
+    }
+    for (int k = 0; k < K; k++) {
         x[k] = log((double)cf[k].bytes);
-        lat[k] = log(l1);
-        ex[k] = log(e1);
-        printf("calibration function=%s bytes=%llu rows=%d warm_p50_ms=%.3f exec_us=%.1f\n",
-               cf[k].name, (unsigned long long)cf[k].bytes, cf[k].rows, l1, e1);
-        fflush(stdout);
+        printf("calibration function=%s warm_ms=%.3f exec_us=%.1f\n", cf[k].name, lat[k], ex[k]);
+        lat[k] = log(lat[k]);
+        ex[k] = log(ex[k]);
     }
     dn_targets_free(&tg);
     dn_server_stop(&s);
-    fit(x, lat, K, &c->lat_a, &c->lat_b);
+    double lat_a;
+    fit(x, lat, K, &lat_a, &c->lat_b);
     fit(x, ex, K, &c->exec_a, &c->exec_b);
-    /* a bigger model is never faster: noise on a shared machine can make the
-     * line slope down; then take the mean */
-    if (c->lat_b < 0) {
-        double mean = 0;
-        for (int k = 0; k < K; k++)
-            mean += lat[k] / K;
-        c->lat_a = mean;
-        c->lat_b = 0;
+    /* each function's warm latency is read off the measured points, not off
+     * one power law: the smallest functions carry the most rows (their
+     * request bodies are the largest), so latency is not monotone in size
+     * and a line through all six misstates most of them */
+    for (int k = 0; k < K; k++) { /* picked in size order */
+        c->lx[k] = x[k];
+        c->ly[k] = lat[k];
     }
 }
 
 static double calib_lat_ms(const dn_calib *c, double bytes)
 {
-    return exp(c->lat_a + c->lat_b * log(bytes));
+    double lb = log(bytes);
+    if (lb <= c->lx[0])
+        return exp(c->ly[0]);
+    for (int k = 1; k < DN_CALIB_K; k++) {
+        if (lb <= c->lx[k]) {
+            double w = c->lx[k] > c->lx[k - 1] ? (lb - c->lx[k - 1]) / (c->lx[k] - c->lx[k - 1]) : 1;
+            return exp(c->ly[k - 1] + w * (c->ly[k] - c->ly[k - 1]));
+        }
+    }
+    return exp(c->ly[DN_CALIB_K - 1]);
 }
 
 static double calib_exec_us(const dn_calib *c, double bytes)
@@ -430,9 +468,12 @@ int main(int argc, char **argv)
         fns[i].warm_ms = calib_lat_ms(&cal, (double)fns[i].bytes);
         fns[i].slo_ms = o.slo_multiple * fns[i].warm_ms;
     }
-    printf("slo_multiple=%.1f slo_ms_min=%.2f slo_ms_max=%.2f\n", o.slo_multiple,
-           o.slo_multiple * calib_lat_ms(&cal, 5 * DN_MB * o.scale),
-           o.slo_multiple * calib_lat_ms(&cal, 500 * DN_MB * o.scale));
+    double slo_lo = INFINITY, slo_hi = 0;
+    for (size_t i = 0; i < n_max; i++) {
+        slo_lo = fmin(slo_lo, fns[i].slo_ms);
+        slo_hi = fmax(slo_hi, fns[i].slo_ms);
+    }
+    printf("slo_multiple=%.1f slo_ms_min=%.2f slo_ms_max=%.2f\n", o.slo_multiple, slo_lo, slo_hi);
     fflush(stdout);
 
     /* 3. deploy everything on the run's server */
@@ -486,7 +527,14 @@ int main(int argc, char **argv)
             dn_result res;
             char label[64];
             snprintf(label, sizeof label, "%s", policy[0]);
-            trial_at(&run, label, n < 1 ? 1 : n > n_max ? n_max : n, &res);
+            n = n < 1 ? 1 : n > n_max ? n_max : n;
+            if (o.uncontrolled) { /* the trial alone, after the all-warm set is prefetched */
+                dn_prefetch(&s, fns, warm_n);
+                dn_trial(&s, &o, fns, n, &tg, run.rate, run.seed++, &res);
+                dn_print_trial(label, &res);
+            } else {
+                trial_at(&run, label, n, &res);
+            }
         }
         dn_server_stop(&s);
         return 0;

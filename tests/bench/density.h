@@ -29,7 +29,10 @@ typedef struct dn_opts {
     const char *policies;     /* "lru,gds,..." */
     bool levers;
     const char *keep;   /* keep the work directory here (NULL: a temporary one, removed) */
-    const char *trials; /* "N@RPS,..." : run these trials instead of the search */
+    const char *trials; /* "N@RPS,..." : run these trials instead of the search (RPS left
+                           out: the run's rate) */
+    bool uncontrolled;  /* with trials: each alone, no all-warm controls around it */
+    const char *schedule; /* the workers' --schedule (NULL: their default, ready-first) */
 } dn_opts;
 
 /* One function of the mix. */

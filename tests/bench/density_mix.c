@@ -119,7 +119,7 @@ void dn_deploy(const dn_server *s, const dn_fn *f, const char *dir)
     snprintf(wpath, sizeof wpath, "%s/%s.safetensors", dir, f->name);
     gf_hh_resp r;
     long st = gf_hh_deploy(s->srv.url, mpath, wpath, NULL, &r);
-    if (st != 201)
+    if (st != 201 && st != 200) /* 200: the same files again (--keep) */
         dn_die("deploying %s: %ld %s", f->name, st, r.body.data ? r.body.data : "");
     gf_hh_resp_free(&r);
 }

@@ -81,6 +81,10 @@ void dn_server_start(dn_server *s, const dn_opts *o, const char *dir, const char
         args[a++] = "--cpu-copy-bandwidth";
         args[a++] = link;
     }
+    if (o->schedule != NULL) {
+        args[a++] = "--schedule";
+        args[a++] = o->schedule;
+    }
     for (int i = 0; extra != NULL && extra[i] != NULL && a < 38; i++)
         args[a++] = extra[i];
     args[a] = NULL;
