@@ -288,8 +288,10 @@ typedef struct gf_ipc_infer {
 typedef struct gf_ipc_result {
     uint32_t flags;      /* GF_IPC_RESULT_* */
     int32_t source_tier; /* tier the parameters came from (GF_TIER_DEVICE when warm) */
-    uint64_t queue_us;   /* receipt to start of execution (waiting behind other requests) */
-    uint64_t load_us;    /* start of execution to the last parameter on the device */
+    uint64_t queue_us;   /* receipt to start of execution (waiting behind other requests),
+                            less the time held back for its own swap-in (ready-first) */
+    uint64_t load_us;    /* waiting for its parameters: held back for their swap-in, and
+                            from the start of execution to the last one on the device */
     uint64_t exec_us;    /* the function: first input copy to last output copy */
     uint32_t n;
     gf_ipc_tensor *t; /* decoded: malloc'd array (gf_ipc_result_deinit) */

@@ -120,12 +120,15 @@ static wreq *ready_first(gf_worker *w, wreq *cur)
     if (cur->lease == NULL) {
         if (w->ahead != NULL || cur->ahead_tried)
             return cur; /* its swap cannot start before its turn: run it in order */
+        cur->t_swap_wait_us = gf_mono_us();
         cur->ahead_tried = true; /* once: a BUSY cache leaves it to load at its turn */
         lease_ahead_of(w, cur);
         return NULL;
     }
     if (!gf_cache_model_loading(cur->m->cm))
         return cur; /* landed (or failed: it runs and answers the error) */
+    if (cur->t_swap_wait_us == 0)
+        cur->t_swap_wait_us = gf_mono_us();
     for (wreq *r = cur->next; r != NULL; r = r->next)
         if (r->m != cur->m && r->m->prep == WM_READY && gf_cache_model_on_device(r->m->cm))
             return r;
@@ -230,12 +233,17 @@ void wk_run_request(gf_worker *w, wreq *cur, gf_buf *b)
 reply:;
     bool cold = cur->lease != NULL && gf_lease_cold(cur->lease);
     int32_t src = cur->lease != NULL ? (int32_t)gf_lease_source(cur->lease) : GF_TIER_NONE;
-    uint64_t load_us = 0;
+    /* the time ready-first held it back for its swap-in, until its
+     * parameters landed, was the swap's, not the queue's */
+    uint64_t queue_us = t_start - cur->t_recv_us, load_us = 0;
     if (st == GF_OK && cold && gf_lease_wait_all(cur->lease, NULL) == GF_OK) {
         pthread_mutex_lock(&w->lock);
         uint64_t loaded = m->loaded_at_us;
         pthread_mutex_unlock(&w->lock);
-        load_us = loaded > t_start ? loaded - t_start : 0;
+        uint64_t held = cur->t_swap_wait_us, landed = loaded < t_start ? loaded : t_start;
+        uint64_t waited = held != 0 && landed > held ? landed - held : 0;
+        queue_us -= waited < queue_us ? waited : queue_us;
+        load_us = waited + (loaded > t_start ? loaded - t_start : 0);
     }
     release_lease(w, cur);
     if (st == GF_OK) {
@@ -252,7 +260,7 @@ reply:;
             gf_ipc_result res = {
                 .flags = cold ? GF_IPC_RESULT_COLD : 0,
                 .source_tier = src,
-                .queue_us = t_start - cur->t_recv_us,
+                .queue_us = queue_us,
                 .load_us = load_us,
                 .exec_us = timing.exec_us,
                 .n = (uint32_t)n,

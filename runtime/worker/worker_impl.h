@@ -72,6 +72,7 @@ typedef struct wreq {
     uint64_t t_recv_us;
     gf_lease *lease; /* (w->lock while queued) acquired ahead, or at its turn */
     bool ahead_tried; /* ready-first took (or tried to take) its lease ahead */
+    uint64_t t_swap_wait_us; /* when ready-first first held it back for its swap-in (0: never) */
 } wreq;
 
 typedef enum { JOB_LOAD = 0, JOB_UNLOAD = 1, JOB_RESIDENCY = 2 } job_kind;

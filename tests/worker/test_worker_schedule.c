@@ -107,6 +107,10 @@ static int cold_answer_position(const char *schedule)
             gf_ipc_result r;
             ck_assert_int_eq(gf_ipc_decode_result(&f, &r, NULL), GF_OK);
             ck_assert_uint_eq(r.flags & GF_IPC_RESULT_COLD, GF_IPC_RESULT_COLD);
+            /* its wait was its swap-in's (about 0.5 s), whichever order ran it */
+            ck_assert_msg(r.load_us >= 200000 && r.load_us > r.queue_us,
+                          "load_us %llu queue_us %llu", (unsigned long long)r.load_us,
+                          (unsigned long long)r.queue_us);
             gf_ipc_result_deinit(&r);
             pos = got;
         }
