@@ -57,6 +57,9 @@ typedef struct dn_result {
     double p50_ms, p99_ms;                   /* latency of the answered 200s */
     double rate_rps;                         /* the arrival rate */
     double miss_cold, miss_queue, miss_exec; /* misses by their largest part / requests */
+    double missed_cold_req, missed_warm_req; /* misses of cold and of warm requests / requests */
+    double missed_big;                       /* misses of the largest tenth of the sizes /
+                                                requests */
     size_t errors;                           /* other statuses, or no answer */
 } dn_result;
 

@@ -209,6 +209,9 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
         dn_die("load generator: %s", msg);
     double *lat = malloc((nreq ? nreq : 1) * sizeof *lat);
     size_t n_lat = 0, met = 0, cold = 0, rejected = 0, mc = 0, mq = 0, me = 0;
+    size_t miss_c = 0, miss_w = 0, miss_big = 0;
+    /* the largest tenth: sizes above 10^(0.9) of the log-uniform range */
+    double big = exp(log(5 * DN_MB * o->scale) + 0.9 * log(100.0));
     for (size_t i = 0; i < nreq; i++) {
         const gf_dlg_req *q = &reqs[i];
         if (q->t < o->warmup_s)
@@ -226,7 +229,17 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
         cold += q->cold;
         if (q->latency * 1e3 <= fns[q->target].slo_ms) {
             met++;
-        } else if (q->load_us >= q->queue_us && q->load_us >= q->exec_us) {
+            continue;
+        }
+        miss_c += q->cold;
+        miss_w += !q->cold;
+        if (q->cold && getenv("GF_DN_DEBUG") != NULL)
+            fprintf(stderr, "missed cold %s bytes=%llu slo_ms=%.1f lat_ms=%.1f total=%u queue=%u "
+                    "load=%u exec=%u\n", fns[q->target].name,
+                    (unsigned long long)fns[q->target].bytes, fns[q->target].slo_ms,
+                    q->latency * 1e3, q->total_us, q->queue_us, q->load_us, q->exec_us);
+        miss_big += (double)fns[q->target].bytes > big;
+        if (q->load_us >= q->queue_us && q->load_us >= q->exec_us) {
             mc++;
         } else if (q->queue_us >= q->exec_us) {
             mq++;
@@ -241,6 +254,9 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
         out->miss_cold = (double)mc / r;
         out->miss_queue = (double)mq / r;
         out->miss_exec = (double)me / r;
+        out->missed_cold_req = (double)miss_c / r;
+        out->missed_warm_req = (double)miss_w / r;
+        out->missed_big = (double)miss_big / r;
     }
     if (n_lat > 0) {
         out->cold_fraction = (double)cold / (double)n_lat;
@@ -305,8 +321,10 @@ void dn_print_trial(const char *label, const dn_result *r)
 {
     printf(
         "trial %s n=%zu rate_rps=%.0f requests=%zu attainment=%.4f cold_fraction=%.3f p50_ms=%.2f "
-        "p99_ms=%.2f rejected=%.4f errors=%zu miss_cold=%.4f miss_queue=%.4f miss_exec=%.4f\n",
+        "p99_ms=%.2f rejected=%.4f errors=%zu miss_cold=%.4f miss_queue=%.4f miss_exec=%.4f "
+        "missed_cold_req=%.4f missed_warm_req=%.4f missed_big=%.4f\n",
         label, r->n, r->rate_rps, r->requests, r->attainment, r->cold_fraction, r->p50_ms,
-        r->p99_ms, r->rejected, r->errors, r->miss_cold, r->miss_queue, r->miss_exec);
+        r->p99_ms, r->rejected, r->errors, r->miss_cold, r->miss_queue, r->miss_exec,
+        r->missed_cold_req, r->missed_warm_req, r->missed_big);
     fflush(stdout);
 }
