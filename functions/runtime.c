@@ -427,6 +427,13 @@ static const gf_kernels *api_kernels(gf_fn_ctx *ctx)
     return ctx->mode == CTX_INFER ? gf_backend_kernels(ctx->be) : NULL;
 }
 
+static const gf_kernels *api_load_kernels(gf_fn_ctx *ctx)
+{
+    return ctx->mode == CTX_LOAD && !ctx->validating && ctx->be != NULL
+               ? gf_backend_kernels(ctx->be)
+               : NULL;
+}
+
 static gf_stream *api_stream(gf_fn_ctx *ctx)
 {
     return ctx->mode == CTX_INFER ? ctx->stream : NULL;
@@ -650,6 +657,7 @@ static const gf_fn_api gf_runtime_api = {
     /* .upload = */ api_upload,
     /* .input_host = */ api_input_host,
     /* .output_bytes = */ api_output_bytes,
+    /* .load_kernels = */ api_load_kernels,
 };
 
 /* ---- load ---------------------------------------------------------------------- */
@@ -677,8 +685,8 @@ const gf_manifest *gf_fn_plan_manifest(const gf_fn_plan *p) { return p->mf; }
 
 /* Run the kind's load. On success the plan holds the declared parameters. */
 static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_file *weights,
-                          const char *weights_path, bool validating, gf_fn_plan **out,
-                          gf_err *err)
+                          const char *weights_path, bool validating, gf_backend *be,
+                          gf_fn_plan **out, gf_err *err)
 {
     *out = NULL;
     if (strcmp(mf->kind, gf_fn_kind_desc(kind)->name) != 0)
@@ -696,7 +704,7 @@ static gf_status run_load(const gf_fn_kind *kind, const gf_manifest *mf, gf_st_f
         return st;
     }
     gf_fn_ctx ctx = {.mode = CTX_LOAD, .mf = mf, .err = err, .plan = p, .weights = &view,
-                     .weights_path = weights_path,
+                     .weights_path = weights_path, .be = be,
                      .legacy_use = (gf_fn_kind_desc(kind)->abi_version & 0xffffu) < 2,
                      .validating = validating};
     int rc = gf_fn_kind_desc(kind)->load(&gf_runtime_api, &ctx, &p->state);
@@ -749,7 +757,7 @@ gf_status gf_fn_validate(const gf_fn_kind *kind, const gf_manifest *mf, const ch
     if (st != GF_OK)
         return st;
     gf_fn_plan *p;
-    st = run_load(kind, mf, w, weights_path, true, &p, err);
+    st = run_load(kind, mf, w, weights_path, true, NULL, &p, err);
     gf_fn_plan_free(p);
     gf_st_close(w);
     return st;
@@ -789,13 +797,20 @@ static bool derived_reusable(const gf_fn_plan *p, const char *path, const char *
 gf_status gf_fn_prepare(const gf_fn_kind *kind, const gf_manifest *mf, const char *weights_path,
                         const char *derived_path, gf_fn_plan **out, gf_err *err)
 {
+    return gf_fn_prepare_on(kind, mf, weights_path, derived_path, NULL, out, err);
+}
+
+gf_status gf_fn_prepare_on(const gf_fn_kind *kind, const gf_manifest *mf,
+                           const char *weights_path, const char *derived_path, gf_backend *be,
+                           gf_fn_plan **out, gf_err *err)
+{
     *out = NULL;
     gf_st_file *w;
     gf_status st = gf_fn_weights_open(weights_path, &w, err);
     if (st != GF_OK)
         return st;
     gf_fn_plan *p;
-    st = run_load(kind, mf, w, weights_path, false, &p, err);
+    st = run_load(kind, mf, w, weights_path, false, be, &p, err);
     if (st != GF_OK) {
         gf_st_close(w);
         return st;

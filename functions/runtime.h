@@ -107,6 +107,14 @@ gf_status gf_fn_validate(const gf_fn_kind *kind, const gf_manifest *mf, const ch
 gf_status gf_fn_prepare(const gf_fn_kind *kind, const gf_manifest *mf, const char *weights_path,
                         const char *derived_path, gf_fn_plan **out, gf_err *err);
 
+/* The same for a version that will run on backend be (NULL: unknown): load
+ * may then pack weights into derived parameters in be's layout
+ * (api->load_kernels), so derived_path belongs to that backend (a worker's
+ * own directory). */
+gf_status gf_fn_prepare_on(const gf_fn_kind *kind, const gf_manifest *mf,
+                           const char *weights_path, const char *derived_path, gf_backend *be,
+                           gf_fn_plan **out, gf_err *err);
+
 /* Calls the kind's unload. NULL is a no-op. */
 void gf_fn_plan_free(gf_fn_plan *p);
 

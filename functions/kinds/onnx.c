@@ -7,10 +7,16 @@
  * the U8 tensor GF_ONNX_GRAPH_TENSOR. load reads the graph back (no
  * protobuf), requires every initializer in that order, so the parameter
  * cache pages, swaps and pipelines them like any kind's, and keeps host
- * copies of the small ones for constant folding. infer compiles a plan per
+ * copies of the small ones for constant folding. When the backend packs
+ * convolution weights (kernel table version 3, api->load_kernels), load
+ * packs each Conv's F32 weights once, for the geometry a plan at batch 1
+ * gives, into a derived parameter in their place: the parameter cache then
+ * stores, swaps and pipelines the packed bytes like any weights, and no
+ * call reorders them. infer compiles a plan per
  * set of input shapes (cached), takes the plan's arena as one workspace
  * block, and runs it with the kernel table.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +68,91 @@ static void onnx_unload(void *p)
     free(s->in_ptr);
     free(s->out_ptr);
     free(s);
+}
+
+/* What load packs: per value, the geometry and packed bytes (0: not). */
+typedef struct {
+    gf_conv2d_ex_params *p;
+    int64_t *bytes;
+} pack_plan;
+
+/* Which initializers to pack: the Conv weights of a plan at batch 1 (every
+ * other dimension of the inputs fixed, none read on the host), where lk has
+ * a packed form. Packing is an optimisation: a graph this cannot plan is
+ * left as it is. */
+static void pack_choose(const onnx_state *s, const gf_kernels *lk, pack_plan *pp)
+{
+    const gf_onnx_graph *g = gf_onnx_model_graph(s->m);
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        const gf_onnx_value *v = &g->values[g->inputs[i]];
+        if (s->any_host)
+            return;
+        for (int32_t k = 0; k < v->rank; k++) {
+            if (v->shape[k] < 0 && k > 0)
+                return;
+            s->shapes[i][k] = v->shape[k] < 0 ? 1 : v->shape[k];
+        }
+    }
+    /* the plan places parameters: stand-ins until load declares them */
+    for (int32_t v = 0; v < g->n_values; v++)
+        if (g->values[v].kind == GF_ONNX_V_INIT)
+            gf_onnx_model_set_param(s->m, v, 0);
+    gf_err e;
+    gf_onnx_plan *plan;
+    if (gf_onnx_plan_compile(s->m, (const int64_t(*)[GF_MAX_RANK])s->shapes, &plan, &e) != GF_OK)
+        return;
+    int32_t *vals = malloc(((size_t)g->n_values + 1) * sizeof *vals);
+    gf_conv2d_ex_params *ps = malloc(((size_t)g->n_values + 1) * sizeof *ps);
+    int32_t n = vals != NULL && ps != NULL ? gf_onnx_plan_conv_weights(plan, vals, ps) : 0;
+    for (int32_t i = 0; i < n; i++) {
+        pp->p[vals[i]] = ps[i];
+        pp->bytes[vals[i]] = lk->conv2d_pack_size(lk->ctx, &ps[i]);
+    }
+    free(vals);
+    free(ps);
+    gf_onnx_plan_free(plan);
+}
+
+static int64_t v_numel(const gf_onnx_value *v)
+{
+    int64_t numel = 1;
+    for (int32_t k = 0; k < v->rank; k++)
+        numel *= v->shape[k];
+    return numel;
+}
+
+/* The host bytes of initializer v, checked against the graph's type and
+ * shape. */
+static int weight_host(const gf_fn_api *api, gf_fn_ctx *ctx, const gf_onnx_value *v,
+                       gf_tensor *t)
+{
+    int rc = api->weight_data(ctx, v->name, t);
+    if (rc != 0)
+        return rc;
+    if (t->dtype != v->dtype || t->rank != v->rank ||
+        memcmp(t->shape, v->shape, (size_t)v->rank * sizeof *t->shape) != 0)
+        return api->set_error(ctx, GF_ERR_INVALID, "tensor '%.200s' does not have the graph's "
+                              "type and shape", v->name);
+    return 0;
+}
+
+/* Declare initializer v as its packed form, a derived parameter. */
+static int pack_one(const gf_fn_api *api, gf_fn_ctx *ctx, onnx_state *s, const gf_kernels *lk,
+                    int32_t v, const gf_conv2d_ex_params *p, int64_t bytes, const gf_tensor *w)
+{
+    const gf_onnx_value *gv = &gf_onnx_model_graph(s->m)->values[v];
+    char name[600];
+    snprintf(name, sizeof name, "gpufaas.packed.%.500s", gv->name);
+    void *data;
+    size_t idx;
+    int rc = api->derive(ctx, name, GF_DT_U8, 1, &bytes, &data, &idx);
+    if (rc != 0)
+        return rc;
+    if ((rc = lk->conv2d_pack(lk->ctx, data, p, w->data)) != 0)
+        return api->set_error(ctx, rc, "packing the weights '%.200s': %s", gv->name,
+                              lk->last_error(lk->ctx));
+    gf_onnx_model_set_packed(s->m, v, idx);
+    return 0;
 }
 
 static int onnx_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
@@ -136,26 +227,46 @@ static int onnx_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
                                 "graph's is '%.200s'", i, io.name,
                                 g->values[g->outputs[i]].name);
     }
-    /* the parameters: every initializer, in first-use order */
+    /* host copies of the small initializers, for folding (not when validating) */
     int32_t n = rc == 0 ? gf_onnx_init_order(g, order) : 0;
+    for (int32_t i = 0; rc == 0 && i < n && !api->validating(ctx); i++) {
+        const gf_onnx_value *v = &g->values[order[i]];
+        gf_tensor t;
+        if (v_numel(v) > GF_ONNX_HOST_INIT_MAX)
+            continue;
+        if ((rc = weight_host(api, ctx, v, &t)) != 0)
+            break;
+        if (gf_onnx_model_set_host(s->m, order[i], t.data, t.nbytes, &e) != GF_OK)
+            rc = api->set_error(ctx, e.code, "%s", e.msg);
+    }
+    /* the weights the backend packs (none when validating) */
+    const gf_kernels *lk = GF_FN_HAS(api, load_kernels) ? api->load_kernels(ctx) : NULL;
+    pack_plan pp = {NULL, NULL};
+    if (rc == 0 && lk != NULL && GF_KERNELS_HAS(lk, conv2d_pack_size) &&
+        GF_KERNELS_HAS(lk, conv2d_pack) && GF_KERNELS_HAS(lk, conv2d_packed)) {
+        pp.p = calloc((size_t)g->n_values + 1, sizeof *pp.p);
+        pp.bytes = calloc((size_t)g->n_values + 1, sizeof *pp.bytes);
+        if (pp.p == NULL || pp.bytes == NULL)
+            rc = api->set_error(ctx, GF_ERR_NOMEM, "out of memory");
+        else
+            pack_choose(s, lk, &pp);
+    }
+    /* the parameters: every initializer (or its packed form), in first-use order */
     for (int32_t i = 0; rc == 0 && i < n; i++) {
         const gf_onnx_value *v = &g->values[order[i]];
         size_t idx;
-        rc = api->require(ctx, v->name, 1u << v->dtype, v->rank, v->shape, &idx);
-        if (rc != 0)
-            break;
-        gf_onnx_model_set_param(s->m, order[i], idx);
-        int64_t numel = 1;
-        for (int32_t k = 0; k < v->rank; k++)
-            numel *= v->shape[k];
-        if (numel <= GF_ONNX_HOST_INIT_MAX && !api->validating(ctx)) {
-            gf_tensor t;
-            if ((rc = api->weight_data(ctx, v->name, &t)) != 0)
-                break;
-            if (gf_onnx_model_set_host(s->m, order[i], t.data, t.nbytes, &e) != GF_OK)
-                rc = api->set_error(ctx, e.code, "%s", e.msg);
+        if (pp.bytes == NULL || pp.bytes[order[i]] == 0) {
+            rc = api->require(ctx, v->name, 1u << v->dtype, v->rank, v->shape, &idx);
+            if (rc == 0)
+                gf_onnx_model_set_param(s->m, order[i], idx);
+            continue;
         }
+        gf_tensor t;
+        if ((rc = weight_host(api, ctx, v, &t)) == 0)
+            rc = pack_one(api, ctx, s, lk, order[i], &pp.p[order[i]], pp.bytes[order[i]], &t);
     }
+    free(pp.p);
+    free(pp.bytes);
     free(order);
     if (rc == 0 && n == 0) {
         /* the runtime wants at least one parameter: the graph itself */

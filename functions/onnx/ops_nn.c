@@ -141,6 +141,19 @@ static gf_status conv_run(const gf_onnx_run_ctx *c)
 {
     const gf_conv2d_ex_params *p = (const gf_conv2d_ex_params *)c->aux;
     const void *bias = c->n->n_in > 2 ? c->in[2].data : NULL;
+    const float *res = c->extra != NULL ? c->extra->data : NULL;
+    if (c->packed & 2u) {
+        /* W packed at load (gf_onnx_model_set_packed): F32, so is B */
+        if (!GF_KERNELS_HAS(c->k, conv2d_packed))
+            return gf_onnx_rfail(c, GF_ERR_INTERNAL, "W is packed but the kernel table has no "
+                                 "conv2d_packed");
+        uint32_t layout = ((c->nhwc & 1u) ? GF_CONV_X_NHWC : 0) |
+                          ((c->nhwc & GF_ONNX_NHWC_OUT) ? GF_CONV_Y_NHWC : 0) |
+                          ((c->nhwc & GF_ONNX_NHWC_EXTRA) ? GF_CONV_R_NHWC : 0);
+        int rc = c->k->conv2d_packed(c->k->ctx, c->s, c->out[0].data, c->in[0].data, p,
+                                     c->in[1].data, bias, res, c->act, layout);
+        return rc ? gf_onnx_kfail(c, rc) : GF_OK;
+    }
     int rc = c->k->conv2d_ex(c->k->ctx, c->s, c->out[0].data, c->in[0].data, p, c->in[1].data,
                              bias, c->in[1].t->dtype, c->extra != NULL ? c->extra->data : NULL,
                              c->act);
@@ -206,8 +219,12 @@ static gf_status global_pool_infer(gf_onnx_infer_ctx *c)
 static gf_status global_pool_run(const gf_onnx_run_ctx *c)
 {
     const gf_onnx_tinfo *x = c->in[0].t;
+    bool avg = strcmp(c->n->op_type, "GlobalAveragePool") == 0;
     int rc;
-    if (strcmp(c->n->op_type, "GlobalAveragePool") == 0)
+    if (c->nhwc & 1u) /* channels last (from a Conv, choose_layouts): y is the same */
+        rc = c->k->reduce(c->k->ctx, c->s, avg ? GF_REDUCE_MEAN : GF_REDUCE_MAX, c->out[0].data,
+                          c->in[0].data, x->shape[0], c->aux[0], x->shape[1]);
+    else if (avg)
         rc = c->k->global_avgpool(c->k->ctx, c->s, c->out[0].data, c->in[0].data, x->shape[0],
                                   x->shape[1], c->aux[0]);
     else

@@ -108,7 +108,16 @@ typedef struct gf_onnx_run_ctx {
     const gf_onnx_rt *extra; /* a fused residual or bias (GF_ONNX_FUSE_*), or NULL */
     gf_act act;              /* a fused activation, GF_ACT_IDENTITY when none */
     const int64_t *aux;    /* what infer left */
+    uint32_t packed;       /* bit k: input k holds weights packed by the kernel table's
+                            * conv2d_pack (only a Conv's W: gf_onnx_model_set_packed) */
+    uint32_t nhwc;         /* bit k: input k is channels last (NHWC) rather than NCHW;
+                            * GF_ONNX_NHWC_EXTRA: so is the fused input; GF_ONNX_NHWC_OUT:
+                            * so is output 0 (only Conv steps with packed weights write
+                            * NHWC, and only they and global pooling read it) */
 } gf_onnx_run_ctx;
+
+#define GF_ONNX_NHWC_EXTRA (1u << 30)
+#define GF_ONNX_NHWC_OUT (1u << 31)
 
 enum {
     GF_ONNX_OP_ALIAS = 1u << 0,     /* output 0 is input 0's bytes with another shape */

@@ -61,7 +61,8 @@ gf_status gf_onnx_model_new(gf_onnx_graph *g, gf_onnx_model **out, gf_err *err)
     m->g = g;
     m->host = calloc((size_t)g->n_values + 1, sizeof *m->host);
     m->param = malloc(((size_t)g->n_values + 1) * sizeof *m->param);
-    if (m->host == NULL || m->param == NULL) {
+    m->packed = calloc((size_t)g->n_values + 1, sizeof *m->packed);
+    if (m->host == NULL || m->param == NULL || m->packed == NULL) {
         gf_onnx_model_free(m);
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     }
@@ -85,6 +86,7 @@ void gf_onnx_model_free(gf_onnx_model *m)
         gf_onnx_const_free(m->host[v]);
     free(m->host);
     free(m->param);
+    free(m->packed);
     free(m->host_in);
     gf_onnx_graph_free(m->g);
     free(m);
@@ -95,6 +97,12 @@ const gf_onnx_graph *gf_onnx_model_graph(const gf_onnx_model *m) { return m->g; 
 void gf_onnx_model_set_param(gf_onnx_model *m, int32_t value, size_t param)
 {
     m->param[value] = (int64_t)param;
+}
+
+void gf_onnx_model_set_packed(gf_onnx_model *m, int32_t value, size_t param)
+{
+    m->param[value] = (int64_t)param;
+    m->packed[value] = true;
 }
 
 gf_status gf_onnx_model_set_host(gf_onnx_model *m, int32_t value, const void *data,
@@ -163,6 +171,14 @@ void gf_onnx_plan_free(gf_onnx_plan *p)
 
 size_t gf_onnx_plan_arena_bytes(const gf_onnx_plan *p) { return p->arena; }
 int32_t gf_onnx_plan_steps(const gf_onnx_plan *p) { return p->n_steps; }
+
+int32_t gf_onnx_plan_nhwc_steps(const gf_onnx_plan *p)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->n_steps; i++)
+        n += (p->steps[i].nhwc & GF_ONNX_NHWC_OUT) != 0;
+    return n;
+}
 
 const gf_onnx_tinfo *gf_onnx_plan_output(const gf_onnx_plan *p, int32_t i)
 {
@@ -382,6 +398,11 @@ done:
     return st;
 }
 
+static bool is_conv(const gf_onnx_node *n)
+{
+    return n->domain[0] == '\0' && strcmp(n->op_type, "Conv") == 0;
+}
+
 static gf_status place(gf_onnx_plan *p, gf_err *err)
 {
     const gf_onnx_model *m = p->m;
@@ -412,8 +433,13 @@ static gf_status place(gf_onnx_plan *p, gf_err *err)
     for (int32_t si = 0; si < p->n_steps && st == GF_OK; si++) {
         plan_step *s = &p->steps[si];
         const gf_onnx_node *n = &g->nodes[s->node];
-        for (int32_t k = 0; k <= n->n_in; k++) {
+        for (int32_t k = 0; k <= n->n_in && st == GF_OK; k++) {
             int32_t v = k < n->n_in ? n->in[k] : s->extra; /* the fused input last */
+            if (v >= 0 && m->packed[v] && !(k == 1 && is_conv(n)))
+                st = gf_err_set(err, GF_ERR_INTERNAL, "initializer '%.200s' is packed for a "
+                                "Conv but node '%.200s' reads it", g->values[v].name, n->name);
+            else if (v >= 0 && m->packed[v])
+                s->packed |= 1u << k;
             if (v < 0 || (k < n->n_in && k < 32 && (n->op->host_inputs & (1u << k))))
                 continue;
             if (p->loc[v].kind == LOC_NONE && m->param[v] >= 0) {
@@ -484,6 +510,57 @@ static gf_status place(gf_onnx_plan *p, gf_err *err)
     return st;
 }
 
+static bool is_global_pool(const gf_onnx_node *n)
+{
+    return n->domain[0] == '\0' && (strcmp(n->op_type, "GlobalAveragePool") == 0 ||
+                                    strcmp(n->op_type, "GlobalMaxPool") == 0);
+}
+
+/* Channels last between convolutions: the output of a Conv step with packed
+ * weights (which reads and writes either layout, conv2d_packed) is kept
+ * NHWC when every step that reads it is such a Conv (as its X or its fused
+ * residual) or a global pooling (a reduction over the positions either
+ * way), and it is not a graph output. So a network of convolutions runs
+ * without reordering its activations; any other reader gets NCHW. */
+static gf_status choose_layouts(gf_onnx_plan *p, gf_err *err)
+{
+    const gf_onnx_graph *g = p->m->g;
+    bool *nhwc = calloc((size_t)g->n_values + 1, sizeof *nhwc);
+    if (nhwc == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    for (int32_t si = 0; si < p->n_steps; si++) {
+        const plan_step *s = &p->steps[si];
+        if ((s->packed & 2u) && s->out0 >= 0 && p->t[s->out0].rank == 4 &&
+            p->loc[s->out0].kind == LOC_ARENA)
+            nhwc[s->out0] = true;
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        nhwc[g->outputs[i]] = false;
+    for (int32_t si = 0; si < p->n_steps; si++) {
+        const plan_step *s = &p->steps[si];
+        const gf_onnx_node *n = &g->nodes[s->node];
+        bool conv = is_conv(n) && (s->packed & 2u);
+        for (int32_t k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !(k == 0 && (conv || is_global_pool(n))))
+                nhwc[n->in[k]] = false;
+        if (s->extra >= 0 && !conv)
+            nhwc[s->extra] = false;
+    }
+    for (int32_t si = 0; si < p->n_steps; si++) {
+        plan_step *s = &p->steps[si];
+        const gf_onnx_node *n = &g->nodes[s->node];
+        for (int32_t k = 0; k < n->n_in && k < 30; k++)
+            if (n->in[k] >= 0 && nhwc[n->in[k]])
+                s->nhwc |= 1u << k;
+        if (s->extra >= 0 && nhwc[s->extra])
+            s->nhwc |= GF_ONNX_NHWC_EXTRA;
+        if (s->out0 >= 0 && nhwc[s->out0])
+            s->nhwc |= GF_ONNX_NHWC_OUT;
+    }
+    free(nhwc);
+    return GF_OK;
+}
+
 gf_status gf_onnx_plan_compile(const gf_onnx_model *m, const int64_t (*shapes)[GF_MAX_RANK],
                                gf_onnx_plan **out, gf_err *err)
 {
@@ -531,13 +608,48 @@ gf_status gf_onnx_plan_compile_with(const gf_onnx_model *m, const int64_t (*shap
         p->t[v].host = m->host[v];
     }
     if ((st = check_inputs(p, shapes, values, err)) != GF_OK || (st = infer_nodes(p, err)) != GF_OK ||
-        (st = gf_onnx_plan_fuse(p, err)) != GF_OK || (st = place(p, err)) != GF_OK)
+        (st = gf_onnx_plan_fuse(p, err)) != GF_OK || (st = place(p, err)) != GF_OK ||
+        (st = choose_layouts(p, err)) != GF_OK)
         goto fail;
     *out = p;
     return GF_OK;
 fail:
     gf_onnx_plan_free(p);
     return st;
+}
+
+int32_t gf_onnx_plan_conv_weights(const gf_onnx_plan *p, int32_t *values,
+                                  gf_conv2d_ex_params *params)
+{
+    const gf_onnx_graph *g = p->m->g;
+    int32_t n = 0;
+    for (int32_t v = 0; v < g->n_values; v++) {
+        const gf_onnx_value *gv = &g->values[v];
+        if (gv->kind != GF_ONNX_V_INIT || gv->dtype != GF_DT_F32 || gv->rank != 4)
+            continue;
+        bool ok = true;
+        for (int32_t i = 0; ok && i < g->n_outputs; i++)
+            ok = g->outputs[i] != v;
+        for (int32_t i = 0; ok && i < g->n_nodes; i++)
+            for (int32_t k = 0; ok && k < g->nodes[i].n_in; k++)
+                ok = g->nodes[i].in[k] != v || (k == 1 && is_conv(&g->nodes[i]));
+        const gf_conv2d_ex_params *first = NULL;
+        for (int32_t si = 0; ok && si < p->n_steps; si++) {
+            const gf_onnx_node *nd = &g->nodes[p->steps[si].node];
+            if (!is_conv(nd) || nd->in[1] != v)
+                continue;
+            const gf_conv2d_ex_params *q = (const gf_conv2d_ex_params *)p->steps[si].aux;
+            if (first == NULL)
+                first = q;
+            ok = q->c == first->c && q->oc == first->oc && q->kh == first->kh &&
+                 q->kw == first->kw && q->groups == first->groups;
+        }
+        if (ok && first != NULL) {
+            values[n] = v;
+            params[n++] = *first;
+        }
+    }
+    return n;
 }
 
 /* ---- run ----------------------------------------------------------------------- */
@@ -607,7 +719,7 @@ gf_status gf_onnx_plan_run(gf_onnx_plan *p, const gf_onnx_env *env, void *const 
                              .scratch = s->scratch ? (char *)arena + s->scratch_off : NULL,
                              .step_const = s->sconst ? (char *)arena + s->sconst_off : NULL,
                              .extra = s->extra >= 0 ? &extra : NULL, .act = (gf_act)s->act,
-                             .aux = s->aux};
+                             .aux = s->aux, .packed = s->packed, .nhwc = s->nhwc};
         st = n->op->run(&c);
     }
     for (int32_t i = 0; i < p->n_copies && st == GF_OK; i++) {

@@ -45,6 +45,12 @@ const gf_onnx_graph *gf_onnx_model_graph(const gf_onnx_model *m);
 
 /* Record initializer `value`'s parameter index. */
 void gf_onnx_model_set_param(gf_onnx_model *m, int32_t value, size_t param);
+/* Record that initializer `value` (a Conv's F32 weights) is parameter
+ * `param` packed by the kernel table's conv2d_pack (for geometries with its
+ * c, oc, kh, kw and groups): the plan's Conv steps then call
+ * conv2d_packed. */
+void gf_onnx_model_set_packed(gf_onnx_model *m, int32_t value, size_t param);
+
 /* Give initializer `value` a host copy of its bytes (copied; nbytes must match
  * its dtype and shape). */
 gf_status gf_onnx_model_set_host(gf_onnx_model *m, int32_t value, const void *data,
@@ -80,6 +86,18 @@ void gf_onnx_plan_free(gf_onnx_plan *p);
 size_t gf_onnx_plan_arena_bytes(const gf_onnx_plan *p);
 /* Output i's dtype and shape. */
 const gf_onnx_tinfo *gf_onnx_plan_output(const gf_onnx_plan *p, int32_t i);
+/* The initializers that could be packed for plan p's convolutions: F32
+ * initializers used only as the weights (input 1) of Conv steps whose c,
+ * oc, kh, kw and groups agree. values[i] gets the i-th, params[i] the
+ * geometry of its first Conv step; both have room for the graph's
+ * n_values. Returns the count. */
+int32_t gf_onnx_plan_conv_weights(const gf_onnx_plan *p, int32_t *values,
+                                  gf_conv2d_ex_params *params);
+
+/* Steps that write their output channels last (NHWC): Conv steps with
+ * packed weights whose every reader takes NHWC. */
+int32_t gf_onnx_plan_nhwc_steps(const gf_onnx_plan *p);
+
 /* Steps (device kernels' nodes) left after folding. */
 int32_t gf_onnx_plan_steps(const gf_onnx_plan *p);
 

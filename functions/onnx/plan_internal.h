@@ -13,6 +13,7 @@ struct gf_onnx_model {
     gf_onnx_const **host; /* per value: host copy of an initializer, or NULL */
     int64_t *param;       /* per value: parameter index of an initializer, or -1 */
     bool *host_in;        /* per graph input: read on the host when the plan is made */
+    bool *packed;         /* per value: its parameter holds packed Conv weights */
 };
 
 typedef enum { LOC_NONE, LOC_INPUT, LOC_PARAM, LOC_ARENA, LOC_OUTPUT, LOC_ALIAS } loc_kind;
@@ -28,6 +29,8 @@ typedef struct {
     int32_t extra; /* a fused input (gf_onnx_run_ctx.extra), or -1 */
     int32_t act;   /* a fused activation (gf_act) */
     uint32_t fuse; /* what infer said the step can absorb (GF_ONNX_FUSE_*) */
+    uint32_t packed; /* bit k: input k is a packed parameter (gf_onnx_run_ctx.packed) */
+    uint32_t nhwc;   /* channels-last inputs and output (gf_onnx_run_ctx.nhwc) */
     bool dead;     /* absorbed by an earlier step */
     size_t scratch_off, scratch;
     gf_onnx_const *sconst; /* infer's step_const (owned), uploaded at sconst_off */

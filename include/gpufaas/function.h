@@ -19,7 +19,7 @@
  * codes (<gpufaas/status.h>), api->config and api->companion_path; 1.2
  * api->weight_use and the unused-weights rule (see weight_use); 1.3
  * api->upload; 1.4 api->input_host; 1.5 BYTES tensors (GF_DT_BYTES,
- * <gpufaas/types.h>) and api->output_bytes.
+ * <gpufaas/types.h>) and api->output_bytes; 1.6 api->load_kernels.
  *
  * LIFECYCLE. For each function version on each worker:
  *   load(ctx, &state)    once, on the host, before any parameter is on the
@@ -88,7 +88,7 @@ extern "C" {
 #endif
 
 #define GF_FN_ABI_MAJOR 1
-#define GF_FN_ABI_MINOR 5
+#define GF_FN_ABI_MINOR 6
 #define GF_FN_ABI_VERSION ((uint32_t)((GF_FN_ABI_MAJOR << 16) | GF_FN_ABI_MINOR))
 
 #if defined(__GNUC__)
@@ -284,6 +284,16 @@ typedef struct gf_fn_api {
     int (*output_bytes)(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *shape,
                         const void *const *elems, const size_t *lens);
     /* members above are valid for version 1.5 */
+
+    /* -- load only (1.6) -- */
+
+    /* The kernel table of the backend the version will run on, during
+     * load, for its host-side members only (those that say "host only",
+     * such as conv2d_pack: packing weights into a derived parameter in the
+     * backend's layout). NULL when validating, or when load runs without a
+     * backend. Borrowed until load returns. */
+    const gf_kernels *(*load_kernels)(gf_fn_ctx *ctx);
+    /* members above are valid for version 1.6 */
 } gf_fn_api;
 
 /* The next element of a BYTES tensor t (host data): 1 with *elem and *len

@@ -41,6 +41,16 @@
  *    at once on cpu, from the next sync on cuda).
  *  - An output may be the same buffer as an input only where the member says
  *    so; otherwise it must not overlap any input.
+ *
+ * Version 3 adds convolution weights packed once, at load, in the layout the
+ * backend's convolutions read (conv2d_pack_size, conv2d_pack,
+ * conv2d_packed), so that no call reorders them. A backend without a packed
+ * form leaves the three NULL (the cuda backend does); one may also have no
+ * packed form for some geometries (conv2d_pack_size 0). The packing members
+ * work on host memory only and may be called before any device work, from
+ * any thread (a function's load packs into derived parameters, which the
+ * parameter cache then stores and swaps like any other: the packed bytes are
+ * copied to the device as they are).
  */
 #ifndef GPUFAAS_KERNELS_H
 #define GPUFAAS_KERNELS_H
@@ -55,7 +65,7 @@
 extern "C" {
 #endif
 
-#define GF_KERNELS_VERSION 2
+#define GF_KERNELS_VERSION 3
 
 /* True when table k (a const gf_kernels *) provides member m: the provider's
  * table is large enough to hold it and the slot is filled. */
@@ -205,6 +215,15 @@ typedef struct gf_conv2d_ex_params {
     int64_t dil_h, dil_w;     /* dilation (1 = dense) */
     int64_t groups;           /* c and oc divisible by groups */
 } gf_conv2d_ex_params;
+
+/* Layouts of conv2d_packed's activations (bits of its `layout`): each of
+ * x, y and the residual is NCHW unless its bit says NHWC (channels last:
+ * [n, h, w, c]). */
+enum {
+    GF_CONV_X_NHWC = 1u << 0,
+    GF_CONV_Y_NHWC = 1u << 1,
+    GF_CONV_R_NHWC = 1u << 2,
+};
 
 /* Kinds of pool2d_ex. */
 typedef enum gf_pool_kind {
@@ -440,6 +459,30 @@ typedef struct gf_kernels {
     int (*fill)(void *ctx, gf_stream *s, void *y, int64_t n, const void *value,
                 int64_t elem_size);
     /* members above are valid for version 2 */
+
+    /* Bytes of F32 [oc, c/groups, kh, kw] weights packed for convolutions of
+     * geometry *p (and of any geometry differing from it only in n, h, w,
+     * strides, pads or dilations), or 0 when the backend has no packed form
+     * for it (then use conv2d_ex). Host only; no device work. */
+    int64_t (*conv2d_pack_size)(void *ctx, const gf_conv2d_ex_params *p);
+
+    /* Pack host F32 weights w [oc, c/groups, kh, kw] for *p into host memory
+     * `packed` of conv2d_pack_size(p) bytes. The packed bytes describe
+     * themselves (the geometry and layout they were made for). Host only; no
+     * device work. */
+    int (*conv2d_pack)(void *ctx, void *packed, const gf_conv2d_ex_params *p, const float *w);
+
+    /* conv2d_ex with F32 bias and weights from conv2d_pack, copied to the
+     * device as they are. The weights must have been packed for the same c,
+     * oc, kh, kw and groups (else GF_ERR_INVALID); a geometry that differs
+     * in anything else runs too (the backend then reorders them per call).
+     * x, y and residual are NCHW or NHWC as the GF_CONV_*_NHWC bits of
+     * layout say (the backend's convolutions run channels last: activations
+     * kept NHWC between them are never reordered). */
+    int (*conv2d_packed)(void *ctx, gf_stream *s, float *y, const float *x,
+                         const gf_conv2d_ex_params *p, const void *packed, const float *bias,
+                         const float *residual, gf_act act, uint32_t layout);
+    /* members above are valid for version 3 */
 } gf_kernels;
 
 #ifdef __cplusplus

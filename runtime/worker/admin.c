@@ -133,7 +133,7 @@ static gf_status prepare_model(gf_worker *w, wmodel *m, int32_t tier, gf_ipc_loa
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if ((st = gf_fn_prepare(kind, mf, m->weights_path, dpath, &plan, err)) != GF_OK)
+    if ((st = gf_fn_prepare_on(kind, mf, m->weights_path, dpath, w->be, &plan, err)) != GF_OK)
         goto fail;
     if ((st = gf_cache_model_add(w->cache, m->key, gf_fn_plan_cache_path(plan),
                                  gf_fn_plan_param_names(plan), gf_fn_plan_param_count(plan), &cm,

@@ -1,5 +1,6 @@
 /* Tests for the version 2 reductions, softmax over an axis, convolution
- * and pooling (reduce, softmax_axis, conv2d_ex, pool2d_ex) on one backend,
+ * and pooling (reduce, softmax_axis, conv2d_ex, pool2d_ex) and the version 3
+ * packed convolution weights (conv2d_pack, conv2d_packed) on one backend,
  * argv[1] as in kharness.h, against naive double-precision references
  * written here, plus a few of ONNX's own backend-test examples with their
  * published outputs.
@@ -12,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kharness.h"
 
@@ -204,20 +206,32 @@ END_TEST
 
 /* ---- conv2d_ex ---- */
 
+/* Random x, w, b, res and room for y of convolution p (output oh x ow), with
+ * their element counts. */
+static void conv_data(const gf_conv2d_ex_params *p, int64_t oh, int64_t ow, size_t *nx,
+                      size_t *nw, size_t *ny, float **x, float **w, float **b, float **res,
+                      float **got)
+{
+    *nx = (size_t)(p->n * p->c * p->h * p->w);
+    *nw = (size_t)(p->oc * (p->c / p->groups) * p->kh * p->kw);
+    *ny = (size_t)(p->n * p->oc * oh * ow);
+    *x = fnew(*nx), *w = fnew(*nw), *b = fnew((size_t)p->oc), *res = fnew(*ny);
+    *got = fnew(*ny);
+    frand(*x, *nx, -1, 1);
+    frand(*w, *nw, -1, 1);
+    frand(*b, (size_t)p->oc, -1, 1);
+    frand(*res, *ny, -1, 1);
+}
+
 static void conv_ex_case(gf_conv2d_ex_params p, gf_dtype wdt, int with_bias, int with_res,
                          gf_act act)
 {
     int64_t oh = (p.h + p.pad_t + p.pad_b - p.dil_h * (p.kh - 1) - 1) / p.stride_h + 1;
     int64_t ow = (p.w + p.pad_l + p.pad_r - p.dil_w * (p.kw - 1) - 1) / p.stride_w + 1;
     ck_assert_int_eq(oh, gf_window_out(p.h, p.kh, p.stride_h, p.pad_t, p.pad_b, p.dil_h, 0));
-    int64_t cg = p.c / p.groups;
-    size_t nx = (size_t)(p.n * p.c * p.h * p.w), nw = (size_t)(p.oc * cg * p.kh * p.kw),
-           ny = (size_t)(p.n * p.oc * oh * ow);
-    float *x = fnew(nx), *w = fnew(nw), *b = fnew((size_t)p.oc), *res = fnew(ny), *got = fnew(ny);
-    frand(x, nx, -1, 1);
-    frand(w, nw, -1, 1);
-    frand(b, (size_t)p.oc, -1, 1);
-    frand(res, ny, -1, 1);
+    size_t nx, nw, ny;
+    float *x, *w, *b, *res, *got;
+    conv_data(&p, oh, ow, &nx, &nw, &ny, &x, &w, &b, &res, &got);
     float *dx = dput(x, nx * 4), *dy = dbuf(ny * 4), *dres = with_res ? dput(res, ny * 4) : NULL;
     void *dw = wput(w, nw, wdt), *db = with_bias ? wput(b, (size_t)p.oc, wdt) : NULL;
     KOK(K->conv2d_ex(K->ctx, S, dy, dx, &p, dw, db, wdt, dres, act));
@@ -270,6 +284,116 @@ START_TEST(test_conv2d_ex)
                          (gf_act)((ci + (size_t)d) % 3 == 0 ? GF_ACT_RELU
                                                              : (ci + (size_t)d) % 3 == 1 ? GF_ACT_IDENTITY
                                                                                          : GF_ACT_SILU));
+}
+END_TEST
+
+/* ---- conv2d_pack / conv2d_packed (version 3) ---- */
+
+/* Weights packed for p0, run for p (same channels, kernel and groups),
+ * against the reference; false when the backend has no packed form. */
+/* [n, c, hw] as [n, hw, c] (channels last), into a new buffer. */
+static float *to_nhwc(const float *x, int64_t n, int64_t c, int64_t hw)
+{
+    float *y = fnew((size_t)(n * c * hw));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ci = 0; ci < c; ci++)
+            for (int64_t j = 0; j < hw; j++)
+                y[(i * hw + j) * c + ci] = x[(i * c + ci) * hw + j];
+    return y;
+}
+
+static bool conv_packed_case(gf_conv2d_ex_params p0, gf_conv2d_ex_params p, int with_bias,
+                             int with_res, gf_act act, uint32_t layout)
+{
+    int64_t bytes = K->conv2d_pack_size(K->ctx, &p0);
+    if (bytes == 0)
+        return false;
+    int64_t oh = gf_window_out(p.h, p.kh, p.stride_h, p.pad_t, p.pad_b, p.dil_h, 0);
+    int64_t ow = gf_window_out(p.w, p.kw, p.stride_w, p.pad_l, p.pad_r, p.dil_w, 0);
+    size_t nx, nw, ny;
+    float *x, *w, *b, *res, *got;
+    conv_data(&p, oh, ow, &nx, &nw, &ny, &x, &w, &b, &res, &got);
+    void *packed = malloc((size_t)bytes);
+    ck_assert_ptr_nonnull(packed);
+    KOK(K->conv2d_pack(K->ctx, packed, &p0, w));
+    float *xl = (layout & GF_CONV_X_NHWC) ? to_nhwc(x, p.n, p.c, p.h * p.w) : NULL;
+    float *rl = (layout & GF_CONV_R_NHWC) ? to_nhwc(res, p.n, p.oc, oh * ow) : NULL;
+    float *dx = dput(xl ? xl : x, nx * 4), *dy = dbuf(ny * 4);
+    float *dres = with_res ? dput(rl ? rl : res, ny * 4) : NULL;
+    float *db = with_bias ? dput(b, (size_t)p.oc * 4) : NULL;
+    void *dp = dput(packed, (size_t)bytes);
+    KOK(K->conv2d_packed(K->ctx, S, dy, dx, &p, dp, db, dres, act, layout));
+    dget(got, dy, ny * 4);
+    if (layout & GF_CONV_Y_NHWC) { /* back to NCHW */
+        float *t = fnew(ny);
+        for (int64_t i = 0; i < p.n; i++)
+            for (int64_t o = 0; o < p.oc; o++)
+                for (int64_t j = 0; j < oh * ow; j++)
+                    t[(i * p.oc + o) * oh * ow + j] = got[(i * oh * ow + j) * p.oc + o];
+        memcpy(got, t, ny * 4);
+        free(t);
+    }
+    double *ref = dnew(ny), *bound = dnew(ny);
+    kh_conv_geom g = {p.n, p.c, p.h, p.w, p.oc, p.kh, p.kw, p.stride_h, p.stride_w, p.pad_t,
+                      p.pad_l, p.dil_h, p.dil_w, p.groups, oh, ow};
+    ref_conv(&g, x, w, with_bias ? b : NULL, with_res ? res : NULL, act, ref, bound);
+    char what[200];
+    snprintf(what, sizeof what, "conv2d_packed n%" PRId64 " c%" PRId64 " %" PRId64 "x%" PRId64
+             " oc%" PRId64 " k%" PRId64 " s%" PRId64 " g%" PRId64 " (packed for n%" PRId64 " %"
+             PRId64 "x%" PRId64 ") bias %d res %d act %d layout %u", p.n, p.c, p.h, p.w, p.oc,
+             p.kh, p.stride_h, p.groups, p0.n, p0.h, p0.w, with_bias, with_res, (int)act,
+             (unsigned)layout);
+    expect_close(what, got, ref, bound, ny, 0, 0);
+    /* weights packed for other channels are refused */
+    gf_conv2d_ex_params q = p;
+    q.c = p.c * 2;
+    q.groups = p.groups;
+    float *dq = dbuf((size_t)(q.n * q.c * q.h * q.w) * 4);
+    KERR(GF_ERR_INVALID, "conv2d_packed",
+         K->conv2d_packed(K->ctx, S, dy, dq, &q, dp, db, NULL, GF_ACT_IDENTITY, 0));
+    KERR(GF_ERR_INVALID, "conv2d_packed",
+         K->conv2d_packed(K->ctx, S, dy, dx, &p, dp, db, NULL, GF_ACT_IDENTITY, 1u << 5));
+    free(x), free(w), free(b), free(res), free(got), free(ref), free(bound), free(packed);
+    free(xl), free(rl);
+    dfree_all();
+    return true;
+}
+
+START_TEST(test_conv2d_packed)
+{
+    if (!GF_KERNELS_HAS(K, conv2d_pack_size) || !GF_KERNELS_HAS(K, conv2d_pack) ||
+        !GF_KERNELS_HAS(K, conv2d_packed)) {
+        printf("conv2d_packed: this backend has no packed weights\n");
+        return;
+    }
+    /* n c h w, oc kh kw, stride, pads t l b r, dilation, groups */
+    static const gf_conv2d_ex_params cases[][2] = {
+        /* packed for the geometry it runs */
+        {{1, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+        {{2, 3, 23, 23, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1}, {2, 3, 23, 23, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1}},
+        {{1, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+        {{1, 8, 8, 8, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2}, {1, 8, 8, 8, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2}},
+        /* packed at batch 1, run at batch 3, another size, stride and pads */
+        {{1, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {3, 16, 12, 10, 32, 3, 3, 2, 2, 0, 1, 1, 0, 1, 1, 1}},
+        {{1, 32, 14, 14, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {4, 32, 5, 6, 48, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2, 1}},
+        /* 1x1, and 1x1 stride 2 */
+        {{1, 64, 7, 7, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}, {2, 64, 7, 7, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}},
+        {{1, 32, 8, 8, 64, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1}, {1, 32, 8, 8, 64, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1}},
+    };
+    bool any = false;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int v = 0; v < 3; v++)
+            for (uint32_t layout = 0; layout < 8; layout += (ci % 2) ? 3 : 1)
+                any = conv_packed_case(cases[ci][0], cases[ci][1], v != 1, v == 2,
+                                       v == 0   ? GF_ACT_RELU
+                                       : v == 1 ? GF_ACT_IDENTITY
+                                                : GF_ACT_SILU,
+                                       layout) ||
+                      any;
+    if (!any)
+        printf("conv2d_packed: no packed form on this backend (oneDNN off)\n");
+    gf_conv2d_ex_params bad = {1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2};
+    ck_assert_int_eq(K->conv2d_pack_size(K->ctx, &bad), 0);
 }
 END_TEST
 
@@ -426,6 +550,7 @@ static void add_tests(TCase *tc)
     tcase_add_test(tc, test_reduce_empty_and_nan);
     tcase_add_test(tc, test_softmax_axis);
     tcase_add_test(tc, test_conv2d_ex);
+    tcase_add_test(tc, test_conv2d_packed);
     tcase_add_test(tc, test_pool2d_ex);
     tcase_add_test(tc, test_pool2d_ex_onnx_examples);
     tcase_add_test(tc, test_bad_arguments_nn);

@@ -135,7 +135,13 @@ static void rig_open(rig *r, const char *dev, int threads, uint64_t link_bw, con
     gf_cache_config cc = {.host_budget = (uint64_t)1 << 30};
     if (gf_cache_new(r->be, &cc, &r->cache, &e) != GF_OK)
         die("cache", &e);
-    if (gf_fn_prepare(gf_fn_kind_find("onnx"), mf, weights, NULL, &r->plan, &e) != GF_OK)
+    /* as a worker prepares it: Conv weights packed for this backend into
+     * the derived file (made once, reused by later rigs) */
+    char dpath[4200];
+    if ((size_t)snprintf(dpath, sizeof dpath, "%s.derived", weights) >= sizeof dpath)
+        die("derived path too long", NULL);
+    if (gf_fn_prepare_on(gf_fn_kind_find("onnx"), mf, weights, dpath, r->be, &r->plan, &e) !=
+        GF_OK)
         die("prepare", &e);
     if (gf_cache_model_add(r->cache, "model", gf_fn_plan_cache_path(r->plan),
                            gf_fn_plan_param_names(r->plan), gf_fn_plan_param_count(r->plan),
@@ -370,6 +376,9 @@ int main(int argc, char **argv)
     gf_manifest_free(mf);
     unlink(path);
     unlink(wpath);
+    char dpath[sizeof wpath + 16];
+    snprintf(dpath, sizeof dpath, "%s.derived", wpath);
+    unlink(dpath);
     rmdir(tmpl);
     return 0;
 }

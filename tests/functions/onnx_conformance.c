@@ -197,9 +197,10 @@ static int run_one(rig *r, const char *dir, const char *key, const char *test, c
             snprintf(why, cap, "known bad test data: %s", known_bad_data[i].why);
             return 2;
         }
-    char model[4096], out[4096];
+    char model[4096], out[4096], derived[4200];
     snprintf(model, sizeof model, "%s/%s/model.onnx", dir, test);
     snprintf(out, sizeof out, "%s/t%d.safetensors", r->tmp, r->seq++);
+    snprintf(derived, sizeof derived, "%s.derived", out);
     gf_onnx_import_req req = {.model_path = model, .name = "t", .out_path = out};
     char *mj = NULL;
     gf_err err;
@@ -215,7 +216,9 @@ static int run_one(rig *r, const char *dir, const char *key, const char *test, c
     size_t n_sets = 0;
     char **data_sets = NULL;
     if (gf_manifest_parse(mj, strlen(mj), &mf, &err) != GF_OK ||
-        gf_fn_prepare(gf_fn_kind_find("onnx"), mf, out, NULL, &plan, &err) != GF_OK ||
+        /* as a worker prepares it: Conv weights packed for this backend */
+        gf_fn_prepare_on(gf_fn_kind_find("onnx"), mf, out, derived, r->be, &plan, &err) !=
+            GF_OK ||
         gf_cache_model_add(r->cache, test, gf_fn_plan_cache_path(plan),
                            gf_fn_plan_param_names(plan), gf_fn_plan_param_count(plan), &cm,
                            &err) != GF_OK) {
@@ -299,6 +302,7 @@ done:
     gf_manifest_free(mf);
     free(mj);
     unlink(out);
+    unlink(derived);
     return result;
 }
 

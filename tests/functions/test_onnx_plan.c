@@ -348,6 +348,82 @@ START_TEST(test_conv_fusions)
 }
 END_TEST
 
+/* Conv weights packed by the backend (gf_onnx_model_set_packed): the plan
+ * keeps a Conv's output channels last where every reader is a packed Conv
+ * or a global pooling, NCHW where another op reads it, and computes what
+ * the unpacked plan computes. x -> Conv+Relu (a1) -> Sigmoid -> Conv + a1
+ * + Relu (r) -> Conv + r -> GlobalAveragePool. */
+START_TEST(test_packed_convs_channels_last)
+{
+    gf_backend *be;
+    gf_backend_config cfg = {.device = "cpu", .device_budget = 64 << 20};
+    ck_assert(gf_backend_open(&cfg, &be, NULL) == GF_OK);
+    const gf_kernels *k = gf_backend_kernels(be);
+    gf_conv2d_ex_params cp = {1, 8, 4, 4, 8, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1};
+    int64_t bytes = GF_KERNELS_HAS(k, conv2d_pack_size) ? k->conv2d_pack_size(k->ctx, &cp) : 0;
+    if (bytes == 0) {
+        printf("packed convolutions: this backend has no packed weights (oneDNN off)\n");
+        gf_backend_free(be);
+        return;
+    }
+    float w[3][64], x[128], want[16], got[16];
+    for (int i = 0; i < 3 * 64; i++)
+        w[i / 64][i % 64] = (float)((i * 37) % 17 - 8) / 16.0f;
+    for (int i = 0; i < 128; i++)
+        x[i] = (float)((i * 11) % 13 - 6) / 4.0f;
+    void *packed[3];
+    for (int i = 0; i < 3; i++) {
+        packed[i] = malloc((size_t)bytes);
+        ck_assert(k->conv2d_pack(k->ctx, packed[i], &cp, w[i]) == 0);
+    }
+    for (int pack = 0; pack < 2; pack++) {
+        gf_onnx_graph *g = graph();
+        value(g, "x", GF_ONNX_V_INPUT, GF_DT_F32, 4, (int64_t[]){-1, 8, 4, 4});
+        int32_t wv[3];
+        wv[0] = init(g, "w1", GF_DT_F32, 4, (int64_t[]){8, 8, 1, 1});
+        wv[1] = init(g, "w2", GF_DT_F32, 4, (int64_t[]){8, 8, 1, 1});
+        wv[2] = init(g, "w3", GF_DT_F32, 4, (int64_t[]){8, 8, 1, 1});
+        node(g, "Conv", N("x", "w1"), N("c1"), NULL, 0);
+        node(g, "Relu", N("c1"), N("a1"), NULL, 0);
+        node(g, "Sigmoid", N("a1"), N("s1"), NULL, 0);
+        node(g, "Conv", N("s1", "w2"), N("c2"), NULL, 0);
+        node(g, "Add", N("c2", "a1"), N("r2"), NULL, 0);
+        node(g, "Relu", N("r2"), N("r"), NULL, 0);
+        node(g, "Conv", N("r", "w3"), N("c3"), NULL, 0);
+        node(g, "Add", N("c3", "r"), N("r3"), NULL, 0);
+        node(g, "GlobalAveragePool", N("r3"), N("y"), NULL, 0);
+        output(g, "y");
+        gf_onnx_model *m = model_of(g, 0, NULL, NULL, NULL);
+        for (int i = 0; pack && i < 3; i++)
+            gf_onnx_model_set_packed(m, wv[i], (size_t)i);
+        gf_onnx_plan *p;
+        gf_err e;
+        ck_assert_msg(gf_onnx_plan_compile(m, (const int64_t[][GF_MAX_RANK]){{2, 8, 4, 4}}, &p,
+                                           &e) == GF_OK, "%s", e.msg);
+        ck_assert_int_eq(gf_onnx_plan_steps(p), 5);
+        /* r and r3 stay NHWC; a1 (read by Sigmoid) does not */
+        ck_assert_int_eq(gf_onnx_plan_nhwc_steps(p), pack ? 2 : 0);
+        float xx[256], *y = pack ? got : want;
+        memcpy(xx, x, sizeof x);
+        memcpy(xx + 128, x, sizeof x);
+        if (pack)
+            run_on_cpu(p, 3, (const void *const *)packed, (size_t[]){bytes, bytes, bytes}, xx,
+                       256, y, 16);
+        else
+            run_on_cpu(p, 3, (const void *[]){w[0], w[1], w[2]},
+                       (size_t[]){sizeof w[0], sizeof w[1], sizeof w[2]}, xx, 256, y, 16);
+        gf_onnx_plan_free(p);
+        gf_onnx_model_free(m);
+    }
+    for (int i = 0; i < 16; i++)
+        ck_assert_msg(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])),
+                      "y[%d] = %g packed, %g not", i, got[i], want[i]);
+    for (int i = 0; i < 3; i++)
+        free(packed[i]);
+    gf_backend_free(be);
+}
+END_TEST
+
 /* A value with another use, or a graph output, is not fused away. */
 START_TEST(test_no_fusion_when_used_twice)
 {
@@ -513,6 +589,7 @@ int main(void)
     tcase_add_test(tc, test_host_read_input);
     tcase_add_test(tc, test_liveness_reuses_blocks);
     tcase_add_test(tc, test_conv_fusions);
+    tcase_add_test(tc, test_packed_convs_channels_last);
     tcase_add_test(tc, test_no_fusion_when_used_twice);
     tcase_add_test(tc, test_init_order_and_json_round_trip);
     tcase_add_test(tc, test_topological_order);

@@ -12,6 +12,7 @@
  * v2 geometry.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_dnnl.h"
@@ -502,4 +503,109 @@ int gf_cpu_avgpool2d(void *vctx, gf_stream *s, float *y, const float *x,
 {
     (void)s;
     return pool_v1(vctx, "avgpool2d", y, x, p, false);
+}
+
+/* ---- packed weights (version 3) ---- */
+
+int64_t gf_cpu_conv2d_pack_size(void *vctx, const gf_conv2d_ex_params *p)
+{
+    gf_cpu_kctx *ctx = vctx;
+    int64_t oh = 0, ow = 0;
+    bool noop;
+    /* GF_CPU_PACK=0: no packed forms (how a benchmark compares) */
+    const char *env = getenv("GF_CPU_PACK");
+    if (env != NULL && strcmp(env, "0") == 0)
+        return 0;
+    /* a geometry conv2d_ex refuses has no packed form */
+    if (p == NULL || gf_kargs_conv2d_ex((float *)1, (const float *)1, p, (const void *)1,
+                                        GF_DT_F32, GF_ACT_IDENTITY, &oh, &ow, &noop) != 0 ||
+        noop)
+        return 0;
+    return gf_cpu_dnnl_pack_size(ctx->dnnl, p);
+}
+
+int gf_cpu_conv2d_pack(void *vctx, void *packed, const gf_conv2d_ex_params *p, const float *w)
+{
+    gf_cpu_kctx *ctx = vctx;
+    if (packed == NULL || w == NULL || gf_cpu_conv2d_pack_size(vctx, p) == 0)
+        return gf_kerr(GF_ERR_INVALID, "conv2d_pack", "NULL buffer, or no packed form for this "
+                       "convolution (conv2d_pack_size is 0)");
+    return gf_cpu_dnnl_pack(ctx->dnnl, "conv2d_pack", packed, p, w);
+}
+
+/* [n, c, hw] <-> [n, hw, c]: to_nhwc, or back. */
+static void nhwc_swap(float *dst, const float *src, int64_t n, int64_t c, int64_t hw, bool to_nhwc)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ci = 0; ci < c; ci++)
+            for (int64_t j = 0; j < hw; j++) {
+                int64_t a = (i * c + ci) * hw + j, b = (i * hw + j) * c + ci;
+                if (to_nhwc)
+                    dst[b] = src[a];
+                else
+                    dst[a] = src[b];
+            }
+}
+
+/* What oneDNN cannot run with packed weights (an activation it does not
+ * fuse): unpacked, NCHW, through conv_run. */
+static int packed_fallback(gf_cpu_kctx *ctx, const char *fn, float *y, const float *x,
+                           const gf_conv2d_ex_params *p, int64_t oh, int64_t ow,
+                           const void *packed, const float *bias, const float *res, gf_act act,
+                           uint32_t layout)
+{
+    int64_t nw = p->oc * (p->c / p->groups) * p->kh * p->kw, nx = p->n * p->c * p->h * p->w,
+            ny = p->n * p->oc * oh * ow;
+    float *w = malloc((size_t)(nw ? nw : 1) * sizeof *w);
+    float *xt = (layout & GF_CONV_X_NHWC) ? malloc((size_t)(nx ? nx : 1) * sizeof *xt) : NULL;
+    float *yt = (layout & GF_CONV_Y_NHWC) ? malloc((size_t)(ny ? ny : 1) * sizeof *yt) : NULL;
+    float *rt = res != NULL && (layout & GF_CONV_R_NHWC)
+                    ? malloc((size_t)(ny ? ny : 1) * sizeof *rt)
+                    : NULL;
+    int rc;
+    if (w == NULL || ((layout & GF_CONV_X_NHWC) && xt == NULL) ||
+        ((layout & GF_CONV_Y_NHWC) && yt == NULL) ||
+        (res != NULL && (layout & GF_CONV_R_NHWC) && rt == NULL)) {
+        rc = gf_kerr(GF_ERR_NOMEM, fn, "out of memory unpacking weights");
+    } else if ((rc = gf_cpu_dnnl_unpack(ctx->dnnl, fn, w, packed, p)) == 0) {
+        if (xt != NULL)
+            nhwc_swap(xt, x, p->n, p->c, p->h * p->w, false);
+        if (rt != NULL)
+            nhwc_swap(rt, res, p->n, p->oc, oh * ow, false);
+        rc = conv_run(ctx, fn, yt ? yt : y, xt ? xt : x, p, oh, ow, w, bias, GF_DT_F32,
+                      rt ? rt : res, act);
+        if (rc == 0 && yt != NULL)
+            nhwc_swap(y, yt, p->n, p->oc, oh * ow, true);
+    }
+    free(w), free(xt), free(yt), free(rt);
+    return rc;
+}
+
+int gf_cpu_conv2d_packed(void *vctx, gf_stream *s, float *y, const float *x,
+                         const gf_conv2d_ex_params *p, const void *packed, const float *bias,
+                         const float *residual, gf_act act, uint32_t layout)
+{
+    (void)s;
+    gf_cpu_kctx *ctx = vctx;
+    const char *fn = "conv2d_packed";
+    int64_t oh = 0, ow = 0;
+    bool noop;
+    int rc = gf_kargs_conv2d_ex(y, x, p, packed, GF_DT_F32, act, &oh, &ow, &noop);
+    if (rc != 0 || noop)
+        return rc;
+    if (layout & ~(uint32_t)(GF_CONV_X_NHWC | GF_CONV_Y_NHWC | GF_CONV_R_NHWC))
+        return gf_kerr(GF_ERR_INVALID, fn, "unknown layout bits 0x%x", (unsigned)layout);
+    if (!gf_cpu_dnnl_packed_fits(packed, p))
+        return gf_kerr(GF_ERR_INVALID, fn, "the weights were not packed (conv2d_pack) for a "
+                       "convolution of these channels, kernel and groups");
+    size_t dbytes = 0;
+    gf_cpu_dnnl_conv *dc =
+        gf_cpu_dnnl_conv_get(ctx->dnnl, p, bias != NULL, residual != NULL, act, &dbytes);
+    if (dc == NULL)
+        return packed_fallback(ctx, fn, y, x, p, oh, ow, packed, bias, residual, act, layout);
+    char *scr = gf_cpu_scratch(ctx, fn, dbytes);
+    if (scr == NULL)
+        return GF_ERR_NOMEM;
+    return gf_cpu_dnnl_conv_run_packed(ctx->dnnl, dc, fn, y, x, packed, bias, residual, scr,
+                                       layout);
 }

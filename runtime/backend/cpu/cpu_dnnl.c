@@ -152,11 +152,18 @@ static bool reorder(gf_cpu_dnnl *d, const dnnl_memory_desc_t *from, const dnnl_m
     return ok;
 }
 
-/* Make c's primitives for c->key; false when oneDNN does not implement
- * it (c is left with nothing to release). */
-static bool conv_make(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c)
+/* The descriptors of a convolution of geometry p (NCHW and NHWC
+ * activations, the weights as given and as the primitive wants them) and
+ * its primitive descriptor with act and a residual (sum) as post-ops;
+ * false when oneDNN does not implement it (nothing to free then).
+ * pd_out may be NULL: then only the descriptors. */
+typedef struct conv_mds {
+    dnnl_memory_desc_t src_nchw, src_nhwc, wei_user, wei_conv, bias, dst_nhwc, dst_nchw;
+} conv_mds;
+
+static bool conv_desc(gf_cpu_dnnl *d, const gf_conv2d_ex_params *p, bool has_bias, bool has_res,
+                      gf_act act, conv_mds *md, dnnl_primitive_desc_t *pd_out)
 {
-    const gf_conv2d_ex_params *p = &c->key.p;
     int64_t oh = gf_window_out(p->h, p->kh, p->stride_h, p->pad_t, p->pad_b, p->dil_h, 0);
     int64_t ow = gf_window_out(p->w, p->kw, p->stride_w, p->pad_l, p->pad_r, p->dil_w, 0);
     dnnl_dims_t sd = {p->n, p->c, p->h, p->w}, dd = {p->n, p->oc, oh, ow}, bd = {p->oc};
@@ -165,33 +172,57 @@ static bool conv_make(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c)
     dnnl_dims_t pl = {p->pad_t, p->pad_l}, pr = {p->pad_b, p->pad_r};
     dnnl_memory_desc_t wany;
     bool grouped = p->groups > 1;
-    if (dnnl_memory_desc_init_by_tag(&c->src_nchw, 4, sd, dnnl_f32, dnnl_nchw) ||
-        dnnl_memory_desc_init_by_tag(&c->src_nhwc, 4, sd, dnnl_f32, dnnl_nhwc) ||
-        dnnl_memory_desc_init_by_tag(&c->dst_nchw, 4, dd, dnnl_f32, dnnl_nchw) ||
-        dnnl_memory_desc_init_by_tag(&c->dst_nhwc, 4, dd, dnnl_f32, dnnl_nhwc) ||
-        dnnl_memory_desc_init_by_tag(&c->bias, 1, bd, dnnl_f32, dnnl_x) ||
+    if (dnnl_memory_desc_init_by_tag(&md->src_nchw, 4, sd, dnnl_f32, dnnl_nchw) ||
+        dnnl_memory_desc_init_by_tag(&md->src_nhwc, 4, sd, dnnl_f32, dnnl_nhwc) ||
+        dnnl_memory_desc_init_by_tag(&md->dst_nchw, 4, dd, dnnl_f32, dnnl_nchw) ||
+        dnnl_memory_desc_init_by_tag(&md->dst_nhwc, 4, dd, dnnl_f32, dnnl_nhwc) ||
+        dnnl_memory_desc_init_by_tag(&md->bias, 1, bd, dnnl_f32, dnnl_x) ||
         /* ungrouped weights are wd without its group count */
-        dnnl_memory_desc_init_by_tag(&c->wei_user, grouped ? 5 : 4, grouped ? wd : wd + 1,
+        dnnl_memory_desc_init_by_tag(&md->wei_user, grouped ? 5 : 4, grouped ? wd : wd + 1,
                                      dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw) ||
         dnnl_memory_desc_init_by_tag(&wany, grouped ? 5 : 4, grouped ? wd : wd + 1, dnnl_f32,
                                      dnnl_format_tag_any))
         return false;
     dnnl_convolution_desc_t cd;
     if (dnnl_dilated_convolution_forward_desc_init(
-            &cd, dnnl_forward_inference, dnnl_convolution_direct, &c->src_nhwc, &wany,
-            c->key.has_bias ? &c->bias : NULL, &c->dst_nhwc, str, dil, pl, pr) != dnnl_success)
+            &cd, dnnl_forward_inference, dnnl_convolution_direct, &md->src_nhwc, &wany,
+            has_bias ? &md->bias : NULL, &md->dst_nhwc, str, dil, pl, pr) != dnnl_success)
         return false;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    bool ok = post_ops(&attr, &po, (gf_act)c->key.act, NULL, c->key.has_res ? SUM : NONE, NULL);
+    bool ok = post_ops(&attr, &po, act, NULL, has_res ? SUM : NONE, NULL);
     dnnl_primitive_desc_t pd = NULL;
     if (ok)
         ok = dnnl_primitive_desc_create(&pd, &cd, attr, d->eng, NULL) == dnnl_success;
+    if (ok)
+        md->wei_conv = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    desc_free(NULL, po, attr);
+    if (ok && pd_out != NULL)
+        *pd_out = pd;
+    else if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* Make c's primitives for c->key; false when oneDNN does not implement
+ * it (c is left with nothing to release). */
+static bool conv_make(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c)
+{
+    conv_mds md;
+    dnnl_primitive_desc_t pd = NULL;
+    bool ok = conv_desc(d, &c->key.p, c->key.has_bias, c->key.has_res, (gf_act)c->key.act, &md,
+                        &pd) &&
+              dnnl_primitive_create(&c->conv, pd) == dnnl_success;
+    desc_free(pd, NULL, NULL);
     if (ok) {
-        c->wei_conv = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        ok = dnnl_primitive_create(&c->conv, pd) == dnnl_success;
+        c->src_nchw = md.src_nchw;
+        c->src_nhwc = md.src_nhwc;
+        c->wei_user = md.wei_user;
+        c->wei_conv = md.wei_conv;
+        c->bias = md.bias;
+        c->dst_nhwc = md.dst_nhwc;
+        c->dst_nchw = md.dst_nchw;
     }
-    desc_free(pd, po, attr);
     ok = ok && reorder(d, &c->src_nchw, &c->src_nhwc, &c->r_src) &&
          reorder(d, &c->wei_user, &c->wei_conv, &c->r_wei) &&
          reorder(d, &c->dst_nhwc, &c->dst_nchw, &c->r_dst) &&
@@ -321,19 +352,35 @@ static bool exec(gf_cpu_dnnl *d, dnnl_primitive_t prim, int n, const int *which,
     return dnnl_primitive_execute(prim, d->st, n, args) == dnnl_success;
 }
 
-int gf_cpu_dnnl_conv_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, float *y,
-                         const float *x, const float *w, const float *bias, const float *res,
-                         void *scratch)
+/* Run convolution c: the weights w in the user's layout (reordered into
+ * scratch) or, when `ready` is not NULL, already in the primitive's; x, y
+ * and res NCHW (reordered to and from NHWC in scratch) or NHWC as `layout`
+ * (GF_CONV_*_NHWC) says. */
+static int conv_exec(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, float *y,
+                     const float *x, const float *w, const void *ready, const float *bias,
+                     const float *res, void *scratch, uint32_t layout)
 {
     char *s = scratch;
     void *xs = s, *ws = s + up64(c->src_bytes), *ys = s + up64(c->src_bytes) + up64(c->wei_bytes);
+    if (ready != NULL)
+        ws = (void *)ready;
+    if (layout & GF_CONV_X_NHWC)
+        xs = (void *)x;
+    if (layout & GF_CONV_Y_NHWC)
+        ys = y;
     /* memories over our buffers: x, x NHWC, w, w reordered, bias, y NHWC, y, res */
+    bool res_nchw = res != NULL && !(layout & GF_CONV_R_NHWC);
     struct {
         const dnnl_memory_desc_t *md;
         void *ptr;
-    } spec[8] = {{&c->src_nchw, (void *)x}, {&c->src_nhwc, xs},       {&c->wei_user, (void *)w},
-                 {&c->wei_conv, ws},         {&c->bias, (void *)bias}, {&c->dst_nhwc, ys},
-                 {&c->dst_nchw, y},          {&c->dst_nchw, (void *)res}};
+    } spec[8] = {{&c->src_nchw, xs != x ? (void *)x : NULL},
+                 {&c->src_nhwc, xs},
+                 {&c->wei_user, ready == NULL ? (void *)w : NULL},
+                 {&c->wei_conv, ws},
+                 {&c->bias, (void *)bias},
+                 {&c->dst_nhwc, ys},
+                 {&c->dst_nchw, ys != y ? y : NULL},
+                 {&c->dst_nchw, res_nchw ? (void *)res : NULL}};
     dnnl_memory_t m[8] = {NULL};
     bool ok = true;
     for (int i = 0; i < 8 && ok; i++)
@@ -342,24 +389,164 @@ int gf_cpu_dnnl_conv_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, fl
     static const int from_to[2] = {DNNL_ARG_FROM, DNNL_ARG_TO};
     if (ok) {
         dnnl_memory_t a[2] = {m[0], m[1]}, b[2] = {m[2], m[3]}, r[2] = {m[7], m[5]};
-        ok = exec(d, c->r_src, 2, from_to, a) && exec(d, c->r_wei, 2, from_to, b) &&
-             (c->r_res == NULL || exec(d, c->r_res, 2, from_to, r));
+        ok = (m[0] == NULL || exec(d, c->r_src, 2, from_to, a)) &&
+             (ready != NULL || exec(d, c->r_wei, 2, from_to, b)) &&
+             (!res_nchw || exec(d, c->r_res, 2, from_to, r));
+        /* the sum post-op adds what the destination holds */
+        if (ok && res != NULL && !res_nchw && res != ys)
+            memcpy(ys, res, c->dst_bytes);
     }
     if (ok) {
         int which[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
         dnnl_memory_t a[4] = {m[1], m[3], m[5], m[4]};
         ok = exec(d, c->conv, c->key.has_bias ? 4 : 3, which, a);
     }
-    if (ok) {
+    if (ok && m[6] != NULL) {
         dnnl_memory_t a[2] = {m[5], m[6]};
-        ok = exec(d, c->r_dst, 2, from_to, a) && dnnl_stream_wait(d->st) == dnnl_success;
+        ok = exec(d, c->r_dst, 2, from_to, a);
     }
+    ok = ok && dnnl_stream_wait(d->st) == dnnl_success;
     for (int i = 0; i < 8; i++)
         if (m[i] != NULL)
             dnnl_memory_destroy(m[i]);
     if (!ok)
         return gf_kerr(GF_ERR_INTERNAL, fn, "a oneDNN convolution failed to run");
     return 0;
+}
+
+int gf_cpu_dnnl_conv_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, float *y,
+                         const float *x, const float *w, const float *bias, const float *res,
+                         void *scratch)
+{
+    return conv_exec(d, c, fn, y, x, w, NULL, bias, res, scratch, 0);
+}
+
+/* ---- packed weights ---- */
+
+/* What the packed bytes start with; the weights follow at PACK_HDR. */
+typedef struct pack_header {
+    char magic[8];
+    gf_conv2d_ex_params p;  /* the geometry they were packed for */
+    dnnl_memory_desc_t md;  /* their layout */
+} pack_header;
+
+#define PACK_HDR 4096
+_Static_assert(sizeof(pack_header) <= PACK_HDR, "the header fits its block");
+static const char pack_magic[8] = "gfdnnl1";
+
+/* The layout brgconv wants for p's weights, from a primitive descriptor
+ * made for it with a bias and no post-ops (the weights' layout does not
+ * depend on them); false when oneDNN has only its reference code for p. */
+static bool pack_layout(gf_cpu_dnnl *d, const gf_conv2d_ex_params *p, conv_mds *md)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    if (!conv_desc(d, p, true, false, GF_ACT_IDENTITY, md, &pd))
+        return false;
+    const char *impl = NULL;
+    bool ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+              impl != NULL && strncmp(impl, "ref", 3) != 0;
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+int64_t gf_cpu_dnnl_pack_size(gf_cpu_dnnl *d, const gf_conv2d_ex_params *p)
+{
+    conv_mds md;
+    if (d == NULL || !pack_layout(d, p, &md))
+        return 0;
+    return PACK_HDR + (int64_t)dnnl_memory_desc_get_size(&md.wei_conv);
+}
+
+/* Reorder from (fmd, from) to (tmd, to) on a stream of its own (packing
+ * may run on any thread). */
+static bool reorder_once(gf_cpu_dnnl *d, const dnnl_memory_desc_t *fmd, const void *from,
+                         const dnnl_memory_desc_t *tmd, void *to)
+{
+    dnnl_primitive_t r = NULL;
+    dnnl_stream_t st = NULL;
+    dnnl_memory_t mf = NULL, mt = NULL;
+    bool ok = reorder(d, fmd, tmd, &r) &&
+              dnnl_stream_create(&st, d->eng, dnnl_stream_default_flags) == dnnl_success &&
+              dnnl_memory_create(&mf, fmd, d->eng, (void *)from) == dnnl_success &&
+              dnnl_memory_create(&mt, tmd, d->eng, to) == dnnl_success;
+    if (ok) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mf}, {DNNL_ARG_TO, mt}};
+        ok = dnnl_primitive_execute(r, st, 2, args) == dnnl_success &&
+             dnnl_stream_wait(st) == dnnl_success;
+    }
+    if (mf != NULL)
+        dnnl_memory_destroy(mf);
+    if (mt != NULL)
+        dnnl_memory_destroy(mt);
+    if (st != NULL)
+        dnnl_stream_destroy(st);
+    if (r != NULL)
+        dnnl_primitive_destroy(r);
+    return ok;
+}
+
+int gf_cpu_dnnl_pack(gf_cpu_dnnl *d, const char *fn, void *packed, const gf_conv2d_ex_params *p,
+                     const float *w)
+{
+    conv_mds md;
+    if (d == NULL || !pack_layout(d, p, &md))
+        return gf_kerr(GF_ERR_UNSUPPORTED, fn, "no packed form for this convolution "
+                       "(conv2d_pack_size is 0)");
+    pack_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, pack_magic, sizeof h.magic);
+    h.p = *p;
+    h.md = md.wei_conv;
+    memset(packed, 0, PACK_HDR);
+    memcpy(packed, &h, sizeof h);
+    if (!reorder_once(d, &md.wei_user, w, &md.wei_conv, (char *)packed + PACK_HDR))
+        return gf_kerr(GF_ERR_INTERNAL, fn, "a oneDNN reorder failed");
+    return 0;
+}
+
+/* The header of packed when its magic is right and it was made for the c,
+ * oc, kh, kw and groups of p; else NULL. */
+static const pack_header *pack_check(const void *packed, const gf_conv2d_ex_params *p)
+{
+    const pack_header *h = packed;
+    if (memcmp(h->magic, pack_magic, sizeof h->magic) != 0 || h->p.c != p->c ||
+        h->p.oc != p->oc || h->p.kh != p->kh || h->p.kw != p->kw || h->p.groups != p->groups)
+        return NULL;
+    return h;
+}
+
+bool gf_cpu_dnnl_packed_fits(const void *packed, const gf_conv2d_ex_params *p)
+{
+    return pack_check(packed, p) != NULL;
+}
+
+int gf_cpu_dnnl_unpack(gf_cpu_dnnl *d, const char *fn, float *w, const void *packed,
+                       const gf_conv2d_ex_params *p)
+{
+    const pack_header *h = pack_check(packed, p);
+    conv_mds md;
+    if (d == NULL || h == NULL || !conv_desc(d, p, false, false, GF_ACT_IDENTITY, &md, NULL) ||
+        !reorder_once(d, &h->md, (const char *)packed + PACK_HDR, &md.wei_user, w))
+        return gf_kerr(GF_ERR_INTERNAL, fn, "packed weights could not be unpacked");
+    return 0;
+}
+
+int gf_cpu_dnnl_conv_run_packed(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, float *y,
+                                const float *x, const void *packed, const float *bias,
+                                const float *res, void *scratch, uint32_t layout)
+{
+    const pack_header *h = pack_check(packed, &c->key.p);
+    if (h == NULL)
+        return gf_kerr(GF_ERR_INVALID, fn, "the weights were not packed for this convolution");
+    const void *ready = (const char *)packed + PACK_HDR;
+    if (!dnnl_memory_desc_equal(&h->md, &c->wei_conv)) {
+        /* packed for another geometry, whose layout differs: reorder now */
+        void *ws = (char *)scratch + up64(c->src_bytes);
+        if (!reorder_once(d, &h->md, ready, &c->wei_conv, ws))
+            return gf_kerr(GF_ERR_INTERNAL, fn, "a oneDNN reorder failed");
+        ready = ws;
+    }
+    return conv_exec(d, c, fn, y, x, NULL, ready, bias, res, scratch, layout);
 }
 
 int gf_cpu_dnnl_gemm_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *g, const char *fn, const float *a,
@@ -419,6 +606,41 @@ int gf_cpu_dnnl_conv_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, fl
 {
     (void)d, (void)c, (void)y, (void)x, (void)w, (void)bias, (void)res, (void)scratch;
     return gf_kerr(GF_ERR_INTERNAL, fn, "built without oneDNN");
+}
+
+int64_t gf_cpu_dnnl_pack_size(gf_cpu_dnnl *d, const gf_conv2d_ex_params *p)
+{
+    (void)d, (void)p;
+    return 0;
+}
+
+int gf_cpu_dnnl_pack(gf_cpu_dnnl *d, const char *fn, void *packed, const gf_conv2d_ex_params *p,
+                     const float *w)
+{
+    (void)d, (void)packed, (void)p, (void)w;
+    return gf_kerr(GF_ERR_UNSUPPORTED, fn, "built without oneDNN: no packed weights");
+}
+
+bool gf_cpu_dnnl_packed_fits(const void *packed, const gf_conv2d_ex_params *p)
+{
+    (void)packed, (void)p;
+    return false;
+}
+
+int gf_cpu_dnnl_unpack(gf_cpu_dnnl *d, const char *fn, float *w, const void *packed,
+                       const gf_conv2d_ex_params *p)
+{
+    (void)d, (void)w, (void)packed, (void)p;
+    return gf_kerr(GF_ERR_UNSUPPORTED, fn, "built without oneDNN: no packed weights");
+}
+
+int gf_cpu_dnnl_conv_run_packed(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, float *y,
+                                const float *x, const void *packed, const float *bias,
+                                const float *res, void *scratch, uint32_t layout)
+{
+    (void)layout;
+    (void)d, (void)c, (void)y, (void)x, (void)packed, (void)bias, (void)res, (void)scratch;
+    return gf_kerr(GF_ERR_UNSUPPORTED, fn, "built without oneDNN: no packed weights");
 }
 
 gf_cpu_dnnl_conv *gf_cpu_dnnl_gemm_get(gf_cpu_dnnl *d, const gf_cpu_gemm_shape *sh,

@@ -71,4 +71,31 @@ gf_cpu_dnnl_conv *gf_cpu_dnnl_gemm_get(gf_cpu_dnnl *d, const gf_cpu_gemm_shape *
 int gf_cpu_dnnl_gemm_run(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *g, const char *fn, const float *a,
                          const float *b, float *c, const float *bias, const float *r);
 
+/* Packed weights (the kernel table's conv2d_pack*): the bytes of F32
+ * weights for p in the layout oneDNN's direct convolution reads, behind a
+ * header naming the geometry and layout; 0 when d is NULL or oneDNN has
+ * only its reference code for p. Thread-safe (no cached primitive is touched). */
+int64_t gf_cpu_dnnl_pack_size(gf_cpu_dnnl *d, const gf_conv2d_ex_params *p);
+
+/* Pack F32 [oc, c/groups, kh, kw] weights w for p into packed
+ * (gf_cpu_dnnl_pack_size bytes). Thread-safe. Returns 0 or a gf_status. */
+int gf_cpu_dnnl_pack(gf_cpu_dnnl *d, const char *fn, void *packed, const gf_conv2d_ex_params *p,
+                     const float *w);
+
+/* Whether packed was made by gf_cpu_dnnl_pack for p's c, oc, kh, kw and
+ * groups. */
+bool gf_cpu_dnnl_packed_fits(const void *packed, const gf_conv2d_ex_params *p);
+
+/* Back to [oc, c/groups, kh, kw] (for a call oneDNN cannot run). */
+int gf_cpu_dnnl_unpack(gf_cpu_dnnl *d, const char *fn, float *w, const void *packed,
+                       const gf_conv2d_ex_params *p);
+
+/* gf_cpu_dnnl_conv_run with packed weights: read where they are when c
+ * wants their layout, else reordered into scratch (the same scratch_bytes
+ * as gf_cpu_dnnl_conv_get gave); x, y, res NCHW or NHWC as layout
+ * (GF_CONV_*_NHWC) says. */
+int gf_cpu_dnnl_conv_run_packed(gf_cpu_dnnl *d, gf_cpu_dnnl_conv *c, const char *fn, float *y,
+                                const float *x, const void *packed, const float *bias,
+                                const float *res, void *scratch, uint32_t layout);
+
 #endif /* GF_BACKEND_CPU_DNNL_H */

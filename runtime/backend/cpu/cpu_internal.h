@@ -55,6 +55,11 @@ int gf_cpu_conv2d(void *ctx, gf_stream *s, float *y, const float *x, const gf_co
 int gf_cpu_conv2d_ex(void *ctx, gf_stream *s, float *y, const float *x,
                      const gf_conv2d_ex_params *p, const void *w, const void *bias,
                      gf_dtype w_dtype, const float *residual, gf_act act);
+int64_t gf_cpu_conv2d_pack_size(void *ctx, const gf_conv2d_ex_params *p);
+int gf_cpu_conv2d_pack(void *ctx, void *packed, const gf_conv2d_ex_params *p, const float *w);
+int gf_cpu_conv2d_packed(void *ctx, gf_stream *s, float *y, const float *x,
+                         const gf_conv2d_ex_params *p, const void *packed, const float *bias,
+                         const float *residual, gf_act act, uint32_t layout);
 int gf_cpu_maxpool2d(void *ctx, gf_stream *s, float *y, const float *x,
                      const gf_pool2d_params *p);
 int gf_cpu_avgpool2d(void *ctx, gf_stream *s, float *y, const float *x,

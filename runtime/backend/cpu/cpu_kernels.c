@@ -675,6 +675,10 @@ static const gf_kernels gf_cpu_kernel_table = {
     /* .pool2d_ex = */ gf_cpu_pool2d_ex,
     /* .cast_ex = */ gf_cpu_cast_ex,
     /* .fill = */ gf_cpu_fill,
+    /* members below are valid for version 3 */
+    /* .conv2d_pack_size = */ gf_cpu_conv2d_pack_size,
+    /* .conv2d_pack = */ gf_cpu_conv2d_pack,
+    /* .conv2d_packed = */ gf_cpu_conv2d_packed,
 };
 
 void gf_cpu_kernels_fill(gf_kernels *k, gf_cpu_kctx *ctx)

@@ -705,6 +705,10 @@ static const gf_kernels gf_cuda_kernel_table = {
     /* .pool2d_ex = */ gf_cu_pool2d_ex,
     /* .cast_ex = */ gf_cu_cast_ex,
     /* .fill = */ gf_cu_fill,
+    /* members below are valid for version 3: no packed weights on cuda */
+    /* .conv2d_pack_size = */ NULL,
+    /* .conv2d_pack = */ NULL,
+    /* .conv2d_packed = */ NULL,
 };
 
 extern "C" void gf_cuda_kernels_fill(gf_kernels *k, gf_cuda_kctx *ctx)
