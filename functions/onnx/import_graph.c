@@ -359,8 +359,7 @@ static bool consumed(const gf_onnx_op *op, const char *name)
     if (strncmp(op->type, "TreeEnsemble", 12) == 0)
         return gf_onnx_trees_consumes(name);
     if (strcmp(op->type, "SVMClassifier") == 0)
-        return strcmp(name, "coefficients") == 0 || strcmp(name, "vectors_per_class") == 0 ||
-               strcmp(name, "prob_a") == 0 || strcmp(name, "prob_b") == 0;
+        return strcmp(name, "coefficients") == 0 || strcmp(name, "vectors_per_class") == 0;
     return false;
 }
 

@@ -8,7 +8,7 @@ truncated protobuf, fields of the wrong wire type, an attribute and a
 tensor of the wrong type, a cycle, an input consumed but never produced,
 unsupported ops (unknown, onnxruntime's contrib domain, skl2onnx's ZipMap),
 opsets too old, too new or not imported, tree ensembles that are not trees,
-an SVC with probability estimates,
+an SVC whose probability estimates do not fit its classes,
 absurd dims, external data missing or shorter than the tensors claim, and
 misuse of the parts; then graphs that take a shape or a scalar as an input
 deploy and run. Run by meson with GF_GPUFAAS, GF_WORKER and
@@ -135,18 +135,18 @@ def cases(src, tmp):
                    [helper.make_tensor_value_info("y", F, ["n", 1])],
                    opsets=(("", 17), ("ai.onnx.ml", 3)))
         out.append((name, {"model": tm.SerializeToString()}, 400, words))
-    # an SVC with probability estimates (Platt's prob_a, prob_b): refused, saying how to export
+    # an SVC whose probability estimates (Platt's prob_a, prob_b) are not one per pair of classes
     svc = model([helper.make_node(
         "SVMClassifier", ["x"], ["label", "scores"], name="svc", domain="ai.onnx.ml",
         classlabels_ints=[0, 1], coefficients=[1.0, -1.0], vectors_per_class=[1, 1],
         support_vectors=[0.0] * 8, rho=[0.1], kernel_type="RBF", kernel_params=[0.5, 0, 3],
-        prob_a=[-1.0], prob_b=[0.1])],
+        prob_a=[-1.0, 2.0], prob_b=[0.1, 0.2])],
         [helper.make_tensor_value_info("x", F, ["n", 4])],
         [helper.make_tensor_value_info("label", TensorProto.INT64, ["n"]),
          helper.make_tensor_value_info("scores", F, ["n", 2])],
         opsets=(("", 17), ("ai.onnx.ml", 3)))
     out.append(("svc-probability", {"model": svc.SerializeToString()}, 400,
-                ["svc", "probability", "SVC(probability=False)"]))
+                ["svc", "prob_a", "pair of classes"]))
     m = good()
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1 << 50
     out.append(("absurd-dim", {"model": m.SerializeToString()}, 400, ["absurd"]))

@@ -278,6 +278,11 @@ def gen_sklearn(out):
         "svc_poly": (SVC(kernel="poly", degree=2, decision_function_shape="ovo"), X[:200],
                      y[:200] % 3),
         "nusvc_linear": (NuSVC(kernel="linear", nu=0.3), X[:200], y[:200] % 3),
+        # with probability estimates (Platt scaling per pair, coupled as libsvm does)
+        "svc_proba": (SVC(probability=True, random_state=0), X[:240], y[:240] % 4),
+        "svc_proba_binary": (make_pipeline(StandardScaler(), SVC(probability=True,
+                                                                 random_state=0)),
+                             X[:200], (y[:200] > 4).astype(np.int64)),
     })
     for name, (m, XX, yy) in models.items():
         if yy is None:
