@@ -11,13 +11,14 @@ import subprocess
 import sys
 
 
-def start_server(tmp, token, devices="cpu:1", device_memory="1536M", host_memory="1536M"):
+def start_server(tmp, token, devices="cpu:1", device_memory="1536M", host_memory="1536M",
+                 extra=()):
     log = open(os.path.join(tmp, "serve.log"), "wb")
     proc = subprocess.Popen(
         [os.environ["GF_GPUFAAS"], "serve", "--listen", "127.0.0.1:0",
          "--state-dir", os.path.join(tmp, "var"), "--devices", devices,
          "--device-memory", device_memory, "--host-memory", host_memory,
-         "--worker", os.environ["GF_WORKER"], "--admin-token", token],
+         "--worker", os.environ["GF_WORKER"], "--admin-token", token, *extra],
         stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
     line = proc.stdout.readline().decode().strip()
     prefix = "gpufaas: serving on http://"
