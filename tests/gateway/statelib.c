@@ -210,6 +210,50 @@ int sl_cli(char **out, const char *const *args)
     return rc;
 }
 
+char *sl_doc_recipe(const char *heading)
+{
+    const char *cli = getenv("GF_SQLITE3");
+    if (cli == NULL || cli[0] == '\0')
+        return NULL;
+    char *doc_path = gf_test_path(gf_test_prog("GF_SOURCE_ROOT"), "docs/operations.md");
+    char *text = gf_test_read_file(doc_path, NULL);
+    ck_assert_msg(text != NULL, "cannot read %s", doc_path);
+    char *at = strstr(text, heading);
+    ck_assert_msg(at != NULL && (at == text || at[-1] == '\n'), "%s has no recipe '%s'",
+                  doc_path, heading);
+    char *body = strstr(at, "\n```sh\n");
+    ck_assert_msg(body != NULL, "no ```sh block after '%s' in %s", heading, doc_path);
+    body += 7;
+    char *end = strstr(body, "\n```");
+    ck_assert_ptr_nonnull(end);
+    *end = '\0';
+    /* sqlite3 on PATH, $DB the server's file, as the document says */
+    char *dir = strdup(cli);
+    *strrchr(dir, '/') = '\0';
+    const char *old = getenv("PATH");
+    char *path = malloc(strlen(dir) + strlen(old != NULL ? old : "") + 2);
+    sprintf(path, "%s:%s", dir, old != NULL ? old : "");
+    char *db = gf_test_path(sl_srv.state, "gpufaas.db");
+    char *argv[] = {"/usr/bin/env", "PATH", "DB", "/bin/sh", "-ec", body, NULL};
+    char *pathv = NULL, *dbv = NULL;
+    ck_assert(asprintf(&pathv, "PATH=%s", path) > 0 && asprintf(&dbv, "DB=%s", db) > 0);
+    argv[1] = pathv;
+    argv[2] = dbv;
+    char *out = NULL, *err = NULL;
+    int rc = gf_test_run_cmd(argv, &out, &err, 60);
+    ck_assert_msg(rc == 0 && err[0] == '\0', "recipe '%s' failed (exit %d):\n%s\nstderr: %s",
+                  heading, rc, body, err);
+    free(err);
+    free(pathv);
+    free(dbv);
+    free(db);
+    free(path);
+    free(dir);
+    free(text);
+    free(doc_path);
+    return out;
+}
+
 bool sl_eventually(bool (*ok)(void *arg), void *arg, int timeout_ms)
 {
     for (int waited = 0;; waited += 50) {

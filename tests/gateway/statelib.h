@@ -74,6 +74,13 @@ double sl_metric(const char *text, const char *name, const char *labels);
  * status, and stdout into *out (malloc'd). */
 int sl_cli(char **out, const char *const *args);
 
+/* Run the recipe of docs/operations.md that follows the line starting with
+ * heading (its first ```sh block) as written, with /bin/sh, the sqlite3
+ * command-line tool (GF_SQLITE3) on PATH and $DB naming the server's file:
+ * its stdout (malloc'd); the test fails when it fails or writes to stderr.
+ * NULL when there is no sqlite3 tool (the caller skips that check). */
+char *sl_doc_recipe(const char *heading);
+
 /* Wait (up to timeout_ms, polling) until ok(arg) is true. */
 bool sl_eventually(bool (*ok)(void *arg), void *arg, int timeout_ms);
 

@@ -161,6 +161,23 @@ START_TEST(test_refusals_recorded)
     ck_assert_int_eq(sl_q_int(db, "SELECT errors FROM v_function_stats WHERE function = 'f'"),
                      4); /* the bad body, the unknown output, version 7, the large body */
     sqlite3_close(db);
+    /* and so does that recipe as docs/operations.md writes it, through the sqlite3 tool on
+     * the server's own file: each refusal once, with its reason */
+    char *out = sl_doc_recipe("What was refused (or failed) in the last hour, and why:");
+    if (out != NULL) {
+        const char *want[] = {"each entry of \"inputs\" must be an object",
+                              "unknown output 'nope' requested", "function 'nope' not found",
+                              "function 'f' has no version 7", "invalid function name 'Bad!'",
+                              "(--max-body)", "function 'slow' "};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            const char *hit = strstr(out, want[i]);
+            ck_assert_msg(hit != NULL && strstr(hit + 1, want[i]) == NULL,
+                          "'%s' is not in the recipe's answer once:\n%s", want[i], out);
+        }
+        free(out);
+    } else {
+        fprintf(stderr, "no sqlite3 tool: the operations.md recipe is not run\n");
+    }
     sl_model_free(&f);
     sl_model_free(&slow);
 }
