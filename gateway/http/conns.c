@@ -328,6 +328,17 @@ bool gf_http_conn_cut_late(gf_http_req *r)
     return true;
 }
 
+bool gf_http_conn_cut_in_body(const gf_http_req *r)
+{
+    gf_http_conn *c = r->sock;
+    if (c == NULL)
+        return false;
+    pthread_mutex_lock(&r->srv->conns->mu);
+    bool cut = c->cut && c->phase == C_BODY;
+    pthread_mutex_unlock(&r->srv->conns->mu);
+    return cut;
+}
+
 void gf_http_conn_read(gf_http_req *r)
 {
     set_phase(r->srv, r->sock, C_BUSY);

@@ -154,6 +154,9 @@ bool gf_http_conn_begin(gf_http_req *r);
 /* The body of r is still arriving past --request-timeout: a 408 was written
  * on its connection, which the caller must close (MHD_NO). */
 bool gf_http_conn_cut_late(gf_http_req *r);
+/* The sweeper cut r's connection while its body was arriving (and wrote a
+ * 408 on it): no more of it came. */
+bool gf_http_conn_cut_in_body(const gf_http_req *r);
 /* The body of r is read. */
 void gf_http_conn_read(gf_http_req *r);
 /* The connection's reply was sent: it waits for its next request. */

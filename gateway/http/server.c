@@ -124,6 +124,14 @@ static void req_refused(gf_http_req *r, gf_status st, unsigned status, const cha
                   (gf_mono_ns() - r->t0_ns) / 1000);
 }
 
+/* The 408 of a body that did not arrive in time (written on the socket by
+ * conns.c), recorded. */
+static void req_refused_late(gf_http_req *r)
+{
+    req_refused(r, GF_ERR_TIMEOUT, 408, "the request body did not arrive within "
+                "--request-timeout: the connection was closed");
+}
+
 static void error_reply(gf_http_req *r, gf_status st, unsigned status, const char *fmt,
                         va_list ap) __attribute__((format(printf, 4, 0)));
 static void error_reply(gf_http_req *r, gf_status st, unsigned status, const char *fmt,
@@ -380,31 +388,59 @@ static bool parse_u64(const char *s, uint64_t *out)
 }
 
 /* First callback: route and the checks that need no body. May answer. */
+/* The route of method url (NULL when none), its {m} segment in name and its
+ * {v} or {r} one in ver (unvalidated; name[72], ver[96]). *path_matched: some
+ * route has the path; allow (64 bytes) the methods it takes; *bad_escape: a
+ * captured segment is malformed. */
+static const gf_route *route_find(const char *url, const char *method, char *name, char *ver,
+                                  bool *path_matched, char *allow, bool *bad_escape)
+{
+    const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
+    *path_matched = false;
+    allow[0] = '\0';
+    for (size_t i = 0; i < gf_http_nroutes; i++) {
+        const gf_route *rt = &gf_http_routes[i];
+        name[0] = ver[0] = '\0';
+        *bad_escape = false;
+        if (!route_match(rt->pattern, url, name, 72, ver, 96, bad_escape))
+            continue;
+        *path_matched = true;
+        if (strcmp(rt->method, m) != 0) {
+            if (strstr(allow, rt->method) == NULL &&
+                strlen(allow) + strlen(rt->method) + 3 < 64)
+                snprintf(allow + strlen(allow), 64 - strlen(allow), "%s%s",
+                         allow[0] != '\0' ? ", " : "", rt->method);
+            continue;
+        }
+        return rt;
+    }
+    return NULL;
+}
+
+/* A request refused before its route is looked at (the connection is over
+ * its client's limit): its route, function and version as far as they are
+ * valid, so an inference is recorded under them. */
+static void req_label(gf_http_req *r, const char *url, const char *method)
+{
+    char name[72], ver[96], allow[64];
+    bool path_matched, bad_escape;
+    r->route = route_find(url, method, name, ver, &path_matched, allow, &bad_escape);
+    if (r->route == NULL || bad_escape)
+        return;
+    if (strstr(r->route->pattern, "{m}") != NULL && gf_function_name_valid(name))
+        snprintf(r->name, sizeof r->name, "%s", name);
+    if (strstr(r->route->pattern, "{v}") != NULL && !parse_version(ver, &r->version))
+        r->version = 0;
+}
+
 static void req_begin(gf_http_req *r, const char *url, const char *method)
 {
     gf_http *h = r->srv;
     r->reply_coding = gf_http_coding_accept(gf_http_req_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING));
-    const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
     char name[72], ver[96]; /* ver: the {v} or {r} segment */
-    bool path_matched = false, bad_escape = false;
-    char allow[64] = "";
-    for (size_t i = 0; i < gf_http_nroutes; i++) {
-        const gf_route *rt = &gf_http_routes[i];
-        name[0] = ver[0] = '\0';
-        bad_escape = false;
-        if (!route_match(rt->pattern, url, name, sizeof name, ver, sizeof ver, &bad_escape))
-            continue;
-        path_matched = true;
-        if (strcmp(rt->method, m) != 0) {
-            if (strstr(allow, rt->method) == NULL &&
-                strlen(allow) + strlen(rt->method) + 3 < sizeof allow)
-                snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
-                         allow[0] != '\0' ? ", " : "", rt->method);
-            continue;
-        }
-        r->route = rt;
-        break;
-    }
+    bool path_matched, bad_escape;
+    char allow[64];
+    r->route = route_find(url, method, name, ver, &path_matched, allow, &bad_escape);
     if (r->route == NULL) {
         if (path_matched) {
             gf_http_error(r, 405, "method %s is not allowed on %s (allowed: %s)", method, url,
@@ -663,6 +699,7 @@ static enum MHD_Result gf_http_access(void *cls, struct MHD_Connection *conn, co
         atomic_fetch_add(&h->active, 1);
         *con_cls = r;
         if (!gf_http_conn_begin(r)) {
+            req_label(r, url, method); /* an inference is recorded under its names */
             gf_http_fail(r, GF_ERR_BUSY,
                          "too many connections from this client (at most %u; "
                          "--max-conns-per-client): reuse one",
@@ -681,8 +718,7 @@ static enum MHD_Result gf_http_access(void *cls, struct MHD_Connection *conn, co
         if (r->queued)
             return MHD_YES;
         if (gf_http_conn_cut_late(r)) {
-            req_refused(r, GF_ERR_TIMEOUT, 408, "the request body did not arrive within "
-                        "--request-timeout: the connection was closed");
+            req_refused_late(r);
             return MHD_NO;
         }
         req_body(r, upload_data, n_data);
@@ -705,6 +741,8 @@ static void gf_http_completed(void *cls, struct MHD_Connection *conn, void **con
     gf_http_req *r = *con_cls;
     if (r == NULL)
         return;
+    if (r->resp == NULL && !r->queued && gf_http_conn_cut_in_body(r))
+        req_refused_late(r); /* the sweeper's 408: an answer, recorded like the others */
     GF_LOG_D("%s %s -> %u (%.3f ms)%s", r->method,
              r->route != NULL ? r->route->pattern : "(no route)", r->status,
              (double)(gf_mono_ns() - r->t0_ns) / 1e6,
