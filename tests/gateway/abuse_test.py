@@ -91,6 +91,30 @@ def read_reply(s, limit=10.0):
     return status, hdrs, body, took
 
 
+def trickle(port, src, head, byte, limit=10.0):
+    """Send head, then byte every 0.3 s (a slowloris) until the server answers
+    and closes, or limit seconds: (what it sent, seconds from the head)."""
+    s = connect(port, src)
+    s.sendall(head)
+    t0 = time.monotonic()
+    got = b""
+    s.settimeout(0.3)
+    while time.monotonic() - t0 < limit:
+        try:
+            s.send(byte)
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        except socket.timeout:
+            continue
+        except OSError:  # reset, broken pipe
+            break
+    took = time.monotonic() - t0
+    s.close()
+    return got, took
+
+
 def closed(s, within):
     """True when the server closes s (EOF or reset) within `within` seconds."""
     t0 = time.monotonic()
@@ -182,27 +206,11 @@ def scenario_connections(tmp):
 
         # slowloris on the headers: a byte every 0.3 s keeps libmicrohttpd's idle timer
         # reset forever; the header deadline (2 s) is not extended by it
-        s = connect(port, "127.0.0.4")
-        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n")
-        t0 = time.monotonic()
-        got = b""
-        s.settimeout(0.3)
-        while time.monotonic() - t0 < 10:
-            try:
-                s.send(b"X")
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                got += chunk
-            except socket.timeout:
-                continue
-            except (BrokenPipeError, ConnectionResetError, OSError):
-                break
-        took = time.monotonic() - t0
+        got, took = trickle(port, "127.0.0.4", b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n",
+                            b"X")
         check(took < 5, f"connections: trickled headers are cut after the deadline ({took:.1f} s)")
         check(got.startswith(b"HTTP/1.1 408") and b"--request-timeout" in got,
               f"connections: ... with a 408 whose JSON names --request-timeout ({got[:60]!r})")
-        s.close()
 
         # slowloris on the request line itself
         s = connect(port, "127.0.0.5")
@@ -223,29 +231,14 @@ def scenario_connections(tmp):
         s.close()
 
         # slowloris on the body: 408 JSON on the next chunk after the deadline
-        s = connect(port, "127.0.0.6")
-        s.sendall(b"POST /v2/models/none/infer HTTP/1.1\r\nHost: x\r\n"
-                  b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-        t0 = time.monotonic()
-        reply = b""
-        s.settimeout(0.3)
-        while time.monotonic() - t0 < 10:
-            try:
-                s.send(b" ")
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                reply += chunk
-            except socket.timeout:
-                continue
-            except OSError:
-                break
-        took = time.monotonic() - t0
+        reply, took = trickle(port, "127.0.0.6",
+                              b"POST /v2/models/none/infer HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+                              b" ")
         head, _, body = reply.partition(b"\r\n\r\n")
         check(took < 6 and head.startswith(b"HTTP/1.1 408")
               and "did not arrive within 2 s" in (json_error(body) or ""),
               f"connections: a trickled body is answered 408 ({took:.1f} s, {reply[:80]!r})")
-        s.close()
 
         st, _, _, _ = get(port, "/v2/health/live", src="127.0.0.7")
         check(st == 200 and proc.poll() is None, "connections: still serving afterwards")
