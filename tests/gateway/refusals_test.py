@@ -16,7 +16,6 @@ counts the same requests. Run by meson with GF_GPUFAAS, GF_WORKER and
 GF_SQLITE3 set; skipped (77) without the sqlite3 tool.
 """
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,58 +35,17 @@ def sqlite3(db, sql):
     return r.stdout
 
 
-def trickled_body(port, src):
-    """A body one byte every 0.3 s: answered 408 on a chunk after the deadline."""
-    s = A.connect(port, src)
-    s.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+INFER_HEAD = (b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
               b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-    t0 = time.monotonic()
-    reply = b""
-    s.settimeout(0.3)
-    while time.monotonic() - t0 < 10:
-        try:
-            s.send(b" ")
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            reply += chunk
-        except socket.timeout:
-            continue
-        except OSError:
-            break
-    s.close()
-    return reply
 
 
 def stalled_body(port, src):
     """A body that stops arriving: the sweeper writes the 408 and closes."""
     s = A.connect(port, src)
-    s.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
-              b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+    s.sendall(INFER_HEAD)
     st, _, body, took = A.read_reply(s, 10)
     s.close()
     return st, body, took
-
-
-def trickled_headers(port, src):
-    s = A.connect(port, src)
-    s.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n")
-    t0 = time.monotonic()
-    got = b""
-    s.settimeout(0.3)
-    while time.monotonic() - t0 < 10:
-        try:
-            s.send(b"X")
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            got += chunk
-        except socket.timeout:
-            continue
-        except OSError:
-            break
-    s.close()
-    return got
 
 
 def main():
@@ -115,7 +73,7 @@ def main():
             check(st == 504, f"a queued request past parameters.timeout: 504 ({st})")
             want.append(("slowq", 1, 504, "GF_ERR_DEADLINE", "parameters.timeout"))
 
-            reply = trickled_body(port, "127.0.0.2")
+            reply, _ = A.trickle(port, "127.0.0.2", INFER_HEAD, b" ")
             check(reply.startswith(b"HTTP/1.1 408"), f"a trickled body: 408 ({reply[:40]!r})")
             want.append(("m", 1, 408, "GF_ERR_TIMEOUT", "--request-timeout"))
 
@@ -145,7 +103,8 @@ def main():
             check(st == 413, f"a Content-Length over --max-body: 413 ({st})")
             want.append(("m", 1, 413, "GF_ERR_TOO_LARGE", "--max-body"))
 
-            got = trickled_headers(port, "127.0.0.5")
+            got, _ = A.trickle(port, "127.0.0.5",
+                               b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n", b"X")
             check(got.startswith(b"HTTP/1.1 408"), f"trickled headers: 408 ({got[:40]!r})")
             # (no row: the server never learnt what the request was)
 
