@@ -111,8 +111,14 @@ static const struct {
                                  NULL, 0},
 };
 
+/* Chains per family in the index from label values to series: a lookup on
+ * every answered request must not grow with the number of functions. */
+#define INDEX_SIZE 1024
+
 typedef struct series {
-    struct series *next;
+    struct series *next;  /* the family's series, newest first (written in this order) */
+    struct series *hnext; /* the next in its index chain */
+    uint32_t hash;        /* of key */
     char *key;          /* label values joined with \x1f, for lookups */
     char *vbuf;         /* a copy of key cut into the values */
     char **values;      /* label values, pointing into vbuf */
@@ -124,7 +130,18 @@ typedef struct series {
 struct gw_metrics {
     pthread_mutex_t lock;
     series *families[GW_M_COUNT_];
+    series **index[GW_M_COUNT_]; /* INDEX_SIZE chains, made with the family's first series */
 };
+
+static uint32_t key_hash(const char *k)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *k != '\0'; k++) {
+        h ^= (unsigned char)*k;
+        h *= 16777619u;
+    }
+    return h;
+}
 
 gw_metrics *gw_metrics_new(void)
 {
@@ -151,6 +168,8 @@ void gw_metric_clear(gw_metrics *m, gw_metric_id id)
     pthread_mutex_lock(&m->lock);
     series_free(m->families[id]);
     m->families[id] = NULL;
+    if (m->index[id] != NULL)
+        memset(m->index[id], 0, INDEX_SIZE * sizeof *m->index[id]);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -158,8 +177,10 @@ void gw_metrics_free(gw_metrics *m)
 {
     if (m == NULL)
         return;
-    for (int i = 0; i < GW_M_COUNT_; i++)
+    for (int i = 0; i < GW_M_COUNT_; i++) {
         series_free(m->families[i]);
+        free(m->index[i]);
+    }
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -178,14 +199,19 @@ static series *find(gw_metrics *m, gw_metric_id id, const char *const *labels, b
         used += (size_t)w;
     }
     key[used] = '\0';
-    for (series *s = m->families[id]; s != NULL; s = s->next)
-        if (strcmp(s->key, key) == 0)
-            return s;
+    uint32_t h = key_hash(key);
+    if (m->index[id] != NULL)
+        for (series *s = m->index[id][h % INDEX_SIZE]; s != NULL; s = s->hnext)
+            if (s->hash == h && strcmp(s->key, key) == 0)
+                return s;
     if (!create)
+        return NULL;
+    if (m->index[id] == NULL && (m->index[id] = calloc(INDEX_SIZE, sizeof *m->index[id])) == NULL)
         return NULL;
     series *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
+    s->hash = h;
     s->key = strdup(key);
     s->vbuf = strdup(key);
     s->values = calloc((size_t)(n ? n : 1), sizeof *s->values);
@@ -205,6 +231,8 @@ static series *find(gw_metrics *m, gw_metric_id id, const char *const *labels, b
     }
     s->next = m->families[id];
     m->families[id] = s;
+    s->hnext = m->index[id][h % INDEX_SIZE];
+    m->index[id][h % INDEX_SIZE] = s;
     return s;
 }
 

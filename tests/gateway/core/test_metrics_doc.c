@@ -43,11 +43,48 @@ START_TEST(test_every_series_documented)
 }
 END_TEST
 
+/* Thousands of series (a function per label value) each keep their own
+ * value; a cleared family starts again from nothing. */
+START_TEST(test_many_series)
+{
+    gw_metrics *m = gw_metrics_new();
+    ck_assert_ptr_nonnull(m);
+    enum { N = 5000 };
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < N; i++) {
+            char fn[32], ver[16];
+            snprintf(fn, sizeof fn, "fn%05d", i);
+            snprintf(ver, sizeof ver, "%d", i % 7);
+            const char *l2[2] = {fn, ver};
+            gw_metric_add(m, GW_M_COLD_STARTS, l2, (double)(i + 1));
+            gw_metric_set(m, GW_M_WORKERS, (const char *const[]){fn}, (double)i);
+        }
+    for (int i = 0; i < N; i++) {
+        char fn[32], ver[16];
+        snprintf(fn, sizeof fn, "fn%05d", i);
+        snprintf(ver, sizeof ver, "%d", i % 7);
+        const char *l2[2] = {fn, ver};
+        ck_assert_double_eq(gw_metric_get(m, GW_M_COLD_STARTS, l2), 3.0 * (i + 1));
+        snprintf(ver, sizeof ver, "%d", i % 7 + 1); /* another version: no such series */
+        ck_assert_double_eq(gw_metric_get(m, GW_M_COLD_STARTS, l2), 0);
+        ck_assert_double_eq(gw_metric_get(m, GW_M_WORKERS, (const char *const[]){fn}), i);
+    }
+    gw_metric_clear(m, GW_M_WORKERS);
+    ck_assert_double_eq(gw_metric_get(m, GW_M_WORKERS, (const char *const[]){"fn00001"}), 0);
+    gw_metric_set(m, GW_M_WORKERS, (const char *const[]){"fn00001"}, 5);
+    ck_assert_double_eq(gw_metric_get(m, GW_M_WORKERS, (const char *const[]){"fn00001"}), 5);
+    ck_assert_double_eq(gw_metric_get(m, GW_M_COLD_STARTS, (const char *const[]){"fn00002", "2"}),
+                        9);
+    gw_metrics_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gateway_metrics_doc");
     TCase *tc = tcase_create("metrics_doc");
     tcase_add_test(tc, test_every_series_documented);
+    tcase_add_test(tc, test_many_series);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
