@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/bytes.h"
+#include "core/copies.h"
 #include "core/tensor.h"
 #include "core/utf8.h"
 
@@ -163,6 +164,25 @@ static void put_tensor(enc *e, const gf_ipc_tensor *t)
     put_bytes(e, d->data, d->nbytes, "tensor data");
 }
 
+static uint64_t tensor_bytes(const gf_ipc_tensor *t, uint32_t n)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sum += t[i].t.nbytes;
+    return sum;
+}
+
+/* A decoded INFER or RESULT: count the share of its tensor bytes that the
+ * reader copied out of its read-ahead buffer (f->copied of the payload). */
+static void count_read_copies(gf_copy_dir dir, const gf_ipc_frame *f, const gf_ipc_tensor *t,
+                              uint32_t n)
+{
+    if (f->copied == 0 || f->h.payload_len == 0)
+        return;
+    double share = (double)f->copied / (double)f->h.payload_len;
+    gf_copies_add(dir, (uint64_t)((double)tensor_bytes(t, n) * share + 0.5));
+}
+
 /* Check tensors before encoding them: what an encoder must not put on the
  * wire because the decoder would reject it. */
 static gf_status check_tensors(const gf_ipc_tensor *t, uint32_t n, const char *what, gf_err *err)
@@ -298,6 +318,8 @@ gf_status gf_ipc_encode_infer(gf_buf *b, uint64_t id, const gf_ipc_infer *m, gf_
     put_u32(&e, m->n, "n_tensors");
     for (uint32_t i = 0; i < m->n; i++)
         put_tensor(&e, &m->t[i]);
+    if (e.st == GF_OK)
+        gf_copies_add(GF_COPY_IN, tensor_bytes(m->t, m->n));
     return enc_finish(&e, GF_IPC_INFER, err);
 }
 
@@ -318,6 +340,8 @@ gf_status gf_ipc_encode_result(gf_buf *b, uint64_t id, const gf_ipc_result *m, g
     put_u32(&e, m->n, "n_tensors");
     for (uint32_t i = 0; i < m->n; i++)
         put_tensor(&e, &m->t[i]);
+    if (e.st == GF_OK)
+        gf_copies_add(GF_COPY_OUT, tensor_bytes(m->t, m->n));
     return enc_finish(&e, GF_IPC_RESULT, err);
 }
 
@@ -703,7 +727,10 @@ gf_status gf_ipc_decode_infer(const gf_ipc_frame *f, gf_ipc_infer *out, gf_err *
         return d.st;
     out->key = get_str(&d, GF_IPC_MAX_KEY, true, NULL, "key");
     get_tensors(&d, &out->n, &out->t);
-    return dec_end(&d);
+    gf_status st = dec_end(&d);
+    if (st == GF_OK)
+        count_read_copies(GF_COPY_IN, f, out->t, out->n);
+    return st;
 }
 
 gf_status gf_ipc_decode_result(const gf_ipc_frame *f, gf_ipc_result *out, gf_err *err)
@@ -718,7 +745,10 @@ gf_status gf_ipc_decode_result(const gf_ipc_frame *f, gf_ipc_result *out, gf_err
     out->load_us = get_u64(&d, "load_us");
     out->exec_us = get_u64(&d, "exec_us");
     get_tensors(&d, &out->n, &out->t);
-    return dec_end(&d);
+    gf_status st = dec_end(&d);
+    if (st == GF_OK)
+        count_read_copies(GF_COPY_OUT, f, out->t, out->n);
+    return st;
 }
 
 gf_status gf_ipc_decode_error(const gf_ipc_frame *f, gf_ipc_error *out, gf_err *err)

@@ -205,7 +205,9 @@ const char *gf_ipc_type_name(uint32_t type);
     X(device_allocs, "device allocations the backend made (none on a warm request)")             \
     X(device_frees, "device frees the backend made (none on a warm request)")               \
     X(pinned_bytes, "device bytes of the models pinned (resident or not)")                        \
-    X(pin_limit, "device bytes pinned and kept-warm models may hold")
+    X(pin_limit, "device bytes pinned and kept-warm models may hold")                             \
+    X(copied_in_bytes, "tensor bytes of INFERs copied in user space (core/copies.h)")              \
+    X(copied_out_bytes, "tensor bytes of RESULTs copied in user space (core/copies.h)")
 
 typedef struct gf_ipc_stats {
 #define GF_IPC_STATS_MEMBER_(field, doc) uint64_t field;
@@ -345,6 +347,10 @@ gf_status gf_ipc_encode_stats(gf_buf *b, uint64_t id, const gf_ipc_stats *m, gf_
 typedef struct gf_ipc_frame {
     gf_ipc_header h;
     unsigned char *payload;
+    uint64_t copied; /* payload bytes the reader copied from its read-ahead buffer
+                      * (the rest was read straight into the payload); decoding an
+                      * INFER or RESULT counts that share of its tensor bytes as
+                      * copied (core/copies.h) */
 } gf_ipc_frame;
 
 /* Free the payload; the frame is empty afterwards. NULL is a no-op. */

@@ -147,6 +147,7 @@ gf_status gf_ipc_reader_next(gf_ipc_reader *r, gf_ipc_frame *f, gf_err *err)
         size_t take = avail < left ? avail : (size_t)left;
         if (take > 0) {
             memcpy(r->cur.payload + r->fill, r->rbuf + r->rpos, take);
+            r->cur.copied += take;
             r->rpos += take;
             r->fill += take;
             left -= take;

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/bytes.h"
+#include "core/copies.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/tensor.h"
@@ -187,8 +188,10 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
             t.data = ok ? malloc(len ? len : 1) : NULL;
             o[i].name = strdup(mf->outputs[i].name);
             ok = t.data != NULL && o[i].name != NULL;
-            if (t.data != NULL)
+            if (t.data != NULL) {
                 memcpy(t.data, (const char *)src->data + off, len);
+                gf_copies_add(GF_COPY_OUT, len);
+            }
             t.mem = GF_MEM_HOST;
             t.device_id = -1;
             o[i].t = t;
@@ -473,6 +476,7 @@ static gf_status encode_batch(gf_gw *gw, gw_batch *b, gf_err *err)
             memcpy(data + off, q->inputs[i].t.data, q->inputs[i].t.nbytes);
             off += q->inputs[i].t.nbytes;
         }
+        gf_copies_add(GF_COPY_IN, total);
         owned[i] = data;
         t[i].t.data = data;
         t[i].t.nbytes = total;

@@ -109,6 +109,11 @@ static const struct {
     [GW_M_MODEL_SWAP_SECONDS] = {"gpufaas_model_swap_in_seconds_total", KIND_COUNTER,
                                  "Summed duration of those loads.", 2, {"function", "version"},
                                  NULL, 0},
+    [GW_M_TENSOR_COPIED] = {"gpufaas_tensor_copied_bytes_total", KIND_COUNTER,
+                            "Tensor bytes copied in user space on the request path (H2D and "
+                            "D2H excluded), by process (gateway, workerN) and direction (in, "
+                            "out): divided by the tensor bytes served, the copies per request.",
+                            2, {"process", "direction"}, NULL, 0},
 };
 
 /* Chains per family in the index from label values to series: a lookup on

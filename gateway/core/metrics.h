@@ -48,6 +48,7 @@ typedef enum {
     GW_M_MODEL_SWAP_INS,      /* counter   {function, version}: loads onto a device */
     GW_M_MODEL_SWAP_BYTES,    /* counter   {function, version}: their bytes */
     GW_M_MODEL_SWAP_SECONDS,  /* counter   {function, version}: their summed time */
+    GW_M_TENSOR_COPIED,       /* counter   {process, direction}: core/copies.h's bytes */
     GW_M_COUNT_
 } gw_metric_id;
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/copies.h"
 #include "core/dtype.h"
 #include "gateway/core/internal.h"
 #include "gateway/core/model_config.h"
@@ -371,8 +372,18 @@ gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out)
         gw_metric_set(gw->metrics, GW_M_HOST_MEMORY, lu,
                       (double)(w->have_stats ? w->stats.host_used : 0));
         gw_metric_set(gw->metrics, GW_M_HOST_MEMORY, lb, (double)hbud);
+        if (w->have_stats) {
+            char proc[24];
+            snprintf(proc, sizeof proc, "worker%d", i);
+            const char *ci[2] = {proc, "in"}, *co[2] = {proc, "out"};
+            gw_metric_set(gw->metrics, GW_M_TENSOR_COPIED, ci, (double)w->stats.copied_in_bytes);
+            gw_metric_set(gw->metrics, GW_M_TENSOR_COPIED, co, (double)w->stats.copied_out_bytes);
+        }
     }
     pthread_mutex_unlock(&gw->lock);
+    const char *gi[2] = {"gateway", "in"}, *go[2] = {"gateway", "out"};
+    gw_metric_set(gw->metrics, GW_M_TENSOR_COPIED, gi, (double)gf_copies_bytes(GF_COPY_IN));
+    gw_metric_set(gw->metrics, GW_M_TENSOR_COPIED, go, (double)gf_copies_bytes(GF_COPY_OUT));
     for (int s = 0; s < 4; s++) {
         const char *l[1] = {wstate_str((gw_wstate)s)};
         gw_metric_set(gw->metrics, GW_M_WORKERS, l, by_state[s]);

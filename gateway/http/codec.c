@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/bytes.h"
+#include "core/copies.h"
 #include "core/dtype.h"
 #include "core/json.h"
 #include "core/tensor.h"
@@ -419,6 +420,7 @@ static gf_status input_from_shm(gf_parse_ctx *c, gf_input_acc *in, uint64_t nbyt
         free(data);
         return st;
     }
+    gf_copies_add(GF_COPY_IN, nbytes); /* the memcpy out of the region */
     out->name = in->name;
     in->name = NULL;
     return GF_OK;
@@ -449,6 +451,7 @@ static gf_status input_json_bytes(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tenso
         free(data);
         return st;
     }
+    gf_copies_add(GF_COPY_IN, 2 * (uint64_t)len); /* the body's accumulation, this parse */
     out->name = in->name;
     in->name = NULL;
     return GF_OK;
@@ -548,6 +551,9 @@ static gf_status input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor *o
         free(data);
         return st;
     }
+    /* copies (core/copies.h): the body's accumulation from MHD's buffer
+     * (server.c req_body, or its inflation) and this memcpy or parse */
+    gf_copies_add(GF_COPY_IN, 2 * nbytes);
     out->name = in->name;
     in->name = NULL;
     return GF_OK;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/bytes.h"
+#include "core/copies.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -173,6 +174,8 @@ static gf_status put_output(gf_buf *b, const gf_gw_tensor *o, bool binary)
         if (st == GF_OK)
             st = put_data(b, &o->t);
         if (st == GF_OK)
+            gf_copies_add(GF_COPY_OUT, o->t.nbytes); /* rendered as JSON */
+        if (st == GF_OK)
             st = gf_buf_append(b, "}", 1);
     }
     return st;
@@ -223,6 +226,7 @@ static gf_status put_output_shm(gf_buf *b, const gf_gw_tensor *o, const gf_codec
         return GF_ERR_INVALID;
     if (o->t.nbytes > 0)
         memcpy(dst, o->t.data, o->t.nbytes);
+    gf_copies_add(GF_COPY_OUT, o->t.nbytes);
     gf_status st = gf_buf_append_str(b, "{\"name\":");
     if (st == GF_OK)
         st = gf_buf_append_json_str(b, o->name, strlen(o->name));
@@ -397,8 +401,10 @@ static gf_status render(const gf_gw_result *res, const char *name, const gf_code
         any_bin |= s.bin[k];
         if (s.bin[k] && s.cls[k].on && s.cls[k].bytes.len > 0)
             st = gf_buf_append(out, s.cls[k].bytes.data, s.cls[k].bytes.len);
-        else if (s.bin[k] && !s.cls[k].on && t->nbytes > 0)
+        else if (s.bin[k] && !s.cls[k].on && t->nbytes > 0) {
             st = gf_buf_append(out, t->data, t->nbytes);
+            gf_copies_add(GF_COPY_OUT, t->nbytes);
+        }
     }
     sel_free(&s);
     if (st != GF_OK)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/copies.h"
 #include "core/log.h"
 #include "worker/worker_impl.h"
 
@@ -294,6 +295,8 @@ void wk_send_stats(gf_worker *w, gf_buf *b, uint64_t id)
         .uptime_us = gf_mono_us() - w->t_start_us,
         .pinned_bytes = cs.pinned_bytes,
         .pin_limit = cs.pin_limit,
+        .copied_in_bytes = gf_copies_bytes(GF_COPY_IN),
+        .copied_out_bytes = gf_copies_bytes(GF_COPY_OUT),
     };
     gf_dev_counters(w->be, &s.device_allocs, &s.device_frees);
     pthread_mutex_lock(&w->lock);

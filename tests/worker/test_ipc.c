@@ -22,6 +22,7 @@ static void to_frame(const char *b, size_t len, gf_ipc_frame *f)
                   e.msg);
     ck_assert_uint_eq(f->h.payload_len, len - GF_IPC_HEADER_SIZE);
     f->payload = NULL;
+    f->copied = 0;
     if (f->h.payload_len > 0) {
         f->payload = aligned_alloc(64, (f->h.payload_len + 63) / 64 * 64);
         ck_assert_ptr_nonnull(f->payload);
@@ -279,7 +280,7 @@ END_TEST
 START_TEST(test_stats_compat)
 {
     unsigned char frame[GF_IPC_HEADER_SIZE + 4 + 8 * 64];
-    gf_ipc_frame f = {{GF_IPC_STATS, 1, 0}, NULL};
+    gf_ipc_frame f = {{GF_IPC_STATS, 1, 0}, NULL, 0};
     for (uint32_t count = 0; count < 64; count += 7) {
         size_t plen = 4 + 8 * (size_t)count;
         memset(frame, 0, sizeof frame);
@@ -368,7 +369,7 @@ static void p_str(pbuf *b, const char *s)
 
 static gf_status decode_infer_payload(pbuf *b, char *msg)
 {
-    gf_ipc_frame f = {{GF_IPC_INFER, 1, b->n}, NULL};
+    gf_ipc_frame f = {{GF_IPC_INFER, 1, b->n}, NULL, 0};
     unsigned char *copy = aligned_alloc(64, 512);
     memcpy(copy, b->p, b->n);
     f.payload = copy;
@@ -508,7 +509,7 @@ START_TEST(test_decoder_rules)
     ck_assert_int_eq(decode_infer_payload(&b, msg), GF_ERR_PROTOCOL);
     ck_assert_ptr_nonnull(strstr(msg, "cannot fit"));
     /* a frame of another type */
-    gf_ipc_frame f = {{GF_IPC_PING, 1, 0}, NULL};
+    gf_ipc_frame f = {{GF_IPC_PING, 1, 0}, NULL, 0};
     gf_ipc_infer m;
     ck_assert_int_eq(gf_ipc_decode_infer(&f, &m, NULL), GF_ERR_PROTOCOL);
     gf_ipc_infer_deinit(&m);
@@ -593,7 +594,7 @@ START_TEST(test_decoder_fuzz)
                 break; /* truncate */
             }
         }
-        gf_ipc_frame f = {{0, 7, plen}, p};
+        gf_ipc_frame f = {{0, 7, plen}, p, 0};
         gf_status st;
         re.len = 0;
         switch (it % 4) {

@@ -20,7 +20,7 @@ static const unsigned char k_three[] = {2, 0, 0, 0, 'a', 'b', 0, 0, 0, 0,
  * decoded tensors point into. */
 static gf_status decode(const gf_buf *b, gf_ipc_infer *m, unsigned char **payload, gf_err *e)
 {
-    gf_ipc_frame f;
+    gf_ipc_frame f = {0};
     ck_assert_int_eq(gf_ipc_header_parse((const unsigned char *)b->data, 0, &f.h, e), GF_OK);
     f.payload = aligned_alloc(64, (f.h.payload_len + 63) / 64 * 64);
     memcpy(f.payload, b->data + GF_IPC_HEADER_SIZE, f.h.payload_len);

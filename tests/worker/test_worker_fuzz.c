@@ -230,7 +230,7 @@ static void fz_mutated_infer(fuzz *z)
         b->data[at] = (char)(gf_test_rng_below(r, 2) ? (unsigned char)gf_test_rng_u64(r)
                                                      : (unsigned char)(b->data[at] ^ 1));
     }
-    gf_ipc_frame f;
+    gf_ipc_frame f = {0};
     unsigned char *p = aligned_alloc(64, (plen + 63) / 64 * 64);
     memcpy(p, b->data + GF_IPC_HEADER_SIZE, plen);
     f.h = (gf_ipc_header){GF_IPC_INFER, id, plen};

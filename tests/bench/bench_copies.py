@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Copies of tensor bytes per request, in the gateway and in its worker (issue 16).
+
+Starts a real `gpufaas serve` (one cpu worker), deploys a small mlp (32 -> 24
+-> 5, FP32) and sends warm requests one at a time with the stock Triton client
+(tritonclient[http]): binary inputs and binary outputs, then JSON both ways.
+The copies are read from /metrics (gpufaas_tensor_copied_bytes_total, core/
+copies.h: user-space passes writing a tensor's values into another buffer;
+H2D/D2H and the kernel's socket copies are not counted), before and after,
+divided by the tensor bytes sent and received:
+
+  copies_in, copies_out                   gateway + worker, binary requests
+  copies_in_gateway, copies_in_worker     the same, apart
+  copies_out_gateway, copies_out_worker
+  copies_in_json, copies_out_json         gateway + worker, JSON requests
+
+Issue 16's target: at most 1 each way in the gateway, 0 in the worker.
+
+  bench_copies.py [--check] [--requests N]
+
+--check (the test http_copies) asserts today's figures exactly, so a change
+that adds or removes a copy must say so here and in docs/performance.md.
+Run with GF_GPUFAAS, GF_WORKER and GF_SOURCE_ROOT set (meson does). Exits 77
+(skipped) without tritonclient.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+
+try:
+    import numpy as np
+    import tritonclient.http as httpclient
+except ImportError as e:  # not installed: skipped, not failed
+    print(f"skipped: {e} (install tests/requirements.txt into .venv)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gateway"))
+from gfserve import serve  # noqa: E402
+
+TOKEN = "copies-token"
+IN, OUT = 32, 5
+# Today's copies per request (see docs/performance.md): in the gateway, the
+# body's accumulation, the input's memcpy (or JSON parse) and the INFER frame;
+# in the worker, the read-ahead buffer's memcpy of a small frame and the
+# RESULT frame; back in the gateway, the read-ahead memcpy, the batcher's
+# split and the render.
+EXPECT = {"copies_in_gateway": 3, "copies_in_worker": 1,
+          "copies_out_worker": 1, "copies_out_gateway": 3}
+
+
+def metrics(addr):
+    with urllib.request.urlopen(f"http://{addr}/metrics") as r:
+        text = r.read().decode()
+    out = {}
+    for m in re.finditer(r'^gpufaas_tensor_copied_bytes_total\{process="(\w+)",'
+                         r'direction="(in|out)"\} (\S+)$', text, re.M):
+        out[(m.group(1), m.group(2))] = float(m.group(3))
+    return out
+
+
+def settled(addr):
+    """/metrics once the worker's figures (its STATS, every second) are current."""
+    time.sleep(2.2)
+    return metrics(addr)
+
+
+def deploy(addr, model):
+    with open(os.path.join(model, "manifest.json"), "rb") as f:
+        manifest = f.read()
+    with open(os.path.join(model, "weights.safetensors"), "rb") as f:
+        weights = f.read()
+    boundary = uuid.uuid4().hex
+    body = b""
+    for name, fn, content in (("manifest", "m.json", manifest),
+                              ("weights", "w.safetensors", weights)):
+        body += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+                 f'filename="{fn}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+                 ).encode() + content + b"\r\n"
+    body += f"--{boundary}--\r\n".encode()
+    req = urllib.request.Request(
+        f"http://{addr}/v1/functions", data=body, method="POST",
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
+                 "Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req) as r:
+        assert r.status == 201, r.status
+
+
+def per_request(addr, c, n, binary):
+    x = np.linspace(-1, 1, IN, dtype=np.float32).reshape(1, IN)
+    before = settled(addr)
+    for _ in range(n):
+        i = httpclient.InferInput("x", [1, IN], "FP32")
+        i.set_data_from_numpy(x, binary_data=binary)
+        o = httpclient.InferRequestedOutput("y", binary_data=binary)
+        r = c.infer("ref-mlp", [i], outputs=[o])
+        assert r.as_numpy("y").shape == (1, OUT)
+    after = settled(addr)
+
+    def d(proc, way):
+        return after.get((proc, way), 0) - before.get((proc, way), 0)
+    nin, nout = n * IN * 4, n * OUT * 4
+    return {"copies_in_gateway": d("gateway", "in") / nin,
+            "copies_in_worker": d("worker0", "in") / nin,
+            "copies_out_worker": d("worker0", "out") / nout,
+            "copies_out_gateway": d("gateway", "out") / nout}
+
+
+def run(addr, model, a, fig):
+    deploy(addr, model)
+    c = httpclient.InferenceServerClient(url=addr)
+    per_request(addr, c, 2, True)  # warm: the model is loaded
+    b = per_request(addr, c, a.requests, True)
+    j = per_request(addr, c, a.requests, False)
+    fig.update(b)
+    fig["copies_in"] = b["copies_in_gateway"] + b["copies_in_worker"]
+    fig["copies_out"] = b["copies_out_gateway"] + b["copies_out_worker"]
+    fig["copies_in_json"] = j["copies_in_gateway"] + j["copies_in_worker"]
+    fig["copies_out_json"] = j["copies_out_gateway"] + j["copies_out_worker"]
+    for k, v in b.items():
+        fig[f"{k}_json"] = j[k]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--requests", type=int, default=200)
+    a = ap.parse_args()
+    src = os.environ["GF_SOURCE_ROOT"]
+    fig = {}
+    with tempfile.TemporaryDirectory(prefix="gf-copies-") as tmp:
+        model = os.path.join(tmp, "model")
+        subprocess.run([sys.executable, os.path.join(src, "tests/functions/ref_models.py"),
+                        "--kind", "mlp", "--mlp-dims", f"{IN},24,{OUT}",
+                        "--mlp-acts", "tanh,identity", "--out", model], check=True,
+                       stdout=subprocess.DEVNULL)
+        serve(tmp, TOKEN, lambda addr: run(addr, model, a, fig), devices="cpu:1",
+              device_memory="256M", host_memory="256M")
+    for k in ("copies_in", "copies_out", "copies_in_gateway", "copies_in_worker",
+              "copies_out_gateway", "copies_out_worker", "copies_in_json", "copies_out_json"):
+        print(f"{k}={fig[k]:g}")
+    if a.check:
+        bad = [f"{k}: {fig[k]:g}, expected {v}" for k, v in EXPECT.items() if fig[k] != v]
+        bad += [f"{k}_json: {fig[k + '_json']:g}, expected {v}" for k, v in EXPECT.items()
+                if fig[k + "_json"] != v]
+        if bad:
+            print("FAILED: " + "; ".join(bad))
+            return 1
+        print("copies per request as expected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
