@@ -117,7 +117,8 @@ static int window_bits(gf_http_coding c, bool raw)
 }
 
 static gf_status inflate_once(gf_http_coding c, bool raw, const void *in, size_t len,
-                              uint64_t limit, gf_buf *out, gf_err *err)
+                              uint64_t limit, gf_http_charge_fn charge, void *charge_arg,
+                              gf_buf *out, gf_err *err)
 {
     z_stream z;
     memset(&z, 0, sizeof z);
@@ -155,6 +156,12 @@ static gf_status inflate_once(gf_http_coding c, bool raw, const void *in, size_t
                             gf_http_coding_name(c), (unsigned long long)limit);
             break;
         }
+        if (got > 0 && charge != NULL && !charge(charge_arg, got)) {
+            st = gf_err_set(err, GF_ERR_OVERLOADED,
+                            "no memory left for the inflated %s request body (--body-memory): "
+                            "try again shortly", gf_http_coding_name(c));
+            break;
+        }
         if (got > 0 && gf_buf_append(out, chunk, got) != GF_OK) {
             st = gf_err_set(err, GF_ERR_NOMEM, "out of memory inflating the request body");
             break;
@@ -173,15 +180,16 @@ static gf_status inflate_once(gf_http_coding c, bool raw, const void *in, size_t
 }
 
 gf_status gf_http_inflate(gf_http_coding c, const void *in, size_t len, uint64_t limit,
-                          gf_buf *out, gf_err *err)
+                          gf_http_charge_fn charge, void *charge_arg, gf_buf *out,
+                          gf_err *err)
 {
     gf_buf_reset(out);
     out->limit = 0; /* the limit is checked here, with a better message */
-    gf_status st = inflate_once(c, false, in, len, limit, out, err);
+    gf_status st = inflate_once(c, false, in, len, limit, charge, charge_arg, out, err);
     if (st == GF_ERR_FORMAT && c == GF_CODING_DEFLATE && out->len == 0) {
         gf_buf_reset(out); /* not the zlib format: maybe a raw deflate stream */
         gf_err raw_err;
-        if (inflate_once(c, true, in, len, limit, out, &raw_err) == GF_OK)
+        if (inflate_once(c, true, in, len, limit, charge, charge_arg, out, &raw_err) == GF_OK)
             st = GF_OK;
         else
             gf_buf_reset(out);

@@ -11,6 +11,7 @@
 #ifndef GF_GATEWAY_HTTP_ENCODING_H
 #define GF_GATEWAY_HTTP_ENCODING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,13 +37,20 @@ gf_http_coding gf_http_coding_accept(const char *accept);
 /* "gzip", "deflate", or "identity". Static. */
 const char *gf_http_coding_name(gf_http_coding c);
 
+/* Asked before each inflated chunk of n bytes is kept: false refuses it
+ * (the inflate ends with GF_ERR_OVERLOADED). */
+typedef bool (*gf_http_charge_fn)(void *arg, size_t n);
+
 /* Inflate len bytes at in (coding c, not identity) into out (emptied first;
  * out->limit is set to limit, 0 = none). GF_ERR_TOO_LARGE as soon as the
  * inflated size would pass limit (a zip bomb costs at most limit bytes),
- * GF_ERR_FORMAT for a corrupt or truncated stream, GF_ERR_NOMEM. On failure
- * out is empty. */
+ * GF_ERR_OVERLOADED when charge (NULL = none; called with charge_arg before
+ * every chunk of at most 64 KiB is kept) refuses one, GF_ERR_FORMAT for a
+ * corrupt or truncated stream, GF_ERR_NOMEM. On failure out is empty; what
+ * charge accepted stays the caller's to release. */
 gf_status gf_http_inflate(gf_http_coding c, const void *in, size_t len, uint64_t limit,
-                          gf_buf *out, gf_err *err);
+                          gf_http_charge_fn charge, void *charge_arg, gf_buf *out,
+                          gf_err *err);
 
 /* Compress len bytes at in with coding c (not identity): *out is malloc'd
  * (caller frees), *out_len its length. GF_ERR_NOMEM, or GF_ERR_INTERNAL

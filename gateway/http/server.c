@@ -554,6 +554,20 @@ bool gf_http_body_charge(gf_http_req *r, size_t n)
     return true;
 }
 
+/* The n bytes r held are given back to the budget. */
+static void body_release(gf_http_req *r, size_t n)
+{
+    if (n > r->body_charged)
+        n = (size_t)r->body_charged;
+    atomic_fetch_sub(&r->srv->body_bytes, n);
+    r->body_charged -= n;
+}
+
+static bool inflate_charge(void *arg, size_t n)
+{
+    return gf_http_body_charge(arg, n);
+}
+
 /* A chunk of the body. */
 static void req_body(gf_http_req *r, const char *data, size_t n)
 {
@@ -567,7 +581,8 @@ static void req_body(gf_http_req *r, const char *data, size_t n)
     if (r->body_too_large || r->body_over_budget)
         return;
     if (!gf_http_body_charge(r, n)) {
-        gf_buf_deinit(&r->body);
+        gf_buf_deinit(&r->body); /* what it held goes back at once */
+        body_release(r, (size_t)r->body_charged);
         return;
     }
     gf_status st = gf_buf_append(&r->body, data, n);
@@ -581,11 +596,10 @@ static void req_body(gf_http_req *r, const char *data, size_t n)
 static void req_run(gf_http_req *r)
 {
     if (r->body_over_budget) {
-        char held[32], budget[32];
+        char budget[32];
         gf_http_fail(r, GF_ERR_OVERLOADED,
-                     "the server holds %s of request bodies, its budget (--body-memory %s): "
-                     "try again shortly",
-                     gf_size_format(atomic_load(&r->srv->body_bytes), held, sizeof held),
+                     "the request bodies the server holds would pass its budget with this one "
+                     "(--body-memory %s): try again shortly",
                      gf_size_format(r->srv->cfg.body_memory, budget, sizeof budget));
         return;
     }
@@ -599,13 +613,19 @@ static void req_run(gf_http_req *r)
         gf_buf plain;
         gf_buf_init(&plain);
         gf_err err;
+        /* the inflated bytes are charged to the body budget as they come,
+         * then the compressed ones are given back */
+        uint64_t packed_charge = r->body_charged;
         gf_status st = gf_http_inflate(r->body_coding, r->body.data, r->body.len,
-                                       r->srv->cfg.max_body, &plain, &err);
+                                       r->srv->cfg.max_body, inflate_charge, r, &plain, &err);
         if (st != GF_OK) {
+            body_release(r, (size_t)(r->body_charged - packed_charge)); /* freed already */
             gf_http_fail(r, st, "%s", gf_err_msg(&err));
             return;
         }
+        size_t packed = r->body.len;
         gf_buf_deinit(&r->body);
+        body_release(r, packed);
         r->body = plain;
     }
     if (r->pp != NULL) {

@@ -21,6 +21,8 @@ import time
 import urllib.error
 import urllib.request
 
+import gfserve
+
 CHECKS = []
 
 
@@ -32,20 +34,10 @@ def check(cond, what):
 
 
 def start_server(tmp, *extra):
-    log = open(os.path.join(tmp, "serve.log"), "ab")
-    proc = subprocess.Popen(
-        [os.environ["GF_GPUFAAS"], "serve", "--listen", "127.0.0.1:0",
-         "--state-dir", os.path.join(tmp, "var"), "--devices", "cpu:1",
-         "--device-memory", "64M", "--host-memory", "64M",
-         "--worker", os.environ["GF_WORKER"], *extra],
-        stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
-    line = proc.stdout.readline().decode().strip()
-    prefix = "gpufaas: serving on http://"
-    if not line.startswith(prefix):
-        proc.kill()
-        raise AssertionError(f"unexpected first line {line!r}; see {tmp}/serve.log")
-    host, port = line[len(prefix):].rsplit(":", 1)
-    return proc, int(port)
+    """A server with small memory budgets and extra flags; (process, port)."""
+    proc, addr = gfserve.start_server(tmp, None, device_memory="64M", host_memory="64M",
+                                      extra=extra)
+    return proc, int(addr.rsplit(":", 1)[1])
 
 
 def connect(port, src="127.0.0.1", timeout=10):
@@ -146,12 +138,16 @@ def json_error(body):
         return None
 
 
-def rss_kb(pid):
+def vm_kb(pid, key):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kb(pid):
+    return vm_kb(pid, "VmRSS")
 
 
 # ---- item 2: connections -------------------------------------------------------------
@@ -527,6 +523,61 @@ def scenario_limits(tmp):
         stop(proc, tmp)
 
 
+def gzip_bomb(inflated):
+    """A gzip body of `inflated` zero bytes (about a thousandth of it)."""
+    import zlib
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = bytes(1 << 20)
+    parts = [z.compress(chunk) for _ in range(inflated >> 20)]
+    parts.append(z.flush())
+    return b"".join(parts)
+
+
+def scenario_bombs(tmp):
+    """A gzip or deflate body is bounded as it inflates: past --max-body it is
+    a 413 having cost at most that much memory, and its inflated bytes count
+    against --body-memory (503) like a body sent as it is."""
+    import zlib
+    proc, port = start_server(tmp, "--max-body", "4M", "--body-memory", "6M")
+    try:
+        deploy_mlp(tmp, port, "m")
+        bomb = gzip_bomb(512 << 20)
+        check(len(bomb) < (1 << 20), f"bombs: 512 MiB of zeros gzip to {len(bomb)} bytes")
+        hwm0 = vm_kb(proc.pid, "VmHWM")
+        for _ in range(3):
+            st, out = post(port, "/v2/models/m/infer", bomb,
+                           {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+            check(st == 413 and "inflates to more than" in (json_error(out) or ""),
+                  f"bombs: a gzip bomb is a 413 ({st} {out[:120]!r})")
+        raw = zlib.compress(bytes(64 << 20), 9)
+        st, out = post(port, "/v2/models/m/infer", raw,
+                       {"Content-Type": "application/json", "Content-Encoding": "deflate"})
+        check(st == 413, f"bombs: a deflate bomb is a 413 ({st})")
+        grew = vm_kb(proc.pid, "VmHWM") - hwm0
+        check(grew < 48 * 1024, f"bombs: the gateway's peak memory grew {grew >> 10} MiB for "
+                                f"four bombs of 512 and 64 MiB (--max-body 4M)")
+        # the inflated bytes are charged: 3.5 MB held by a body still arriving
+        # leave no room for 3 MiB inflated
+        s = connect(port)
+        s.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: 3800000\r\n\r\n" + b" " * 3500000)
+        time.sleep(1.0)
+        mid = gzip_bomb(3 << 20)
+        st, out = post(port, "/v2/models/m/infer", mid,
+                       {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+        check(st == 503 and "--body-memory" in (json_error(out) or ""),
+              f"bombs: an inflated body beyond what --body-memory has left is a 503 ({st})")
+        s.close()
+        time.sleep(0.5)
+        body = infer_body(rows=16)
+        st, out = post(port, "/v2/models/m/infer", zlib.compress(body),
+                       {"Content-Type": "application/json", "Content-Encoding": "deflate"})
+        check(st == 200, f"bombs: once it is released, a deflate body of "
+                         f"{len(body) >> 10} KiB is served ({st})")
+    finally:
+        stop(proc, tmp)
+
+
 def scenario_sigterm(tmp):
     """On SIGTERM a request still in flight past --drain-timeout is answered
     503 then, not after the workers have been stopped."""
@@ -668,7 +719,7 @@ def stop(proc, tmp):
 
 
 SCENARIOS = [scenario_connections, scenario_files, scenario_stalls, scenario_deadlines,
-             scenario_limits, scenario_sigterm, scenario_plugins]
+             scenario_limits, scenario_bombs, scenario_sigterm, scenario_plugins]
 
 
 def main():

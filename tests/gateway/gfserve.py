@@ -13,12 +13,15 @@ import sys
 
 def start_server(tmp, token, devices="cpu:1", device_memory="1536M", host_memory="1536M",
                  extra=()):
-    log = open(os.path.join(tmp, "serve.log"), "wb")
+    """token None: no admin token; extra: more `serve` flags. The log is
+    appended to, so a test that restarts the server keeps every run's."""
+    log = open(os.path.join(tmp, "serve.log"), "ab")
     proc = subprocess.Popen(
         [os.environ["GF_GPUFAAS"], "serve", "--listen", "127.0.0.1:0",
          "--state-dir", os.path.join(tmp, "var"), "--devices", devices,
          "--device-memory", device_memory, "--host-memory", host_memory,
-         "--worker", os.environ["GF_WORKER"], "--admin-token", token, *extra],
+         "--worker", os.environ["GF_WORKER"],
+         *(["--admin-token", token] if token is not None else []), *extra],
         stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
     line = proc.stdout.readline().decode().strip()
     prefix = "gpufaas: serving on http://"

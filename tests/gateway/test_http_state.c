@@ -3,19 +3,26 @@
  *   - every answered inference request is one invocations row, the ones
  *     refused before any work included (400 a bad body or an unknown
  *     output, 404, 413, 429, 503), with its reason; requests that are not
- *     inferences (metadata, repository calls, deploys) are in neither;
+ *     inferences (metadata, repository calls, deploys) are in neither; the
+ *     front's refusals for held memory and time (503 --body-memory, for a
+ *     body as sent and as inflated, 408 a body trickling past
+ *     --request-timeout) and the core's 504 at a request's deadline too;
  *   - after a mixed run (several functions and versions through a device
  *     that holds two models, warm and cold, refusals, a worker killed and
  *     restarted) GET /v1/placements, SQLite's placements and v_placement,
  *     /metrics, the workers table, and `gpufaas ps --json` and
  *     `gpufaas top --once --json` agree on every figure they share. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "statelib.h"
 #include "testutil.h"
@@ -56,17 +63,24 @@ static bool rows_are(void *arg)
     return ok;
 }
 
+/* The server with args, f and slow (whose manifest adds slow_extra) deployed. */
+static void start_f_and_slow(const char *const *args, sl_model *f, sl_model *slow,
+                             const char *slow_extra)
+{
+    sl_start(args);
+    sl_model_make(f, "f", 1, 1, 0, NULL);
+    sl_model_make(slow, "slow", 1, 2, 0, slow_extra);
+    ck_assert_int_eq(sl_deploy(f, NULL, NULL, NULL), 201);
+    ck_assert_int_eq(sl_deploy(slow, NULL, NULL, NULL), 201);
+}
+
 START_TEST(test_refusals_recorded)
 {
     const char *args[] = {"--devices", "cpu:1", "--max-body", "4K", "--queue-limit", "1", NULL};
-    sl_start(args);
     sl_model f, slow;
-    sl_model_make(&f, "f", 1, 1, 0, NULL);
     /* batches of 8 wait a second for batch-mates: a second waiting request
      * finds the queue (limit 1) full */
-    sl_model_make(&slow, "slow", 1, 2, 0, "\"max_queue_delay_us\": 1000000");
-    ck_assert_int_eq(sl_deploy(&f, NULL, NULL, NULL), 201);
-    ck_assert_int_eq(sl_deploy(&slow, NULL, NULL, NULL), 201);
+    start_f_and_slow(args, &f, &slow, "\"max_queue_delay_us\": 1000000");
     int64_t n = 0;
     /* answered: 200 */
     ck_assert_int_eq(sl_invoke("f", 0, NULL, NULL), 200);
@@ -316,6 +330,105 @@ static bool worker1_back(void *arg)
     return up;
 }
 
+/* POST path with a body sent in two parts, the second after pause_ms, on a
+ * connection of its own: the start of the reply ("" when none came). */
+static void trickle(const char *path, int pause_ms, char *reply, size_t cap)
+{
+    int port = atoi(strrchr(sl_srv.url, ':') + 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    char head[256];
+    int n = snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     "application/json\r\nContent-Length: 100\r\n\r\n{\"inputs\"", path);
+    ck_assert_int_eq(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+    usleep((useconds_t)pause_ms * 1000);
+    ssize_t w = send(fd, ": [", 3, MSG_NOSIGNAL); /* may fail: the sweeper cut it first */
+    (void)w;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < cap && (r = recv(fd, reply + got, cap - 1 - got, 0)) > 0)
+        got += (size_t)r;
+    reply[got] = '\0';
+    close(fd);
+}
+
+START_TEST(test_held_memory_and_time_refusals_recorded)
+{
+    const char *args[] = {"--devices", "cpu:1", "--max-body", "1M", "--body-memory", "64K",
+                          "--request-timeout", "1", NULL};
+    sl_model f, slow;
+    start_f_and_slow(args, &f, &slow, "\"max_queue_delay_us\": 2000000");
+    int64_t n = 0;
+    ck_assert_int_eq(sl_invoke("f", 0, NULL, NULL), 200);
+    n++;
+    /* 504: its own deadline (100 ms) passes while it waits for batch-mates */
+    ck_assert_int_eq(sl_invoke("slow", 0, "\"parameters\": {\"timeout\": 100000}", NULL), 504);
+    n++;
+    /* 503: a body of 100 KB, beyond the 64 KiB the server may hold */
+    size_t big_len = 100000;
+    char *big = malloc(big_len);
+    memset(big, ' ', big_len);
+    gf_hh_resp r;
+    ck_assert_int_eq(gf_hh_http(sl_srv.url, "POST", "/v2/models/f/infer", NULL, big, big_len,
+                                false, &r), 503);
+    ck_assert_str_eq(r.retry_after, "1");
+    gf_hh_resp_free(&r);
+    n++;
+    /* 503: 1 KB that inflates to the same 100 KB: the inflated bytes count */
+    uLongf zlen = compressBound(big_len);
+    unsigned char *z = malloc(zlen);
+    ck_assert_int_eq(compress2(z, &zlen, (const unsigned char *)big, big_len, 9), Z_OK);
+    ck_assert_uint_lt(zlen, 2000);
+    const char *deflate[] = {"Content-Encoding: deflate", NULL};
+    ck_assert_int_eq(gf_hh_http(sl_srv.url, "POST", "/v2/models/f/infer", deflate, z, zlen,
+                                false, &r), 503);
+    ck_assert_str_eq(r.retry_after, "1");
+    gf_hh_resp_free(&r);
+    n++;
+    free(z);
+    free(big);
+    /* 408: a body still arriving after --request-timeout (1 s) */
+    char reply[512];
+    trickle("/v2/models/f/infer", 1400, reply, sizeof reply);
+    ck_assert_msg(reply[0] == '\0' || strncmp(reply, "HTTP/1.1 408", 12) == 0, "%s", reply);
+    n++;
+    ck_assert(sl_eventually(rows_are, &n, 5000));
+    sqlite3 *db = sl_db();
+    char *rows = sl_q_rows(db, "SELECT function, version, http_code, status, reason"
+                               " FROM invocations ORDER BY id");
+    ck_assert_str_eq(rows,
+                     "f|1|200|GF_OK|\n"
+                     "slow|1|504|GF_ERR_DEADLINE|the request's deadline of 0.100 s "
+                     "(parameters.timeout, or the server's --infer-timeout) passed while it "
+                     "was queued in the gateway\n"
+                     "f|1|503|GF_ERR_OVERLOADED|the request bodies the server holds would "
+                     "pass its budget with this one (--body-memory 64 KiB): try again "
+                     "shortly\n"
+                     "f|1|503|GF_ERR_OVERLOADED|no memory left for the inflated deflate request "
+                     "body (--body-memory): try again shortly\n"
+                     "f|1|408|GF_ERR_TIMEOUT|the request body did not arrive within "
+                     "--request-timeout: the connection was closed\n");
+    free(rows);
+    /* /metrics counts them under the same codes */
+    char *m = metrics();
+    ck_assert(sl_metric(m, "gpufaas_requests_total",
+                        "function=\"f\",version=\"1\",code=\"503\"") == 2);
+    ck_assert(sl_metric(m, "gpufaas_requests_total",
+                        "function=\"f\",version=\"1\",code=\"408\"") == 1);
+    ck_assert(sl_metric(m, "gpufaas_requests_total",
+                        "function=\"slow\",version=\"1\",code=\"504\"") == 1);
+    free(m);
+    sqlite3_close(db);
+    sl_model_free(&f);
+    sl_model_free(&slow);
+}
+END_TEST
+
 START_TEST(test_mixed_run_every_view_agrees)
 {
     /* a device that holds two of the models at once: swaps and evictions */
@@ -462,6 +575,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_refusals_recorded);
+    tcase_add_test(tc, test_held_memory_and_time_refusals_recorded);
     tcase_add_test(tc, test_mixed_run_every_view_agrees);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
