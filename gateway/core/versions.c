@@ -200,16 +200,27 @@ static void decide_deploy(const gf_ver_state *s, const gf_ver_request *r, gf_ver
     d->changes_current = true;
 }
 
-static void decide_activate(const gf_ver_state *s, const gf_ver_request *r, gf_ver_decision *d)
+#define VER_LIST_MAX 160 /* "1, 3, 4" in a message */
+
+/* The live version r names, with s's versions listed into list for the
+ * messages; NULL after failing d (GF_ERR_NOT_FOUND) when there is none. */
+static const gf_ver_entry *named_version(const gf_ver_state *s, const gf_ver_request *r,
+                                         gf_ver_decision *d, char list[VER_LIST_MAX])
 {
-    char list[160];
-    list_versions(s, list, sizeof list);
+    list_versions(s, list, VER_LIST_MAX);
     const gf_ver_entry *e = find(s, r->version);
-    if (e == NULL) {
+    if (e == NULL)
         fail(d, GF_ERR_NOT_FOUND, "function '%s' has no version %lld (its versions: %s)",
              s->function, (long long)r->version, list);
+    return e;
+}
+
+static void decide_activate(const gf_ver_state *s, const gf_ver_request *r, gf_ver_decision *d)
+{
+    char list[VER_LIST_MAX];
+    const gf_ver_entry *e = named_version(s, r, d, list);
+    if (e == NULL)
         return;
-    }
     if (!e->ready) {
         fail(d, GF_ERR_CONFLICT,
              "version %lld of function '%s' is broken (see its reason in GET "
@@ -227,14 +238,10 @@ static void decide_activate(const gf_ver_state *s, const gf_ver_request *r, gf_v
 static void decide_delete_version(const gf_ver_state *s, const gf_ver_request *r,
                                   gf_ver_decision *d)
 {
-    char list[160];
-    list_versions(s, list, sizeof list);
-    const gf_ver_entry *e = find(s, r->version);
-    if (e == NULL) {
-        fail(d, GF_ERR_NOT_FOUND, "function '%s' has no version %lld (its versions: %s)",
-             s->function, (long long)r->version, list);
+    char list[VER_LIST_MAX];
+    const gf_ver_entry *e = named_version(s, r, d, list);
+    if (e == NULL)
         return;
-    }
     d->status = GF_OK;
     d->version = e->version;
     if (s->n_live == 1) {
