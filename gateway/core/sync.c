@@ -12,6 +12,9 @@
  *   store unreadable   serve what is here; what would need the store is
  *                      answered GF_ERR_CLOSED (503: a router retries elsewhere)
  *
+ * Deploys and deletes through the store are in sync_deploy.c; what both
+ * files share, in sync_impl.h.
+ *
  * Locks: gw->deploy_lock (deploys and deletes) > s->lock (the folds, the
  * registry changes made from them) > gw->lock. s->qlock guards the requests
  * for the thread and the parked inferences, and is never held with the others.
@@ -30,16 +33,10 @@
 #include "store/sha256.h"
 #include "gateway/core/internal.h"
 #include "gateway/core/shared.h"
+#include "gateway/core/sync_impl.h"
 
 #define SYNC_MAX_PARKED 4096  /* inferences waiting for their function to arrive */
 #define SYNC_WAIT_VIEW_MS 2000 /* a metadata request waits this long for a lookup */
-
-typedef struct gw_sync_fn {
-    char name[64];
-    gf_shared_fold fold;
-    bool dirty;                /* folded entries not yet applied here (or a copy failed) */
-    char fetch_err[256];       /* why the last copy failed, "" when none */
-} gw_sync_fn;
 
 typedef struct gw_parked {
     struct gw_parked *next;
@@ -54,46 +51,11 @@ typedef struct gw_parked {
     uint64_t t0_us;            /* when the request arrived (monotonic) */
 } gw_parked;
 
-/* The files of a version deployed on this node, handed to the install. */
-typedef struct local_files {
-    int64_t version;
-    char *weights;             /* moved into place by the install (then NULL) */
-    char **companions;         /* paths, updated in place as they are moved */
-    char *const *suffixes;
-    size_t n;
-} local_files;
-
-struct gw_sync {
-    gf_gw *gw;
-    char *dir;
-    gf_shared *sh;             /* NULL until the store could be opened */
-    uint32_t scan_ms;
-    pthread_mutex_t lock;
-    gw_sync_fn **fns;
-    size_t n_fns, cap_fns;
-
-    pthread_mutex_t qlock;
-    pthread_cond_t qcond;      /* work for the thread */
-    pthread_cond_t qdone;      /* a round of lookups finished */
-    char (*want)[64];          /* names asked for */
-    size_t n_want, cap_want;
-    uint64_t asked, answered;  /* lookup rounds requested / finished */
-    gw_parked *parked;
-    size_t n_parked;
-    bool stop;
-    pthread_t thread;
-    bool running;
-
-    atomic_bool healthy;       /* the last access to the store worked */
-    atomic_bool ever_read;     /* it worked once (for the log) */
-    char last_err[256];        /* under qlock */
-};
-
 static void gw_sync_stop_free(gw_sync *s);
 
 /* ---- the folds ---------------------------------------------------------------------- */
 
-static gw_sync_fn *fn_get(gw_sync *s, const char *name, bool create)
+gw_sync_fn *gw_sync_fn_get(gw_sync *s, const char *name, bool create)
 {
     for (size_t i = 0; i < s->n_fns; i++)
         if (strcmp(s->fns[i]->name, name) == 0)
@@ -120,7 +82,7 @@ static gw_sync_fn *fn_get(gw_sync *s, const char *name, bool create)
 /* Note whether the store could be reached: st from an access to it. A log
  * entry this node cannot understand (GF_ERR_FORMAT) is that function's
  * problem, not the store's. */
-static void health(gw_sync *s, gf_status st, const gf_err *e)
+void gw_sync_health(gw_sync *s, gf_status st, const gf_err *e)
 {
     if (st != GF_OK && st != GF_ERR_IO && st != GF_ERR_NOT_FOUND) {
         GF_LOG_W("%s", gf_err_msg(e));
@@ -147,7 +109,7 @@ static void health(gw_sync *s, gf_status st, const gf_err *e)
     }
 }
 
-static gf_status ensure_open(gw_sync *s, gf_err *err)
+gf_status gw_sync_ensure_open(gw_sync *s, gf_err *err)
 {
     if (s->sh != NULL)
         return GF_OK;
@@ -159,12 +121,12 @@ static gf_status ensure_open(gw_sync *s, gf_err *err)
 
 /* Read and fold name's new entries (s->lock held). When seq > 0, *out gets
  * the outcome of entry seq. */
-static gf_status fold_new(gw_sync *s, gw_sync_fn *f, uint64_t seq, gf_shared_outcome *out,
-                          gf_err *err)
+gf_status gw_sync_fold_new(gw_sync *s, gw_sync_fn *f, uint64_t seq, gf_shared_outcome *out,
+                           gf_err *err)
 {
     gf_shared_entry *v = NULL;
     size_t n = 0;
-    gf_status st = ensure_open(s, err);
+    gf_status st = gw_sync_ensure_open(s, err);
     if (st == GF_OK)
         st = gf_shared_read(s->sh, f->name, f->fold.seq, &v, &n, err);
     for (size_t i = 0; st == GF_OK && i < n; i++) {
@@ -273,7 +235,7 @@ out:
 }
 
 /* Make this node's registry and SQLite agree with f's fold (s->lock held). */
-static void reconcile(gw_sync *s, gw_sync_fn *f, local_files *lf)
+void gw_sync_reconcile(gw_sync *s, gw_sync_fn *f, local_files *lf)
 {
     gf_gw *gw = s->gw;
     gf_shared_fold *fold = &f->fold;
@@ -348,13 +310,13 @@ static void reconcile(gw_sync *s, gw_sync_fn *f, local_files *lf)
 /* Read, fold and apply name's log (s->lock held). */
 static gf_status sync_one(gw_sync *s, const char *name, gf_err *err)
 {
-    gw_sync_fn *f = fn_get(s, name, true);
+    gw_sync_fn *f = gw_sync_fn_get(s, name, true);
     if (f == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-    gf_status st = fold_new(s, f, 0, NULL, err);
-    health(s, st, err);
+    gf_status st = gw_sync_fold_new(s, f, 0, NULL, err);
+    gw_sync_health(s, st, err);
     if (f->dirty)
-        reconcile(s, f, NULL);
+        gw_sync_reconcile(s, f, NULL);
     return st;
 }
 
@@ -535,7 +497,7 @@ static void serve_wanted(gw_sync *s)
         char why[300] = "";
         pthread_mutex_lock(&s->lock);
         gf_status st = sync_one(s, want[i], &e);
-        gw_sync_fn *f = fn_get(s, want[i], false);
+        gw_sync_fn *f = gw_sync_fn_get(s, want[i], false);
         if (st == GF_OK && f != NULL && f->fetch_err[0] != '\0')
             snprintf(why, sizeof why, "could not be copied from the shared store: %s",
                      f->fetch_err);
@@ -556,10 +518,10 @@ static void scan_all(gw_sync *s)
     char **names = NULL;
     size_t n = 0;
     pthread_mutex_lock(&s->lock);
-    gf_status st = ensure_open(s, &e);
+    gf_status st = gw_sync_ensure_open(s, &e);
     if (st == GF_OK)
         st = gf_shared_names(s->sh, &names, &n, &e);
-    health(s, st, &e);
+    gw_sync_health(s, st, &e);
     pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < n; i++) {
         if (st == GF_OK) {
@@ -607,144 +569,6 @@ static void *sync_main(void *arg)
     return NULL;
 }
 
-/* ---- deploys and deletes through the store ---------------------------------------- */
-
-gf_status gw_sync_deploy(gf_gw *gw, const gw_sync_deploy_in *in, bool *taken,
-                         gf_gw_deployed *out, gf_err *err)
-{
-    gw_sync *s = gw->sync;
-    *taken = false;
-    gf_shared_entry e;
-    memset(&e, 0, sizeof e);
-    e.op = GF_SHARED_DEPLOY;
-    e.version = in->mf->version;
-    e.interface_change = in->interface_change;
-    e.kind = strdup(in->mf->kind);
-    e.manifest = strdup(in->manifest_json);
-    snprintf(e.weights.sha256, sizeof e.weights.sha256, "%s", in->sha256);
-    e.weights.bytes = in->bytes;
-    gf_status st = GF_OK;
-    if (e.kind == NULL || e.manifest == NULL ||
-        (in->n > 0 && (e.companions = calloc(in->n, sizeof *e.companions)) == NULL)) {
-        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < in->n; i++, e.n_companions++) {
-        gf_shared_blob *b = &e.companions[i];
-        snprintf(b->suffix, sizeof b->suffix, "%s", in->suffixes[i]);
-        if ((st = gf_sha256_file(in->companions[i], b->sha256, &b->bytes, err)) != GF_OK)
-            goto out;
-    }
-    /* the objects first (slow, and without the lock: the store is safe for that),
-     * so that the entry never names what is not there yet */
-    pthread_mutex_lock(&s->lock);
-    st = ensure_open(s, err);
-    pthread_mutex_unlock(&s->lock);
-    if (st == GF_OK)
-        st = gf_shared_object_put(s->sh, in->weights, &e.weights, err);
-    for (size_t i = 0; st == GF_OK && i < e.n_companions; i++)
-        st = gf_shared_object_put(s->sh, in->companions[i], &e.companions[i], err);
-    if (st != GF_OK) {
-        health(s, st, err);
-        gf_err_prefix(err, "publishing to the shared store");
-        st = err != NULL ? (err->code = GF_ERR_CLOSED) : GF_ERR_CLOSED;
-        goto out;
-    }
-    pthread_mutex_lock(&s->lock);
-    gw_sync_fn *f = fn_get(s, in->mf->name, true);
-    uint64_t seq = 0;
-    gf_shared_outcome o;
-    memset(&o, 0, sizeof o);
-    if (f == NULL) {
-        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-    } else if ((st = gf_shared_append(s->sh, in->mf->name, &e, &seq, err)) != GF_OK ||
-               (st = fold_new(s, f, seq, &o, err)) != GF_OK) {
-        health(s, st, err);
-        gf_err_prefix(err, "the shared store");
-        st = err != NULL ? (err->code = GF_ERR_CLOSED) : GF_ERR_CLOSED;
-    } else if (f->fold.seq < seq) {
-        st = gf_err_set(err, GF_ERR_CLOSED, "the shared store does not show entry %llu of "
-                        "'%s' yet", (unsigned long long)seq, in->mf->name);
-    } else if (o.status != GF_OK) {
-        st = gf_err_set(err, o.status, "%s", o.message); /* the rules' own words */
-    } else {
-        local_files lf = {o.version, strdup(in->weights), in->companions, in->suffixes, in->n};
-        reconcile(s, f, o.identical ? NULL : &lf);
-        *taken = lf.weights == NULL && !o.identical;
-        free(lf.weights);
-        pthread_mutex_lock(&gw->lock);
-        gw_function *lfn = gw_function_find(gw, in->mf->name);
-        gw_version *v = lfn != NULL ? gw_version_find(lfn, o.version) : NULL;
-        if (v == NULL)
-            st = gf_err_set(err, GF_ERR_CLOSED, "function '%s' version %lld is in the shared "
-                            "store but not on this node: %s", in->mf->name,
-                            (long long)o.version, f->fetch_err);
-        else if ((st = gw_version_json(gw, v, !o.identical, &out->json)) != GF_OK)
-            st = gf_err_set(err, st, "out of memory describing the new version");
-        out->created = !o.identical;
-        pthread_mutex_unlock(&gw->lock);
-        snprintf(out->name, sizeof out->name, "%s", in->mf->name);
-        out->version = o.version;
-    }
-    pthread_mutex_unlock(&s->lock);
-out:
-    gf_shared_entry_deinit(&e);
-    return st;
-}
-
-gf_status gw_sync_op(gf_gw *gw, const char *name, gf_ver_op op, int64_t version, gf_err *err)
-{
-    static const struct {
-        gf_shared_op op;
-        const char *what;
-    } ops[] = {
-        [GF_VER_ACTIVATE] = {GF_SHARED_ACTIVATE, "the activation"},
-        [GF_VER_DELETE_VERSION] = {GF_SHARED_DELETE_VERSION, "the delete"},
-        [GF_VER_DELETE] = {GF_SHARED_DELETE, "the delete"},
-    };
-    if (op == GF_VER_DEPLOY || (size_t)op >= sizeof ops / sizeof ops[0])
-        return gf_err_set(err, GF_ERR_INTERNAL, "gw_sync_op: op %d", (int)op);
-    gw_sync *s = gw->sync;
-    gf_shared_entry e;
-    memset(&e, 0, sizeof e);
-    e.op = ops[op].op;
-    e.version = version;
-    uint64_t seq = 0;
-    gf_shared_outcome o;
-    memset(&o, 0, sizeof o);
-    pthread_mutex_lock(&s->lock);
-    gw_sync_fn *f = fn_get(s, name, true);
-    if (f == NULL) {
-        pthread_mutex_unlock(&s->lock);
-        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
-    }
-    gf_status st = fold_new(s, f, 0, NULL, err);
-    if (st == GF_OK && f->fold.current == 0 && op == GF_VER_DELETE) {
-        /* not in the store: only this node may have it (deployed before it used one,
-         * or kept while it could not read the store) */
-        pthread_mutex_unlock(&s->lock);
-        return gw_delete_local(gw, name, err);
-    }
-    if (op == GF_VER_DELETE)
-        e.version = f->fold.current; /* for people reading the log */
-    if (st != GF_OK || (st = gf_shared_append(s->sh, name, &e, &seq, err)) != GF_OK ||
-        (st = fold_new(s, f, seq, &o, err)) != GF_OK) {
-        health(s, st, err);
-        gf_err_prefix(err, "%s cannot reach the other nodes: the shared store", ops[op].what);
-        st = err != NULL ? (err->code = GF_ERR_CLOSED) : GF_ERR_CLOSED;
-    } else if (f->fold.seq < seq) {
-        st = gf_err_set(err, GF_ERR_CLOSED, "the shared store does not show entry %llu of "
-                        "'%s' yet", (unsigned long long)seq, name);
-    } else if (o.status != GF_OK) {
-        st = gf_err_set(err, o.status, "%s", o.message); /* the rules' own words */
-    } else {
-        reconcile(s, f, NULL);
-    }
-    pthread_mutex_unlock(&s->lock);
-    gf_shared_entry_deinit(&e);
-    return st;
-}
-
 /* ---- start, stop, health ---------------------------------------------------------------- */
 
 gf_status gw_sync_start(gf_gw *gw, gf_err *err)
@@ -765,7 +589,7 @@ gf_status gw_sync_start(gf_gw *gw, gf_err *err)
     gw_metric_set(gw->metrics, GW_M_SHARED_UP, NULL, 0);
     gf_err e;
     pthread_mutex_lock(&s->lock);
-    gf_status st = ensure_open(s, &e); /* not fatal: the thread tries again */
+    gf_status st = gw_sync_ensure_open(s, &e); /* not fatal: the thread tries again */
     pthread_mutex_unlock(&s->lock);
     if (st != GF_OK)
         GF_LOG_E("%s (serving what this node holds; trying again every %u ms)", e.msg,
