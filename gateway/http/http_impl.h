@@ -222,6 +222,15 @@ void gf_http_async_done(gf_http_req *r);
  * gf_http_async_done(r). The caller has called gf_http_async_begin. */
 void gf_http_run_admin(gf_http_req *r, gf_http_fn fn);
 
+/* reply.c's, for server.c: an inference request refused before the core
+ * (r's route is an inference and the core has not answered) is counted and
+ * recorded like every other, once: st, the HTTP status and msg. */
+void gf_http_req_refused(gf_http_req *r, gf_status st, unsigned status, const char *msg);
+
+/* The admin thread's loop (arg: the gf_http): runs the queued jobs in order
+ * until admin_stop and the queue is empty. */
+void *gf_http_admin_main(void *arg);
+
 /* routes.c: an optional small JSON object body (repository, logging and
  * shared-memory calls), read with the tree's one grammar. Answers 4xx and
  * returns false when it is bad; *doc is NULL for an empty body, else the
