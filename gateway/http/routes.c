@@ -299,6 +299,14 @@ static void h_repo_index(gf_http_req *r)
     reply_view(r, gf_gw_repo_index(r->srv->gw, ready_only, &b), &b, NULL);
 }
 
+/* An admin call: job(r) runs on the admin thread (the core may block), then
+ * then(r) answers on a polling thread. */
+static void admin_call(gf_http_req *r, gf_http_fn job, gf_http_fn then)
+{
+    gf_http_async_begin(r, then);
+    gf_http_run_admin(r, job);
+}
+
 static void job_repo_load(gf_http_req *r)
 {
     r->job_status = gf_gw_repo_load_on(r->srv->gw, r->name, r->load_worker, &r->job_err);
@@ -327,8 +335,7 @@ static void repo_call(gf_http_req *r, gf_http_fn job)
     if (!gf_http_small_json_body(r, &doc, &body))
         return;
     gf_json_doc_free(doc); /* parameters (config, unload_dependents) do not apply */
-    gf_http_async_begin(r, finish_empty);
-    gf_http_run_admin(r, job);
+    admin_call(r, job, finish_empty);
 }
 
 /* gpufaas's extension: {"parameters": {"worker": N}} loads onto worker N.
@@ -362,8 +369,7 @@ static void h_repo_load(gf_http_req *r)
         gf_http_fail(r, GF_ERR_INVALID, "parameters.worker must be a worker id (an integer >= 0)");
         return;
     }
-    gf_http_async_begin(r, finish_empty);
-    gf_http_run_admin(r, job_repo_load);
+    admin_call(r, job_repo_load, finish_empty);
 }
 
 static void h_repo_unload(gf_http_req *r)
@@ -389,9 +395,13 @@ static void h_fn_get(gf_http_req *r)
     reply_view(r, gf_gw_function_json(r->srv->gw, r->name, &b, &err), &b, &err);
 }
 
+/* DELETE /v1/functions/{m} (r->version 0): the whole function;
+ * DELETE /v1/functions/{m}/versions/{v}: that version. */
 static void job_delete(gf_http_req *r)
 {
-    r->job_status = gf_gw_delete(r->srv->gw, r->name, &r->job_err);
+    r->job_status = r->version > 0
+                        ? gf_gw_delete_version(r->srv->gw, r->name, r->version, &r->job_err)
+                        : gf_gw_delete(r->srv->gw, r->name, &r->job_err);
 }
 
 static void finish_delete(gf_http_req *r)
@@ -401,7 +411,10 @@ static void finish_delete(gf_http_req *r)
         return;
     }
     r->core_answered = true;
-    gf_http_reply(r, 200, json_pack("{s:s, s:b}", "name", r->name, "deleted", 1));
+    gf_http_reply(r, 200,
+                  r->version > 0 ? json_pack("{s:s, s:I, s:b}", "name", r->name, "version",
+                                             (json_int_t)r->version, "deleted", 1)
+                                 : json_pack("{s:s, s:b}", "name", r->name, "deleted", 1));
 }
 
 /* POST /v1/plugins: the body is a plugin's shared object. The core stores
@@ -424,14 +437,12 @@ static void finish_plugin(gf_http_req *r)
 
 static void h_plugin_add(gf_http_req *r)
 {
-    gf_http_async_begin(r, finish_plugin);
-    gf_http_run_admin(r, job_plugin);
+    admin_call(r, job_plugin, finish_plugin);
 }
 
 static void h_fn_delete(gf_http_req *r)
 {
-    gf_http_async_begin(r, finish_delete);
-    gf_http_run_admin(r, job_delete);
+    admin_call(r, job_delete, finish_delete);
 }
 
 /* ?interface_change=allow: the deploy may change the function's interface.
@@ -496,8 +507,7 @@ static void h_fn_deploy(gf_http_req *r)
         gf_http_fail(r, st, "%s", gf_err_msg(&err));
         return;
     }
-    gf_http_async_begin(r, finish_deploy);
-    gf_http_run_admin(r, job_deploy);
+    admin_call(r, job_deploy, finish_deploy);
 }
 
 /* ---- versions ---------------------------------------------------------------------- */
@@ -521,29 +531,7 @@ static void finish_job_json(gf_http_req *r)
 
 static void h_version_activate(gf_http_req *r)
 {
-    gf_http_async_begin(r, finish_job_json);
-    gf_http_run_admin(r, job_activate);
-}
-
-static void job_delete_version(gf_http_req *r)
-{
-    r->job_status = gf_gw_delete_version(r->srv->gw, r->name, r->version, &r->job_err);
-}
-
-static void finish_delete_version(gf_http_req *r)
-{
-    if (r->job_status != GF_OK) {
-        reply_core_error(r, r->job_status, &r->job_err, "delete failed");
-        return;
-    }
-    gf_http_reply(r, 200, json_pack("{s:s, s:I, s:b}", "name", r->name, "version",
-                                    (json_int_t)r->version, "deleted", 1));
-}
-
-static void h_version_delete(gf_http_req *r)
-{
-    gf_http_async_begin(r, finish_delete_version);
-    gf_http_run_admin(r, job_delete_version);
+    admin_call(r, job_activate, finish_job_json);
 }
 
 static void job_fsck(gf_http_req *r)
@@ -554,8 +542,7 @@ static void job_fsck(gf_http_req *r)
 
 static void h_fsck(gf_http_req *r)
 {
-    gf_http_async_begin(r, finish_job_json);
-    gf_http_run_admin(r, job_fsck);
+    admin_call(r, job_fsck, finish_job_json);
 }
 
 /* ---- residency --------------------------------------------------------------------- */
@@ -589,15 +576,13 @@ static void h_fn_residency_put(gf_http_req *r)
         return;
     }
     r->residency_reset = false;
-    gf_http_async_begin(r, finish_job_json);
-    gf_http_run_admin(r, job_residency);
+    admin_call(r, job_residency, finish_job_json);
 }
 
 static void h_fn_residency_delete(gf_http_req *r)
 {
     r->residency_reset = true;
-    gf_http_async_begin(r, finish_job_json);
-    gf_http_run_admin(r, job_residency);
+    admin_call(r, job_residency, finish_job_json);
 }
 
 static void h_workers(gf_http_req *r)
@@ -675,7 +660,7 @@ const gf_route gf_http_routes[] = {
     {"DELETE", "/v1/functions/{m}", h_fn_delete, GF_ROUTE_ADMIN},
     {"POST", "/v1/functions/{m}/invoke", h_v1_invoke, GF_ROUTE_INFER},
     {"POST", "/v1/functions/{m}/versions/{v}/activate", h_version_activate, GF_ROUTE_ADMIN},
-    {"DELETE", "/v1/functions/{m}/versions/{v}", h_version_delete, GF_ROUTE_ADMIN},
+    {"DELETE", "/v1/functions/{m}/versions/{v}", h_fn_delete, GF_ROUTE_ADMIN},
     {"POST", "/v1/fsck", h_fsck, GF_ROUTE_ADMIN},
     {"PUT", "/v1/functions/{m}/residency", h_fn_residency_put, GF_ROUTE_ADMIN},
     {"DELETE", "/v1/functions/{m}/residency", h_fn_residency_delete, GF_ROUTE_ADMIN},
