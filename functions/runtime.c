@@ -243,6 +243,13 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
                       const gf_tensor *inputs, size_t n_inputs, gf_fn_outputs *out,
                       gf_fn_timing *timing, gf_err *err)
 {
+    return gf_fn_infer_outputs(p, be, cache, lease, inputs, n_inputs, 0, out, timing, err);
+}
+
+gf_status gf_fn_infer_outputs(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
+                              const gf_tensor *inputs, size_t n_inputs, uint64_t want,
+                              gf_fn_outputs *out, gf_fn_timing *timing, gf_err *err)
+{
     const gf_manifest *mf = p->mf;
     out->n = 0;
     out->t = NULL;
@@ -301,6 +308,13 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
             break;
         }
         host_out[i] = ctx.out[i];
+        if (want != 0 && (want >> i & 1) == 0) { /* not asked for: not copied back */
+            host_out[i].data = NULL;
+            host_out[i].nbytes = 0;
+            host_out[i].mem = GF_MEM_HOST;
+            host_out[i].device_id = -1;
+            continue;
+        }
         if (ctx.out[i].dtype == GF_DT_BYTES) {
             ctx.out[i].data = NULL; /* already on the host: handed over */
             continue;

@@ -151,6 +151,13 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
                       const gf_tensor *inputs, size_t n_inputs, gf_fn_outputs *out,
                       gf_fn_timing *timing, gf_err *err);
 
+/* gf_fn_infer copying back only the outputs in `want` (bit i = the manifest's
+ * output i; 0 = all): the others are computed but not copied to the host;
+ * in *out they have their dtype and shape, data NULL and nbytes 0. */
+gf_status gf_fn_infer_outputs(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
+                              const gf_tensor *inputs, size_t n_inputs, uint64_t want,
+                              gf_fn_outputs *out, gf_fn_timing *timing, gf_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -309,8 +309,8 @@ gf_status gf_ipc_encode_infer(gf_buf *b, uint64_t id, const gf_ipc_infer *m, gf_
     if (st != GF_OK)
         return st;
     size_t keylen = m->key != NULL ? strlen(m->key) : 0;
-    if ((st = reserve_tensors(b, GF_IPC_HEADER_SIZE + 4 + keylen + 1 + 4, m->t, m->n, err)) !=
-        GF_OK)
+    if ((st = reserve_tensors(b, GF_IPC_HEADER_SIZE + 4 + keylen + 1 + 4 + 8, m->t, m->n,
+                              err)) != GF_OK)
         return st;
     enc e;
     enc_begin(&e, b, GF_IPC_INFER, id);
@@ -318,6 +318,8 @@ gf_status gf_ipc_encode_infer(gf_buf *b, uint64_t id, const gf_ipc_infer *m, gf_
     put_u32(&e, m->n, "n_tensors");
     for (uint32_t i = 0; i < m->n; i++)
         put_tensor(&e, &m->t[i]);
+    if (m->outputs != 0)
+        put_u64(&e, m->outputs, "outputs");
     if (e.st == GF_OK)
         gf_copies_add(GF_COPY_IN, tensor_bytes(m->t, m->n));
     return enc_finish(&e, GF_IPC_INFER, err);
@@ -727,6 +729,11 @@ gf_status gf_ipc_decode_infer(const gf_ipc_frame *f, gf_ipc_infer *out, gf_err *
         return d.st;
     out->key = get_str(&d, GF_IPC_MAX_KEY, true, NULL, "key");
     get_tensors(&d, &out->n, &out->t);
+    if (d.st == GF_OK && d.pos < d.len) {
+        out->outputs = get_u64(&d, "outputs");
+        if (d.st == GF_OK && out->outputs == 0)
+            dec_fail(&d, "outputs", "an outputs mask of 0 (all outputs is the mask left out)");
+    }
     gf_status st = dec_end(&d);
     if (st == GF_OK)
         count_read_copies(GF_COPY_IN, f, out->t, out->n);

@@ -285,6 +285,9 @@ typedef struct gf_ipc_infer {
     const char *key;
     uint32_t n;       /* tensors */
     gf_ipc_tensor *t; /* decoded: malloc'd array (gf_ipc_infer_deinit) */
+    uint64_t outputs; /* the outputs to copy back and return: bit i = the manifest's
+                       * output i; 0 = all. On the wire an optional trailing u64,
+                       * written only when not 0 */
 } gf_ipc_infer;
 
 typedef struct gf_ipc_result {

@@ -128,24 +128,30 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
 {
     const gf_manifest *mf = b->v->mf;
     char why[256] = "";
-    /* map the worker's outputs to manifest order and check they split */
+    /* map the worker's outputs to manifest order (those the batch asked
+     * for: want) and check they split */
     const gf_ipc_tensor *outs[GF_MANIFEST_MAX_IO];
-    if (r->n != mf->n_outputs) {
-        snprintf(why, sizeof why, "the worker returned %u outputs, the manifest declares %zu",
-                 r->n, mf->n_outputs);
+    size_t idx[GF_MANIFEST_MAX_IO], n_out = 0;
+    uint64_t want = b->want != 0 ? b->want : gw_all_outputs(mf);
+    for (size_t i = 0; i < mf->n_outputs; i++)
+        if (want >> i & 1)
+            idx[n_out++] = i;
+    if (r->n != n_out) {
+        snprintf(why, sizeof why, "the worker returned %u outputs, the request asked for %zu "
+                 "(the manifest declares %zu)", r->n, n_out, mf->n_outputs);
     } else {
-        for (size_t i = 0; i < mf->n_outputs && why[0] == '\0'; i++) {
-            outs[i] = NULL;
+        for (size_t j = 0; j < n_out && why[0] == '\0'; j++) {
+            const char *name = mf->outputs[idx[j]].name;
+            outs[j] = NULL;
             for (uint32_t k = 0; k < r->n; k++)
-                if (strcmp(r->t[k].name, mf->outputs[i].name) == 0)
-                    outs[i] = &r->t[k];
-            if (outs[i] == NULL)
-                snprintf(why, sizeof why, "the worker did not return output '%s'",
-                         mf->outputs[i].name);
+                if (strcmp(r->t[k].name, name) == 0)
+                    outs[j] = &r->t[k];
+            if (outs[j] == NULL)
+                snprintf(why, sizeof why, "the worker did not return output '%s'", name);
             else if (b->n_reqs > 1 &&
-                     (outs[i]->t.rank < 1 || outs[i]->t.shape[0] != b->rows))
+                     (outs[j]->t.rank < 1 || outs[j]->t.shape[0] != b->rows))
                 snprintf(why, sizeof why, "output '%s' does not have one row per input row",
-                         mf->outputs[i].name);
+                         name);
         }
     }
     if (why[0] != '\0') {
@@ -164,9 +170,9 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
             continue;
         }
         gf_gw_result *res = q->res;
-        gf_gw_tensor *o = calloc(mf->n_outputs, sizeof *o);
+        gf_gw_tensor *o = calloc(n_out ? n_out : 1, sizeof *o);
         bool ok = o != NULL;
-        for (size_t i = 0; ok && i < mf->n_outputs; i++) {
+        for (size_t i = 0; ok && i < n_out; i++) {
             const gf_tensor *src = &outs[i]->t;
             gf_tensor t = *src;
             size_t off = 0, len = src->nbytes;
@@ -186,7 +192,7 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
                 t.nbytes = len;
             }
             t.data = ok ? malloc(len ? len : 1) : NULL;
-            o[i].name = strdup(mf->outputs[i].name);
+            o[i].name = strdup(mf->outputs[idx[i]].name);
             ok = t.data != NULL && o[i].name != NULL;
             if (t.data != NULL) {
                 memcpy(t.data, (const char *)src->data + off, len);
@@ -197,12 +203,12 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
             o[i].t = t;
         }
         if (!ok) {
-            gf_gw_tensors_free(o, mf->n_outputs);
+            gf_gw_tensors_free(o, n_out);
             req_fail(gw, q, GF_ERR_NOMEM, "out of memory building the response", b);
         } else {
             res->status = GF_OK;
             res->outputs = o;
-            res->n_outputs = mf->n_outputs;
+            res->n_outputs = n_out;
             res->worker = worker;
             res->cold = (r->flags & GF_IPC_RESULT_COLD) != 0;
             res->batch_size = b->n_reqs;
@@ -484,7 +490,12 @@ static gf_status encode_batch(gf_gw *gw, gw_batch *b, gf_err *err)
     }
     if (st == GF_OK) {
         b->id = atomic_fetch_add(&gw->next_id, 1);
-        gf_ipc_infer m = {.key = b->v->key, .n = (uint32_t)n, .t = t};
+        b->want = 0;
+        for (gw_req *q = b->reqs; q != NULL; q = q->next)
+            b->want |= q->want;
+        /* only the outputs asked for come back (0: all of them) */
+        uint64_t outputs = b->want == gw_all_outputs(mf) ? 0 : b->want;
+        gf_ipc_infer m = {.key = b->v->key, .n = (uint32_t)n, .t = t, .outputs = outputs};
         gf_buf buf;
         gf_buf_init(&buf);
         st = gf_ipc_encode_infer(&buf, b->id, &m, err);

@@ -450,10 +450,14 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
     }
     /* the outputs asked for, before any work: a wrong name is the request's
      * fault, and the model must not run for it */
+    uint64_t want = req->n_outputs == 0 ? gw_all_outputs(mf) : 0;
     for (size_t i = 0; i < req->n_outputs; i++) {
         const char *o = req->outputs[i];
-        if (o != NULL && gf_manifest_output_index(mf, o) >= 0)
+        int k = o != NULL ? gf_manifest_output_index(mf, o) : -1;
+        if (k >= 0) {
+            want |= (uint64_t)1 << k; /* < GF_MANIFEST_MAX_IO = 64 */
             continue;
+        }
         gf_buf names;
         gf_buf_init(&names);
         for (size_t j = 0; j < mf->n_outputs; j++)
@@ -473,6 +477,7 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
     q->v = v;
     q->inputs = ordered;
     q->rows = v->batchable ? rows : 1;
+    q->want = want;
     q->done = req->done;
     q->done_arg = req->done_arg;
     q->t_submit_us = gf_mono_us();

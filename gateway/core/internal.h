@@ -32,6 +32,7 @@ typedef struct gw_req {
     gw_version *v;           /* pinned (a reference) */
     gf_gw_tensor *inputs;    /* manifest order, owned */
     int64_t rows;            /* its share of the batch dimension (1 without one) */
+    uint64_t want;           /* the outputs it asked for: bit i = manifest output i */
     gf_gw_done_fn done;
     void *done_arg;
     uint64_t t_submit_us;
@@ -43,6 +44,13 @@ typedef struct gw_req {
                                 with it; the second frees it */
 } gw_req;
 
+/* Every output of mf, as a gw_req.want mask. */
+_Static_assert(GF_MANIFEST_MAX_IO <= 64, "output masks are 64 bits");
+static inline uint64_t gw_all_outputs(const gf_manifest *mf)
+{
+    return mf->n_outputs >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << mf->n_outputs) - 1;
+}
+
 /* A batch of requests sent as one INFER. */
 typedef struct gw_batch {
     struct gw_batch *next;   /* in a worker's in-flight list or a pending list */
@@ -50,6 +58,8 @@ typedef struct gw_batch {
     gw_req *reqs;            /* linked in submit order */
     uint32_t n_reqs;
     int64_t rows;
+    uint64_t want;           /* the outputs its requests asked for (the union), all
+                                that the INFER asks the worker for and it returns */
     uint64_t id;             /* INFER request id */
     int worker;              /* where it was sent, -1 before */
     int attempts;            /* sends so far (a dead worker's batch is retried once) */

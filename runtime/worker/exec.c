@@ -176,7 +176,7 @@ static gf_status acquire_wait(gf_worker *w, wreq *r, gf_err *err)
     return st;
 }
 
-/* Put the request's tensors in manifest order. */
+/* Put the request's tensors in manifest order; check the outputs it asks for. */
 static gf_status map_inputs(const wmodel *m, const gf_ipc_infer *msg, gf_tensor *in, gf_err *err)
 {
     const gf_manifest *mf = m->mf;
@@ -196,6 +196,10 @@ static gf_status map_inputs(const wmodel *m, const gf_ipc_infer *msg, gf_tensor 
         seen[k] = true;
         in[k] = msg->t[i].t;
     }
+    if (mf->n_outputs < 64 && msg->outputs >> mf->n_outputs != 0)
+        return gf_err_set(err, GF_ERR_INVALID, "the request asks for outputs beyond the %zu of "
+                          "function '%s' (mask 0x%llx)", mf->n_outputs, m->key,
+                          (unsigned long long)msg->outputs);
     return GF_OK;
 }
 
@@ -222,8 +226,8 @@ void wk_run_request(gf_worker *w, wreq *cur, gf_buf *b)
     if (cur->lease == NULL && (st = acquire_wait(w, cur, &err)) != GF_OK)
         goto reply;
     wk_lease_ahead(w);
-    st = gf_fn_infer(m->plan, w->be, w->cache, cur->lease, in, m->mf->n_inputs, &outs, &timing,
-                     &err);
+    st = gf_fn_infer_outputs(m->plan, w->be, w->cache, cur->lease, in, m->mf->n_inputs,
+                             cur->msg.outputs, &outs, &timing, &err);
     wk_device_lost(w, st, &err);
     if (st == GF_OK) {
         pthread_mutex_lock(&w->lock);
@@ -253,9 +257,13 @@ reply:;
             st = gf_err_set(&err, GF_ERR_INTERNAL, "function '%s' returned %zu outputs, not %zu",
                             m->key, n, m->mf->n_outputs);
         } else {
+            uint64_t want = cur->msg.outputs;
+            size_t k = 0;
             for (size_t i = 0; i < n; i++) {
-                ot[i].name = m->mf->outputs[i].name;
-                ot[i].t = outs.t[i];
+                if (want != 0 && (want >> i & 1) == 0)
+                    continue; /* not asked for: neither copied back nor sent */
+                ot[k].name = m->mf->outputs[i].name;
+                ot[k++].t = outs.t[i];
             }
             gf_ipc_result res = {
                 .flags = cold ? GF_IPC_RESULT_COLD : 0,
@@ -263,7 +271,7 @@ reply:;
                 .queue_us = queue_us,
                 .load_us = load_us,
                 .exec_us = timing.exec_us,
-                .n = (uint32_t)n,
+                .n = (uint32_t)k,
                 .t = ot,
             };
             st = gf_ipc_encode_result(b, cur->id, &res, &err);

@@ -13,6 +13,10 @@ divided by the tensor bytes sent and received:
   copies_in_gateway, copies_in_worker     the same, apart
   copies_out_gateway, copies_out_worker
   copies_in_json, copies_out_json         gateway + worker, JSON requests
+  requested_copies_out_worker,            a request naming one output of three
+  requested_copies_out_gateway            (an ONNX graph): copies of that output's
+                                          bytes; the others are neither copied
+                                          back from the device nor sent
 
 Issue 16's target: at most 1 each way in the gateway, 0 in the worker.
 
@@ -24,7 +28,6 @@ Run with GF_GPUFAAS, GF_WORKER and GF_SOURCE_ROOT set (meson does). Exits 77
 (skipped) without tritonclient.
 """
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -37,6 +40,7 @@ import uuid
 try:
     import numpy as np
     import tritonclient.http as httpclient
+    from onnx import TensorProto, helper, numpy_helper
 except ImportError as e:  # not installed: skipped, not failed
     print(f"skipped: {e} (install tests/requirements.txt into .venv)")
     sys.exit(77)
@@ -45,7 +49,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from gfserve import serve  # noqa: E402
 
 TOKEN = "copies-token"
-IN, OUT = 32, 5
+IN, OUT, WIDE = 32, 5, 256
 # Today's copies per request (see docs/performance.md): in the gateway, the
 # body's accumulation, the input's memcpy (or JSON parse) and the INFER frame;
 # in the worker, the read-ahead buffer's memcpy of a small frame and the
@@ -53,6 +57,9 @@ IN, OUT = 32, 5
 # split and the render.
 EXPECT = {"copies_in_gateway": 3, "copies_in_worker": 1,
           "copies_out_worker": 1, "copies_out_gateway": 3}
+# A request naming one output of three: only its bytes are copied back and
+# sent (counted against that output's bytes, as the copies above).
+EXPECT_REQUESTED = {"requested_copies_out_worker": 1, "requested_copies_out_gateway": 3}
 
 
 def metrics(addr):
@@ -71,15 +78,11 @@ def settled(addr):
     return metrics(addr)
 
 
-def deploy(addr, model):
-    with open(os.path.join(model, "manifest.json"), "rb") as f:
-        manifest = f.read()
-    with open(os.path.join(model, "weights.safetensors"), "rb") as f:
-        weights = f.read()
+def post_files(addr, fields):
+    """POST /v1/functions with multipart fields (name, filename, bytes); the status."""
     boundary = uuid.uuid4().hex
     body = b""
-    for name, fn, content in (("manifest", "m.json", manifest),
-                              ("weights", "w.safetensors", weights)):
+    for name, fn, content in fields:
         body += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
                  f'filename="{fn}"\r\nContent-Type: application/octet-stream\r\n\r\n'
                  ).encode() + content + b"\r\n"
@@ -89,7 +92,17 @@ def deploy(addr, model):
         headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
                  "Authorization": f"Bearer {TOKEN}"})
     with urllib.request.urlopen(req) as r:
-        assert r.status == 201, r.status
+        return r.status
+
+
+def deploy(addr, model):
+    with open(os.path.join(model, "manifest.json"), "rb") as f:
+        manifest = f.read()
+    with open(os.path.join(model, "weights.safetensors"), "rb") as f:
+        weights = f.read()
+    status = post_files(addr, (("manifest", "m.json", manifest),
+                               ("weights", "w.safetensors", weights)))
+    assert status == 201, status
 
 
 def per_request(addr, c, n, binary):
@@ -112,8 +125,55 @@ def per_request(addr, c, n, binary):
             "copies_out_gateway": d("gateway", "out") / nout}
 
 
+def multi_model():
+    """x [batch, 32] -> h = x W (256 wide), y = relu(h), z = h + 1: three outputs."""
+    w = np.linspace(-1, 1, IN * WIDE, dtype=np.float32).reshape(IN, WIDE)
+    one = np.ones(WIDE, np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Relu", ["h"], ["y"]),
+         helper.make_node("Add", ["h", "one"], ["z"])], "multi",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", IN])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", WIDE])
+         for n in ("h", "y", "z")],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(one, "one")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return m.SerializeToString(), w
+
+
+def requested_outputs(addr, c, n, fig):
+    """Only the outputs a request names are copied back and shipped: one of three."""
+    data, w = multi_model()
+    status = post_files(addr, (("model", "multi.onnx", data), ("name", "name", b"multi")))
+    assert status == 201, status
+    x = np.linspace(-1, 1, IN, dtype=np.float32).reshape(1, IN)
+    want = np.maximum(x @ w, 0)
+
+    def ask(outputs):
+        i = httpclient.InferInput("x", [1, IN], "FP32")
+        i.set_data_from_numpy(x, binary_data=True)
+        return c.infer("multi", [i], outputs=[httpclient.InferRequestedOutput(o, binary_data=True)
+                                              for o in outputs])
+    r = ask(["y", "z"])  # warm; two of three
+    names = [o["name"] for o in r.get_response()["outputs"]]
+    assert names == ["y", "z"], names
+    before = settled(addr)
+    for _ in range(n):
+        r = ask(["y"])
+        names = [o["name"] for o in r.get_response()["outputs"]]
+        assert names == ["y"], f"asked for y, got {names}"
+        got = r.as_numpy("y")
+        assert got.shape == (1, WIDE) and np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+    after = settled(addr)
+    nout = n * WIDE * 4  # the bytes of y alone
+    fig["requested_copies_out_worker"] = (after[("worker0", "out")] -
+                                          before[("worker0", "out")]) / nout
+    fig["requested_copies_out_gateway"] = (after[("gateway", "out")] -
+                                           before[("gateway", "out")]) / nout
+
+
 def run(addr, model, a, fig):
     deploy(addr, model)
+    requested_outputs(addr, httpclient.InferenceServerClient(url=addr), a.requests, fig)
     c = httpclient.InferenceServerClient(url=addr)
     per_request(addr, c, 2, True)  # warm: the model is loaded
     b = per_request(addr, c, a.requests, True)
@@ -143,12 +203,15 @@ def main():
         serve(tmp, TOKEN, lambda addr: run(addr, model, a, fig), devices="cpu:1",
               device_memory="256M", host_memory="256M")
     for k in ("copies_in", "copies_out", "copies_in_gateway", "copies_in_worker",
-              "copies_out_gateway", "copies_out_worker", "copies_in_json", "copies_out_json"):
+              "copies_out_gateway", "copies_out_worker", "copies_in_json", "copies_out_json",
+              "requested_copies_out_worker", "requested_copies_out_gateway"):
         print(f"{k}={fig[k]:g}")
     if a.check:
         bad = [f"{k}: {fig[k]:g}, expected {v}" for k, v in EXPECT.items() if fig[k] != v]
         bad += [f"{k}_json: {fig[k + '_json']:g}, expected {v}" for k, v in EXPECT.items()
                 if fig[k + "_json"] != v]
+        bad += [f"{k}: {fig[k]:g}, expected {v}" for k, v in EXPECT_REQUESTED.items()
+                if fig[k] != v]
         if bad:
             print("FAILED: " + "; ".join(bad))
             return 1

@@ -45,7 +45,7 @@ void ti_encode_sample_infer(gf_buf *b, uint64_t id)
     ck_assert_int_eq(
         gf_tensor_init(&t[1].t, GF_DT_I32, 1, (int64_t[]){3}, (void *)idata, GF_MEM_HOST, -1, &e),
         GF_OK);
-    gf_ipc_infer m = {"digits@3", 2, t};
+    gf_ipc_infer m = {"digits@3", 2, t, 0};
     ck_assert_int_eq(gf_ipc_encode_infer(b, id, &m, &e), GF_OK);
 }
 
@@ -101,8 +101,27 @@ START_TEST(test_round_trips)
     ck_assert_int_eq(gf_ipc_encode_infer(&b2, f.h.request_id, &in, &e), GF_OK);
     ck_assert_uint_eq(b2.len, b.len);
     ck_assert_int_eq(memcmp(b2.data, b.data, b.len), 0);
+    ck_assert_uint_eq(in.outputs, 0); /* left out: every output */
+    /* the outputs asked for: a trailing u64, 8 more bytes; decoded back */
+    in.outputs = 0x5;
+    gf_buf_reset(&b2);
+    ck_assert_int_eq(gf_ipc_encode_infer(&b2, 9, &in, &e), GF_OK);
+    ck_assert_uint_eq(b2.len, b.len + 8);
     gf_ipc_infer_deinit(&in);
     gf_ipc_frame_deinit(&f);
+    to_frame(b2.data, b2.len, &f);
+    ck_assert_msg(gf_ipc_decode_infer(&f, &in, &e) == GF_OK, "%s", e.msg);
+    ck_assert_uint_eq(in.outputs, 0x5);
+    ck_assert_uint_eq(in.n, 2);
+    gf_ipc_infer_deinit(&in);
+    gf_ipc_frame_deinit(&f);
+    /* a mask of 0 on the wire is a protocol error (all is the mask left out) */
+    memset(b2.data + b2.len - 8, 0, 8);
+    to_frame(b2.data, b2.len, &f);
+    ck_assert_int_eq(gf_ipc_decode_infer(&f, &in, &e), GF_ERR_PROTOCOL);
+    gf_ipc_infer_deinit(&in);
+    gf_ipc_frame_deinit(&f);
+    gf_buf_deinit(&b2);
     gf_buf_reset(&b);
 
     /* RESULT */
@@ -415,12 +434,18 @@ START_TEST(test_decoder_rules)
     p_pad(&b);
     p_raw(&b, "\1\2\3\4\5\6\7\10", 8);
     ck_assert_int_eq(decode_infer_payload(&b, msg), GF_OK);
-    /* trailing byte */
+    /* a trailing byte: too short for the optional outputs mask */
+    b.p[b.n++] = 0;
+    ck_assert_int_eq(decode_infer_payload(&b, msg), GF_ERR_PROTOCOL);
+    ck_assert_ptr_nonnull(strstr(msg, "outputs"));
+    /* the mask, then one byte more: left over */
+    b.n--;
+    p_u64(&b, 1);
     b.p[b.n++] = 0;
     ck_assert_int_eq(decode_infer_payload(&b, msg), GF_ERR_PROTOCOL);
     ck_assert_ptr_nonnull(strstr(msg, "left over"));
+    b.n -= 9;
     /* every truncation */
-    b.n--;
     size_t full = b.n;
     for (size_t n = 0; n < full; n++) {
         b.n = n;
