@@ -31,7 +31,10 @@ server_pid() { pgrep -f "gpufaas serve --listen $listen" | head -n 1; }
 
 # Start run.sh in the background; wait until it says the server is serving.
 start() {
-  "$src/deploy/run.sh" > "$work/out" 2>&1 &
+  # emptied here, not by the background job's redirection: that runs after
+  # the fork, and the first grep below could read the last run's "serving"
+  : > "$work/out"
+  "$src/deploy/run.sh" >> "$work/out" 2>&1 &
   pid=$!
   for _ in $(seq 1 900); do
     grep -q "gpufaas is serving on" "$work/out" 2>/dev/null && return 0
