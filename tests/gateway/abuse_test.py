@@ -33,6 +33,13 @@ def check(cond, what):
     print(f"ok - {what}", flush=True)
 
 
+def sanitized():
+    """Whether the gateway is an AddressSanitizer build: its redzones and
+    quarantine (freed memory is held, not reused) inflate RSS several times."""
+    r = subprocess.run(["ldd", os.environ["GF_GPUFAAS"]], capture_output=True, text=True)
+    return "libasan" in r.stdout
+
+
 def start_server(tmp, *extra):
     """A server with small memory budgets and extra flags; (process, port)."""
     proc, addr = gfserve.start_server(tmp, None, device_memory="64M", host_memory="64M",
@@ -507,8 +514,11 @@ def scenario_limits(tmp):
                                          for r in over),
                   f"limits: bodies beyond --body-memory are refused 503 naming it ({codes})")
             rss1 = rss_kb(proc.pid)
-            check(rss1 - rss0 < 64 * 1024, f"limits: the gateway grew {(rss1 - rss0) >> 10} MiB "
-                                           f"for 12 bodies of 2 MiB")
+            # 64 MiB in release; ASan's quarantine keeps every freed body and
+            # its parse (66 MiB seen on a clean clone), so allow it 4 times that
+            bound = (256 if sanitized() else 64) * 1024
+            check(rss1 - rss0 < bound, f"limits: the gateway grew {(rss1 - rss0) >> 10} MiB "
+                                       f"for 12 bodies of 2 MiB (at most {bound >> 10})")
         finally:
             os.kill(pid, signal.SIGCONT)
         # the held requests drain first (until then a new one may still be a 429)
