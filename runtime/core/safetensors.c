@@ -132,80 +132,74 @@ static gf_status st_next_type(st_reader *r, const char **type)
     return st;
 }
 
-static gf_status st_read_shape(st_reader *r, const char *name, gf_st_tensor *t)
+/* A JSON array of non-negative integers of at most max each (field names it
+ * in messages): the first cap elements into out[], the count of all of them
+ * in *count, so the caller can say how many there were. */
+static gf_status st_read_uints(st_reader *r, const char *name, const char *field, size_t cap,
+                               uint64_t max, uint64_t *out, size_t *count)
 {
     gf_json_lexer *l = &r->l;
     bool first = true, done;
     gf_status st;
-    size_t rank = 0;
+    size_t k = 0;
     for (;;) {
         if ((st = gf_json_lex_element(l, &first, &done)) != GF_OK)
             return st;
         if (done)
             break;
-        if (rank >= GF_MAX_RANK) { /* count the rest, keeping nothing */
+        if (k >= cap) { /* count the rest, keeping nothing */
             if ((st = gf_json_lex_skip(l)) != GF_OK)
                 return st;
-            rank++;
+            k++;
             continue;
         }
-        gf_json_num n;
         int c = gf_json_lex_peek(l);
         const char *ty;
         if (c != '-' && (c < '0' || c > '9') && (st = st_next_type(r, &ty)) != GF_OK)
             return st;
+        gf_json_num n;
         if (c != '-' && (c < '0' || c > '9'))
-            return gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': shape[%zu] is not an integer",
-                              name, rank);
-        if ((st = gf_json_lex_number(l, &n)) != GF_OK)
+            n.integral = false;
+        else if ((st = gf_json_lex_number(l, &n)) != GF_OK)
             return st;
-        if (!n.integral || (!n.is_int && !(n.d < 0)))
-            return gf_err_set(r->err, n.integral ? GF_ERR_OVERFLOW : GF_ERR_FORMAT,
-                              n.integral ? "tensor '%s': shape[%zu] does not fit 64 bits"
-                                         : "tensor '%s': shape[%zu] is not an integer",
-                              name, rank);
+        if (!n.integral)
+            return gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': %s[%zu] is not an integer",
+                              name, field, k);
         if (n.d < 0)
-            return gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': shape[%zu] is negative (%lld)",
-                              name, rank, n.is_int ? (long long)n.i : (long long)INT64_MIN);
-        t->shape[rank++] = n.i;
+            return gf_err_set(r->err, GF_ERR_FORMAT, "tensor '%s': %s[%zu] is negative (%lld)",
+                              name, field, k, n.is_int ? (long long)n.i : (long long)INT64_MIN);
+        if (!n.is_uint || n.u > max)
+            return gf_err_set(r->err, GF_ERR_OVERFLOW, "tensor '%s': %s[%zu] exceeds %llu", name,
+                              field, k, (unsigned long long)max);
+        out[k++] = n.u;
     }
+    *count = k;
+    return GF_OK;
+}
+
+static gf_status st_read_shape(st_reader *r, const char *name, gf_st_tensor *t)
+{
+    uint64_t dims[GF_MAX_RANK];
+    size_t rank;
+    gf_status st = st_read_uints(r, name, "shape", GF_MAX_RANK, INT64_MAX, dims, &rank);
+    if (st != GF_OK)
+        return st;
     if (rank > GF_MAX_RANK)
         return gf_err_set(r->err, GF_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds %d", name,
                           rank, GF_MAX_RANK);
+    for (size_t i = 0; i < rank; i++)
+        t->shape[i] = (int64_t)dims[i];
     t->rank = (int32_t)rank;
     return GF_OK;
 }
 
 static gf_status st_read_offsets(st_reader *r, const char *name, gf_st_tensor *t)
 {
-    gf_json_lexer *l = &r->l;
-    bool first = true, done;
-    gf_status st;
-    size_t k = 0;
-    uint64_t v[2] = {0, 0};
-    for (;;) {
-        if ((st = gf_json_lex_element(l, &first, &done)) != GF_OK)
-            return st;
-        if (done)
-            break;
-        if (k >= 2) {
-            if ((st = gf_json_lex_skip(l)) != GF_OK)
-                return st;
-            k++;
-            continue;
-        }
-        gf_json_num n;
-        int c = gf_json_lex_peek(l);
-        const char *ty;
-        if (c != '-' && (c < '0' || c > '9') && (st = st_next_type(r, &ty)) != GF_OK)
-            return st;
-        if ((c != '-' && (c < '0' || c > '9')) || (st = gf_json_lex_number(l, &n)) != GF_OK ||
-            !n.integral || !n.is_uint)
-            return gf_err_set(r->err, GF_ERR_FORMAT,
-                              "tensor '%s': data_offsets[%zu] is not a non-negative integer",
-                              name, k);
-        v[k++] = n.u;
-    }
+    uint64_t v[2];
+    size_t k;
+    gf_status st = st_read_uints(r, name, "data_offsets", 2, UINT64_MAX, v, &k);
+    if (st != GF_OK)
+        return st;
     if (k != 2)
         return gf_err_set(r->err, GF_ERR_FORMAT,
                           "tensor '%s': data_offsets has %zu entries, expected 2", name, k);

@@ -123,7 +123,14 @@ START_TEST(test_malformed_corpus)
                4, "tensor 'w': data_offsets has 3 entries, expected 2");
     bad_header("offset_negative",
                "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", 4,
-               "tensor 'w': data_offsets[0] is not a non-negative integer");
+               "tensor 'w': data_offsets[0] is negative (-4)");
+    bad_header("offset_float",
+               "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4.0]}}", 4,
+               "tensor 'w': data_offsets[1] is not an integer");
+    bad_header("dim_too_large", "{" T1("w", "F32", "[9223372036854775808]", 0, 4) "}", 4,
+               "tensor 'w': shape[0] exceeds 9223372036854775807");
+    bad_header("dim_string", "{" T1("w", "F32", "[1,\"2\"]", 0, 4) "}", 4,
+               "tensor 'w': shape[1] is not an integer");
     bad_header("nul_in_name", "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],"
                               "\"data_offsets\":[0,4]}}", 4, "tensor name contains a NUL byte");
     p = gf_test_path(tmpdir, "does_not_exist");
