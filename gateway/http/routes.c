@@ -93,6 +93,15 @@ static void reply_view(gf_http_req *r, gf_status st, gf_buf *b, const gf_err *er
                                   ? err->msg : gf_strerror(st));
 }
 
+/* Reply with a view of the whole core that cannot fail but for memory
+ * (the lists: functions, workers, placements). */
+static void reply_list(gf_http_req *r, gf_status (*view)(gf_gw *, gf_buf *))
+{
+    gf_buf b;
+    gf_buf_init(&b);
+    reply_view(r, view(r->srv->gw, &b), &b, NULL);
+}
+
 /* A failure the core reported: it counted the request already. */
 static void reply_core_error(gf_http_req *r, gf_status st, const gf_err *err,
                              const char *fallback)
@@ -381,9 +390,7 @@ static void h_repo_unload(gf_http_req *r)
 
 static void h_fn_list(gf_http_req *r)
 {
-    gf_buf b;
-    gf_buf_init(&b);
-    reply_view(r, gf_gw_functions_json(r->srv->gw, &b), &b, NULL);
+    reply_list(r, gf_gw_functions_json);
 }
 
 static void h_fn_get(gf_http_req *r)
@@ -587,16 +594,12 @@ static void h_fn_residency_delete(gf_http_req *r)
 
 static void h_workers(gf_http_req *r)
 {
-    gf_buf b;
-    gf_buf_init(&b);
-    reply_view(r, gf_gw_workers_json(r->srv->gw, &b), &b, NULL);
+    reply_list(r, gf_gw_workers_json);
 }
 
 static void h_placements(gf_http_req *r)
 {
-    gf_buf b;
-    gf_buf_init(&b);
-    reply_view(r, gf_gw_placements_json(r->srv->gw, &b), &b, NULL);
+    reply_list(r, gf_gw_placements_json);
 }
 
 /* ---- metrics ---------------------------------------------------------------------- */

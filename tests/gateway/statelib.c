@@ -1,5 +1,6 @@
 /* Helpers of the tests of a server's state over HTTP (see statelib.h). */
 #include "statelib.h"
+#include "hhfixture.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -15,33 +16,17 @@ char *sl_dir;
 
 void sl_setup(void)
 {
-    sl_dir = gf_test_tmpdir();
-    gf_hh_server_init(&sl_srv, sl_dir);
+    gf_hf_setup(&sl_srv, &sl_dir);
 }
 
 void sl_teardown(void)
 {
-    int st = gf_hh_server_stop(&sl_srv, 30);
-    if (st != 0)
-        gf_hh_server_dump_log(&sl_srv, 6000);
-    gf_hh_thread_end();
-    gf_test_rmtree(sl_dir);
-    sl_dir = NULL;
-    ck_assert_msg(st == 0, "gpufaas serve exited with %d after SIGTERM", st);
+    gf_hf_teardown(&sl_srv, &sl_dir);
 }
 
 void sl_start(const char *const *args)
 {
-    const char *all[32] = {"--worker", gf_test_prog("GF_WORKER")};
-    size_t n = 2;
-    for (size_t i = 0; args != NULL && args[i] != NULL && n < 31; i++)
-        all[n++] = args[i];
-    all[n] = NULL;
-    char msg[256];
-    if (gf_hh_server_start(&sl_srv, gf_test_prog("GF_GPUFAAS"), all, 120, msg, sizeof msg) != 0) {
-        gf_hh_server_dump_log(&sl_srv, 6000);
-        ck_abort_msg("%s", msg);
-    }
+    gf_hf_start(&sl_srv, NULL, args, 120);
 }
 
 void sl_model_make(sl_model *f, const char *name, int tag, uint64_t seed, int64_t in_dim,

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "httpharness.h"
+#include "hhfixture.h"
 #include "testutil.h"
 #include "mlp.h"
 #include "wharness.h"
@@ -29,13 +29,8 @@ static void server_start(void)
 {
     /* 16 pages of 64 KiB, 2 of them for pins; each function here is 1 page */
     const char *argv[] = {"--devices",   "cpu:1", "--device-memory", "1M",  "--page-size", "64K",
-                          "--pin-limit", "128K",  "--host-memory",   "16M", "--worker",
-                          gf_test_prog("GF_WORKER"), NULL};
-    char msg[256];
-    if (gf_hh_server_start(&srv, gf_test_prog("GF_GPUFAAS"), argv, 60, msg, sizeof msg) != 0) {
-        gf_hh_server_dump_log(&srv, 4000);
-        ck_abort_msg("%s", msg);
-    }
+                          "--pin-limit", "128K",  "--host-memory",   "16M", NULL};
+    gf_hf_start(&srv, argv, NULL, 60);
 }
 
 static void server_stop(void)

@@ -18,7 +18,7 @@
 
 #include "core/buf.h"
 #include "core/safetensors.h"
-#include "httpharness.h"
+#include "hhfixture.h"
 #include "testutil.h"
 
 #define TOKEN "s3cret-token"
@@ -38,20 +38,7 @@ static void dump_log(void)
  * (NULL-terminated); returns when it prints where it listens. */
 static void server_start_args(const char *const *extra)
 {
-    const char *argv[32];
-    int a = 0;
-    const char *base[] = {"--devices",     "cpu:2", "--device-memory",          "256M",
-                          "--host-memory", "256M",  "--worker", gf_test_prog("GF_WORKER")};
-    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
-        argv[a++] = base[i];
-    for (; extra != NULL && *extra != NULL; extra++)
-        argv[a++] = *extra;
-    argv[a] = NULL;
-    char msg[256];
-    if (gf_hh_server_start(&srv, gf_test_prog("GF_GPUFAAS"), argv, 60, msg, sizeof msg) != 0) {
-        dump_log();
-        ck_abort_msg("%s", msg);
-    }
+    gf_hf_start(&srv, gf_hf_cpu2, extra, 60);
 }
 
 /* SIGTERM, and the exit status (-1: had to be killed after timeout_s). */
@@ -62,8 +49,7 @@ static int server_stop_status(int timeout_s)
 
 static void setup(void)
 {
-    test_dir = gf_test_tmpdir();
-    gf_hh_server_init(&srv, test_dir);
+    gf_hf_setup(&srv, &test_dir);
     /* the model and the numpy reference outputs */
     model_dir = gf_test_path(test_dir, "model");
     const char *py = getenv("GF_PYTHON"), *src = getenv("GF_SOURCE_ROOT");
@@ -81,14 +67,9 @@ static void setup(void)
 
 static void teardown(void)
 {
-    int st = server_stop_status(30);
-    if (st != 0)
-        dump_log();
-    gf_test_rmtree(test_dir);
-    test_dir = NULL;
     free(model_dir);
     model_dir = NULL;
-    ck_assert_msg(st == 0, "gpufaas serve exited with %d after SIGTERM", st);
+    gf_hf_teardown(&srv, &test_dir);
 }
 
 /* ---- HTTP ------------------------------------------------------------------------------ */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "httpharness.h"
+#include "hhfixture.h"
 #include "testutil.h"
 
 #define TOKEN "s3cret-token"
@@ -20,36 +20,17 @@ static char *test_dir; /* temporary directory: state (var), serve.log */
  * (NULL-terminated); returns when it prints where it listens. */
 static void server_start_args(const char *const *extra)
 {
-    const char *argv[32];
-    int a = 0;
-    const char *base[] = {"--devices",     "cpu:2", "--device-memory",          "256M",
-                          "--host-memory", "256M",  "--worker", gf_test_prog("GF_WORKER")};
-    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
-        argv[a++] = base[i];
-    for (; extra != NULL && *extra != NULL; extra++)
-        argv[a++] = *extra;
-    argv[a] = NULL;
-    char msg[256];
-    if (gf_hh_server_start(&srv, gf_test_prog("GF_GPUFAAS"), argv, 60, msg, sizeof msg) != 0) {
-        gf_hh_server_dump_log(&srv, 4000);
-        ck_abort_msg("%s", msg);
-    }
+    gf_hf_start(&srv, gf_hf_cpu2, extra, 60);
 }
 
 static void setup(void)
 {
-    test_dir = gf_test_tmpdir();
-    gf_hh_server_init(&srv, test_dir);
+    gf_hf_setup(&srv, &test_dir);
 }
 
 static void teardown(void)
 {
-    int st = gf_hh_server_stop(&srv, 30);
-    if (st != 0)
-        gf_hh_server_dump_log(&srv, 4000);
-    gf_test_rmtree(test_dir);
-    test_dir = NULL;
-    ck_assert_msg(st == 0, "gpufaas serve exited with %d after SIGTERM", st);
+    gf_hf_teardown(&srv, &test_dir);
 }
 
 typedef gf_hh_resp resp;

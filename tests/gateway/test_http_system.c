@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
-#include "httpharness.h"
+#include "hhfixture.h"
 #include "testutil.h"
 #include "wharness.h"
 
@@ -44,31 +44,20 @@ static char *test_dir; /* the server's state (var), its log, the model files */
 
 static void setup(void)
 {
-    test_dir = gf_test_tmpdir();
-    gf_hh_server_init(&srv, test_dir);
+    gf_hf_setup(&srv, &test_dir);
 }
 
 static void teardown(void)
 {
-    int st = gf_hh_server_stop(&srv, 30);
-    if (st != 0)
-        gf_hh_server_dump_log(&srv, 6000);
-    gf_test_rmtree(test_dir);
-    test_dir = NULL;
-    ck_assert_msg(st == 0, "gpufaas serve exited with %d after SIGTERM", st);
+    gf_hf_teardown(&srv, &test_dir);
 }
 
 /* Start the server: n cpu workers with the given device budget. */
 static void start(const char *devices, const char *device_memory)
 {
-    const char *args[] = {
-        "--devices", devices,    "--device-memory",         device_memory, "--host-memory",
-        "64M",       "--worker", gf_test_prog("GF_WORKER"), NULL};
-    char msg[256];
-    if (gf_hh_server_start(&srv, gf_test_prog("GF_GPUFAAS"), args, 120, msg, sizeof msg) != 0) {
-        gf_hh_server_dump_log(&srv, 6000);
-        ck_abort_msg("%s", msg);
-    }
+    const char *args[] = {"--devices",     devices, "--device-memory", device_memory,
+                          "--host-memory", "64M",   NULL};
+    gf_hf_start(&srv, args, NULL, 120);
 }
 
 /* ---- functions: an mlp IN -> hidden (relu) -> OUT, its files, its deploy ---------- */

@@ -19,13 +19,11 @@ import os
 import struct
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gfserve import serve  # noqa: E402
-from tritonclient_test import TOKEN, CHECKS, check, multipart  # noqa: E402
+from tritonclient_test import TOKEN, CHECKS, check, http, multipart  # noqa: E402
 
 try:
     import numpy as np
@@ -40,15 +38,6 @@ except ImportError as e:
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 MODEL = "strings"
 
-
-def http(addr, method, path, body=None, headers=None):
-    req = urllib.request.Request(f"http://{addr}{path}", data=body, method=method,
-                                 headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read()
 
 
 def safetensors_u8(name, values):

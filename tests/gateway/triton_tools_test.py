@@ -17,13 +17,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gfserve import serve  # noqa: E402
-from tritonclient_test import TOKEN, CHECKS, check, multipart, read_safetensors  # noqa: E402
+from tritonclient_test import (TOKEN, CHECKS, check, http, multipart,  # noqa: E402
+                               read_safetensors)
 
 try:
     import numpy as np
@@ -36,16 +35,6 @@ except ImportError as e:
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 ADDR = []
 
-
-def http(addr, method, path, body=None, headers=None):
-    """(status, headers, body bytes) of one plain HTTP call."""
-    req = urllib.request.Request(f"http://{addr}{path}", data=body, method=method,
-                                 headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read()
 
 
 def json_error(status, body, code, words, what):

@@ -58,6 +58,18 @@ def read_safetensors(path):
     return out
 
 
+def http(addr, method, path, body=None, headers=None):
+    """(status, headers, body bytes) of one plain HTTP call; an HTTP error
+    status is an answer, not an exception."""
+    req = urllib.request.Request(f"http://{addr}{path}", data=body, method=method,
+                                 headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
 def multipart(fields):
     """A multipart/form-data body from {name: (filename, bytes)}."""
     boundary = uuid.uuid4().hex
