@@ -353,6 +353,15 @@ static gf_status lift_svm(gf_onnx_parsed *p, const Onnx__NodeProto *np, int32_t 
     return st;
 }
 
+/* Scan's body (a graph; import_scan.c turns the one the plan runs into a
+ * string). */
+static bool scan_body(const Onnx__NodeProto *np, const Onnx__AttributeProto *a)
+{
+    return np->op_type != NULL && strcmp(np->op_type, "Scan") == 0 &&
+           (np->domain == NULL || np->domain[0] == '\0' || strcmp(np->domain, "ai.onnx") == 0) &&
+           a->name != NULL && strcmp(a->name, "body") == 0;
+}
+
 /* Attributes a derived-table op's importer consumes (they leave the node). */
 static bool consumed(const gf_onnx_op *op, const char *name)
 {
@@ -583,6 +592,18 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
                 (gf_onnx_lifted_input(lop, np->attribute[k]->name, &code) > 0 ||
                  consumed(lop, np->attribute[k]->name)))
                 continue;
+            if (scan_body(np, np->attribute[k])) {
+                gf_onnx_attr *a = &n->attrs[n->n_attrs++];
+                const char *kind;
+                char lb[256];
+                if ((st = gf_onnx_scan_body(np, np->attribute[k], gf_onnx_node_label(
+                         g, n, lb, sizeof lb), &kind, err)) != GF_OK)
+                    return st;
+                a->type = GF_ONNX_ATTR_STRING;
+                if ((a->name = strdup("body")) == NULL || (a->s = strdup(kind)) == NULL)
+                    return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+                continue;
+            }
             if ((st = convert_attr(np->attribute[k], &n->attrs[n->n_attrs], err)) != GF_OK) {
                 n->n_attrs++;
                 gf_err_prefix(err, "node '%.200s' (%.64s)", n->name, n->op_type);

@@ -102,6 +102,13 @@ gf_status gf_onnx_svm_build(const Onnx__NodeProto *np, const char *lb, gf_onnx_s
                             gf_err *err);
 void gf_onnx_svm_free(gf_onnx_svm *t);
 
+/* Check Scan node np's body attribute (lb names the node): the one body
+ * the plan runs, import_scan.c; *kind is then the string that replaces the
+ * graph attribute (GF_ONNX_SCAN_SQEUCLIDEAN). Any other body is
+ * GF_ERR_UNSUPPORTED saying what gpufaas runs. */
+gf_status gf_onnx_scan_body(const Onnx__NodeProto *np, const Onnx__AttributeProto *body,
+                            const char *lb, const char **kind, gf_err *err);
+
 /* Build p->g from p->model: values, nodes (Constant nodes become
  * initializers; ai.onnx.ml weights lifted), inputs and outputs, then wire
  * it (gf_onnx_graph_wire). */

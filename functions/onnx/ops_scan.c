@@ -1,6 +1,7 @@
-/* gpufaas — CumSum (functions/onnx): Hugging Face's RoBERTa computes its
- * position ids with it from the input ids, so it runs on the device.
+/* gpufaas — CumSum, Scan and TopK (functions/onnx).
  *
+ * CumSum: Hugging Face's RoBERTa computes its position ids with it from the
+ * input ids, so it runs on the device.
  * The kernel table has no scan; a Hillis-Steele prefix sum needs only
  * binary ADD and strided copies: with x viewed as [outer, L, inner], step d
  * (1, 2, 4, ... < L) adds y[:, l - d] to y[:, l] for every l >= d, through
@@ -10,12 +11,27 @@
  * copy); exclusive subtracts x at the end.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "functions/onnx/optable.h"
 
 #define MASK ((1u << GF_DT_F32) | (1u << GF_DT_I32) | (1u << GF_DT_I64))
+
+/* x viewed as [outer, len, inner] around axis */
+static void split_at(const gf_onnx_tinfo *x, int64_t axis, int64_t *outer, int64_t *len,
+                     int64_t *inner)
+{
+    *outer = *inner = 1;
+    *len = x->shape[axis];
+    for (int32_t i = 0; i < x->rank; i++) {
+        if (i < axis)
+            *outer *= x->shape[i];
+        else if (i > axis)
+            *inner *= x->shape[i];
+    }
+}
 
 /* aux: [0] outer, [1] L, [2] inner, [3] exclusive, [4] reverse,
  * [5] scratch offset of the reversed copy */
@@ -30,13 +46,8 @@ static gf_status cumsum_infer(gf_onnx_infer_ctx *c)
     int64_t axis;
     if (x->rank < 1 || !gf_onnx_axis(gf_onnx_const_i64(ax->host, 0), x->rank, false, &axis))
         return gf_onnx_fail(c, GF_ERR_INVALID, "axis out of range");
-    int64_t outer = 1, len = x->shape[axis], inner = 1;
-    for (int32_t k = 0; k < x->rank; k++) {
-        if (k < axis)
-            outer *= x->shape[k];
-        else if (k > axis)
-            inner *= x->shape[k];
-    }
+    int64_t outer, len, inner;
+    split_at(x, axis, &outer, &len, &inner);
     bool excl = gf_onnx_attr_int(c->n, "exclusive", 0) != 0;
     bool rev = gf_onnx_attr_int(c->n, "reverse", 0) != 0;
     size_t es = gf_dtype_size(x->dtype), n = (size_t)gf_onnx_numel(x) * es;
@@ -104,8 +115,197 @@ static gf_status cumsum_run(const gf_onnx_run_ctx *c)
     return rc ? gf_onnx_kfail(c, rc) : GF_OK;
 }
 
+static size_t align256(size_t n)
+{
+    return (n + 255) / 256 * 256;
+}
+
+/* ---- Scan: the pairwise squared distances skl2onnx's KNeighbors* write ----------- *
+ * (import_scan.c checks the body). outputs: 0 the state S [N, D] unchanged, 1
+ * [M, N] with y[m, n] = sum_d (S[n, d] - R[m, d])^2 for the reference rows R
+ * [M, D]: a broadcast Sub into scratch and a row reduction, per block of
+ * reference rows (the scratch stays under SCAN_BLOCK bytes). */
+#define SCAN_BLOCK ((size_t)1 << 20)
+
+/* aux: [0] N, [1] D, [2] M, [3] reference rows per block */
+static gf_status scan_infer(gf_onnx_infer_ctx *c)
+{
+    const char *body = gf_onnx_attr_str(c->n, "body", "");
+    if (strcmp(body, GF_ONNX_SCAN_SQEUCLIDEAN) != 0)
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "gpufaas runs Scan only with the body "
+                            "skl2onnx writes for pairwise squared distances");
+    const gf_onnx_tinfo *st = c->in[0], *ref = c->in[1];
+    if (st->dtype != GF_DT_F32 || ref->dtype != GF_DT_F32 || st->rank != 2 || ref->rank != 2 ||
+        st->shape[1] != ref->shape[1])
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "the state and the scan input must be F32 "
+                            "matrices of one width (rows of features); they are %s rank %d "
+                            "and %s rank %d", gf_dtype_st_name(st->dtype), st->rank,
+                            gf_dtype_st_name(ref->dtype), ref->rank);
+    int64_t n = st->shape[0], d = st->shape[1], m = ref->shape[0];
+    size_t row = (size_t)(n * d) * 4;
+    int64_t block = row == 0 ? m : (int64_t)(SCAN_BLOCK / row);
+    if (block < 1)
+        block = 1;
+    if (block > m)
+        block = m;
+    c->aux[0] = n;
+    c->aux[1] = d;
+    c->aux[2] = m;
+    c->aux[3] = block;
+    c->scratch = align256((size_t)block * row);
+    gf_onnx_set_out(c, 0, GF_DT_F32, 2, st->shape);
+    gf_onnx_set_out(c, 1, GF_DT_F32, 2, (int64_t[2]){m, n});
+    return GF_OK;
+}
+
+static gf_status scan_run(const gf_onnx_run_ctx *c)
+{
+    int64_t n = c->aux[0], d = c->aux[1], m = c->aux[2], block = c->aux[3];
+    const float *s = c->in[0].data, *ref = c->in[1].data;
+    int64_t bytes = n * d * 4;
+    int rc = 0;
+    if (c->out[0].data != NULL && bytes > 0)
+        rc = c->k->copy2d(c->k->ctx, c->s, c->out[0].data, bytes, s, bytes, bytes, 1);
+    float *y = c->out[1].data;
+    for (int64_t m0 = 0; rc == 0 && y != NULL && m0 < m && n > 0; m0 += block) {
+        int64_t b = m - m0 < block ? m - m0 : block;
+        int64_t shape[3] = {b, n, d}, sa[3] = {0, d, 1}, sb[3] = {d, 0, 1};
+        rc = c->k->binary(c->k->ctx, c->s, GF_BINARY_SUB, 3, shape, c->scratch, s, sa,
+                          ref + m0 * d, sb, GF_DT_F32);
+        if (rc == 0)
+            rc = c->k->reduce(c->k->ctx, c->s, GF_REDUCE_SUM_SQUARE, y + m0 * n, c->scratch,
+                              b * n, d, 1);
+    }
+    return rc ? gf_onnx_kfail(c, rc) : GF_OK;
+}
+
+/* ---- TopK ----------------------------------------------------------------------- *
+ * The kernel table has no sort; K rounds of reductions select the elements
+ * one by one, exactly (ties: the lower index first, as ONNX says). With x
+ * viewed as [outer, L, inner] and avail the elements not taken yet, a round
+ * takes v = max (min) of avail's values, then the first avail element equal
+ * to v (ArgMax over the 0/1 candidates), and clears it in avail. Values are
+ * the v's, always sorted. Cost: K passes over x (K is small in KNN). */
+
+/* aux: [0] outer, [1] L, [2] inner, [3] K, [4] largest, scratch offsets:
+ * [5] cand, [6] candf, [7] avail, [8] vals, [9] idx, [10] fill value */
+static gf_status topk_infer(gf_onnx_infer_ctx *c)
+{
+    const gf_onnx_tinfo *x = c->in[0];
+    int64_t k;
+    if (c->n->opset < 10) {
+        k = gf_onnx_attr_int(c->n, "k", -1);
+    } else {
+        const gf_onnx_tinfo *kt = c->n->n_in > 1 ? c->in[1] : NULL;
+        if (kt == NULL || kt->host == NULL || gf_onnx_numel(kt) != 1 || kt->dtype != GF_DT_I64)
+            return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "K must be one I64 value known when "
+                                "the plan is made (a constant)");
+        k = gf_onnx_const_i64(kt->host, 0);
+    }
+    if (x->dtype != GF_DT_F32)
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "X is %s; gpufaas computes TopK on F32",
+                            gf_dtype_st_name(x->dtype));
+    int64_t axis;
+    if (x->rank < 1 || !gf_onnx_axis(gf_onnx_attr_int(c->n, "axis", -1), x->rank, false, &axis))
+        return gf_onnx_fail(c, GF_ERR_INVALID, "axis out of range");
+    int64_t outer, len, inner;
+    split_at(x, axis, &outer, &len, &inner);
+    if (k < 0 || k > len)
+        return gf_onnx_fail(c, GF_ERR_INVALID, "K = %" PRId64 " is outside [0, %" PRId64 "] "
+                            "(the axis' length)", k, len);
+    size_t n = (size_t)(outer * len * inner), q = (size_t)(outer * inner);
+    c->aux[0] = outer;
+    c->aux[1] = len;
+    c->aux[2] = inner;
+    c->aux[3] = k;
+    c->aux[4] = gf_onnx_attr_int(c->n, "largest", 1) != 0;
+    size_t at = align256(n * 4);                     /* masked values (F32) */
+    c->aux[5] = (int64_t)at, at += align256(n);      /* candidates (BOOL) */
+    c->aux[6] = (int64_t)at, at += align256(n * 4);  /* candidates (F32) */
+    c->aux[7] = (int64_t)at, at += align256(n);      /* avail (BOOL) */
+    c->aux[8] = (int64_t)at, at += align256((size_t)k * q * 4); /* values by round */
+    c->aux[9] = (int64_t)at, at += align256((size_t)k * q * 8); /* indices by round */
+    c->aux[10] = (int64_t)at, at += 256;
+    c->scratch = at;
+    /* 0 .. L-1, to clear the element a round took */
+    gf_status st = gf_onnx_const_new(GF_DT_I64, 1, &len, &c->step_const, c->err);
+    if (st != GF_OK)
+        return st;
+    for (int64_t i = 0; i < len; i++)
+        ((int64_t *)c->step_const->data)[i] = i;
+    int64_t shape[GF_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[axis] = k;
+    gf_onnx_set_out(c, 0, GF_DT_F32, x->rank, shape);
+    gf_onnx_set_out(c, 1, GF_DT_I64, x->rank, shape);
+    return GF_OK;
+}
+
+static gf_status topk_run(const gf_onnx_run_ctx *c)
+{
+    int64_t outer = c->aux[0], len = c->aux[1], inner = c->aux[2], k = c->aux[3];
+    bool largest = c->aux[4] != 0;
+    int64_t n = outer * len * inner, q = outer * inner;
+    if (k == 0 || q == 0)
+        return GF_OK;
+    char *sc = c->scratch;
+    float *w = (float *)sc, *candf = (float *)(sc + c->aux[6]), *fillv = (float *)(sc + c->aux[10]);
+    unsigned char *cand = (unsigned char *)(sc + c->aux[5]), *avail = (unsigned char *)(sc + c->aux[7]);
+    float *vals = (float *)(sc + c->aux[8]);
+    int64_t *idx = (int64_t *)(sc + c->aux[9]);
+    const float *x = c->in[0].data;
+    const gf_kernels *kt = c->k;
+    int64_t shape[3] = {outer, len, inner}, dense[3] = {len * inner, inner, 1};
+    int64_t row[3] = {inner, 0, 1}, zero[3] = {0, 0, 0}, iota[3] = {0, 1, 0};
+    float fv = largest ? -INFINITY : INFINITY;
+    unsigned char one = 1;
+    int rc = kt->fill(kt->ctx, c->s, fillv, 1, &fv, 4);
+    if (rc == 0)
+        rc = kt->fill(kt->ctx, c->s, avail, n, &one, 1);
+    for (int64_t r = 0; rc == 0 && r < k; r++) {
+        float *v = vals + r * q;
+        int64_t *id = idx + r * q;
+        rc = kt->where(kt->ctx, c->s, 3, shape, w, avail, dense, x, dense, fillv, zero, 4);
+        if (rc == 0)
+            rc = kt->reduce(kt->ctx, c->s, largest ? GF_REDUCE_MAX : GF_REDUCE_MIN, v, w, outer,
+                            len, inner);
+        if (rc == 0)
+            rc = kt->binary(kt->ctx, c->s, GF_BINARY_EQUAL, 3, shape, cand, x, dense, v, row,
+                            GF_DT_F32);
+        if (rc == 0)
+            rc = kt->binary(kt->ctx, c->s, GF_BINARY_AND, 3, shape, cand, cand, dense, avail,
+                            dense, GF_DT_BOOL);
+        if (rc == 0)
+            rc = kt->cast_ex(kt->ctx, c->s, candf, GF_DT_F32, cand, GF_DT_BOOL, n);
+        if (rc == 0)
+            rc = kt->reduce(kt->ctx, c->s, GF_REDUCE_ARGMAX, id, candf, outer, len, inner);
+        if (rc == 0 && r + 1 < k)
+            rc = kt->binary(kt->ctx, c->s, GF_BINARY_EQUAL, 3, shape, cand, c->step_const, iota,
+                            id, row, GF_DT_I64);
+        if (rc == 0 && r + 1 < k)
+            rc = kt->binary(kt->ctx, c->s, GF_BINARY_XOR, 3, shape, avail, avail, dense, cand,
+                            dense, GF_DT_BOOL);
+    }
+    /* [K, outer, inner] by round -> [outer, K, inner] */
+    int64_t oshape[3] = {outer, k, inner}, byround[3] = {inner, q, 1};
+    if (rc == 0 && c->out[0].data != NULL)
+        rc = kt->strided_copy(kt->ctx, c->s, 3, oshape, c->out[0].data, NULL, vals, byround, 0,
+                              4);
+    if (rc == 0 && c->out[1].data != NULL)
+        rc = kt->strided_copy(kt->ctx, c->s, 3, oshape, c->out[1].data, NULL, idx, byround, 0,
+                              8);
+    return rc ? gf_onnx_kfail(c, rc) : GF_OK;
+}
+
 const gf_onnx_op gf_onnx_ops_scan[] = {
     {"", "CumSum", {11, 14}, 2, 2, 1, 1, "exclusive:i,reverse:i", 0x2, 0, cumsum_infer,
      cumsum_run, "F32, I32, I64; axis known when the plan is made", 0},
+    {"", "Scan", {9, 11, 16, 19, 21, 23, 24, 25}, 2, 2, 2, 2, "body:s,num_scan_inputs:i,"
+     "scan_input_axes:I,scan_input_directions:I,scan_output_axes:I,scan_output_directions:I",
+     0, 0, scan_infer, scan_run, "only the body skl2onnx writes for pairwise squared Euclidean "
+     "distances (KNeighbors models), F32; other bodies are refused at deploy", 0},
+    {"", "TopK", {1, 10, 11, 24}, 1, 2, 2, 2, "axis:i,k:i,largest:i,sorted:i", 0x2, 0,
+     topk_infer, topk_run, "X F32 without NaN; K known when the plan is made; always sorted, "
+     "ties lower index first", 0},
     {.type = NULL},
 };

@@ -54,6 +54,11 @@ extern "C" {
  * (import_svm.c; ops_svm.c): pairs, votes, vote_base. */
 #define GF_ONNX_SVM_TABLES 3
 
+/* A Scan's body as the importer leaves it (import_scan.c): the string
+ * attribute 'body' names the one subgraph gpufaas runs, pairwise squared
+ * Euclidean distances (ops_scan.c). */
+#define GF_ONNX_SCAN_SQEUCLIDEAN "gpufaas.sqeuclidean"
+
 /* What plan-time inference knows of a value. */
 typedef struct gf_onnx_tinfo {
     gf_dtype dtype;

@@ -100,6 +100,21 @@ def cases(src, tmp):
                 ["FusedMatMul", "com.microsoft", "contrib"]))
     with open(os.path.join(src, "tests/functions/onnx/ml/logreg_zipmap.onnx"), "rb") as f:
         out.append(("zipmap", {"model": f.read()}, 400, ["ZipMap", "'zipmap': False"]))
+    # a Scan whose body is not the pairwise distances gpufaas runs (a running sum)
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "r"], ["s2"]), helper.make_node("Identity", ["s2"], ["o"])],
+        "body", [helper.make_tensor_value_info("s", F, [4]),
+                 helper.make_tensor_value_info("r", F, [4])],
+        [helper.make_tensor_value_info("s2", F, [4]),
+         helper.make_tensor_value_info("o", F, [4])])
+    scan = model([helper.make_node("Scan", ["x0", "xs"], ["sum", "sums"], name="scan", body=body,
+                                   num_scan_inputs=1)],
+                 [helper.make_tensor_value_info("x0", F, [4]),
+                  helper.make_tensor_value_info("xs", F, ["n", 4])],
+                 [helper.make_tensor_value_info("sum", F, [4]),
+                  helper.make_tensor_value_info("sums", F, ["n", 4])])
+    out.append(("scan-body", {"model": scan.SerializeToString()}, 400,
+                ["'scan' (Scan)", "pairwise squared Euclidean", "node 's2', Add"]))
     # opsets: older than any version implemented, newer than any known, not imported
     m = good()
     m.opset_import[0].version = 5

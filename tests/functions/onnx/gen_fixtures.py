@@ -138,9 +138,62 @@ def gen_ml(out):
                  coefficients=[0.5, -0.25, 1.0, 0.75], rho=[-0.4], kernel_type="RBF",
                  kernel_params=[0.3, 0.0, 3.0], n_supports=4, one_class=1,
                  support_vectors=sv.ravel().tolist()), [xc])
+    cases.update(scan_topk_cases(rng))
     for name, (m, ins) in cases.items():
         write_case(os.path.join(out, "test_" + name), m, ins)
     gen_sklearn(out)
+
+
+def scan_topk_cases(rng):
+    """TopK with ties and infinities (ONNX: the lower index first), and Scan
+    with the pairwise-distance body skl2onnx writes for KNeighbors models
+    (the attribute form of axes, and opset 18's input form)."""
+    F, I64 = TensorProto.FLOAT, TensorProto.INT64
+    out = {}
+    xt = np.array([[1, 3, 3, -np.inf, 3, 0, -np.inf, 1],
+                   [2, 2, 2, 2, -1, 5, np.inf, 0],
+                   [-np.inf, -np.inf, -np.inf, 4, -np.inf, 4, 4, -np.inf]], np.float32)
+    for name, k, axis, largest in (("topk_ties", 6, 1, 1), ("topk_ties_smallest", 7, -1, 0),
+                                   ("topk_axis0", 2, 0, 1), ("topk_all", 8, 1, 1)):
+        node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis,
+                                largest=largest)
+        n = xt.shape[axis]
+        shape = [3, k] if axis != 0 else [k, 8]
+        g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", F, [3, 8])],
+                              [helper.make_tensor_value_info("values", F, shape),
+                               helper.make_tensor_value_info("indices", I64, shape)],
+                              [numpy_helper.from_array(np.array([k], np.int64), "k")])
+        assert k <= n
+        out[name] = (helper.make_model(g, opset_imports=ML_OPSET, ir_version=8), [xt])
+    ref = rng.normal(size=(9, 5)).astype(np.float32)
+    xq = rng.normal(size=(4, 5)).astype(np.float32)
+    for name, opset in (("scan_sqeuclidean", 17), ("scan_sqeuclidean_opset18", 18)):
+        sub = (["next_in", "next"] if opset == 17 else ["next", "next_in"])
+        nodes = [helper.make_node("Identity", ["next_in"], ["next_out"]),
+                 helper.make_node("Sub", sub, ["diff"])]
+        inits = []
+        if opset == 17:
+            nodes.append(helper.make_node("ReduceSumSquare", ["diff"], ["red"], axes=[1],
+                                          keepdims=0))
+        else:
+            inits.append(numpy_helper.from_array(np.array([-1], np.int64), "axes"))
+            nodes.append(helper.make_node("ReduceSumSquare", ["diff", "axes"], ["red"],
+                                          keepdims=0))
+        nodes.append(helper.make_node("Identity", ["red"], ["scan_out"]))
+        body = helper.make_graph(nodes, "body",
+                                 [helper.make_tensor_value_info("next_in", F, [None, 5]),
+                                  helper.make_tensor_value_info("next", F, [5])],
+                                 [helper.make_tensor_value_info("next_out", F, [None, 5]),
+                                  helper.make_tensor_value_info("scan_out", F, [None])], inits)
+        scan = helper.make_node("Scan", ["x", "ref"], ["state", "dist"], body=body,
+                                num_scan_inputs=1)
+        g = helper.make_graph([scan], name, [helper.make_tensor_value_info("x", F, [None, 5])],
+                              [helper.make_tensor_value_info("state", F, [None, 5]),
+                               helper.make_tensor_value_info("dist", F, [9, None])],
+                              [numpy_helper.from_array(ref, "ref")])
+        ops = [helper.make_opsetid("", opset)]
+        out[name] = (helper.make_model(g, opset_imports=ops, ir_version=8), [xq])
+    return out
 
 
 def tree_cases(rng):
@@ -283,6 +336,17 @@ def gen_sklearn(out):
         "svc_proba_binary": (make_pipeline(StandardScaler(), SVC(probability=True,
                                                                  random_state=0)),
                              X[:200], (y[:200] > 4).astype(np.int64)),
+    })
+    # KNeighbors*: Scan (pairwise distances, the body import_scan.c runs) and TopK
+    from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+    models.update({
+        "knn_classifier": (KNeighborsClassifier(3), X[:150], y[:150]),
+        "knn_classifier_binary": (make_pipeline(StandardScaler(), KNeighborsClassifier(5)),
+                                  X[:120], (y[:120] > 4).astype(np.int64)),
+        # 1000 reference rows: two blocks of ops_scan.c's distances at batch 7
+        "knn_classifier_distance": (KNeighborsClassifier(4, weights="distance"), X[:1000],
+                                    y[:1000] % 3),
+        "knn_regressor": (KNeighborsRegressor(4), Xr[:120], yr[:120]),
     })
     for name, (m, XX, yy) in models.items():
         if yy is None:
