@@ -77,14 +77,16 @@ void gw_answer_record(gf_gw *gw, const gw_answer *a)
 }
 
 /* The function and version a refused request named, resolved as far as
- * they exist (lock not held). */
-static void resolve(gf_gw *gw, const char *function, int64_t version, gw_answer *a)
+ * they exist (lock not held). The version, when labelled, is returned
+ * pinned until its answer is recorded (else a delete meanwhile could free
+ * it and its series before the answer makes them again); NULL otherwise. */
+static gw_version *resolve(gf_gw *gw, const char *function, int64_t version, gw_answer *a)
 {
     a->function = function != NULL && gf_function_name_valid(function) ? function : "";
     a->version = version;
     a->labelled = false;
     if (a->function[0] == '\0')
-        return;
+        return NULL;
     pthread_mutex_lock(&gw->lock);
     gw_function *f = gw_function_find(gw, a->function);
     gw_version *v = f != NULL && !f->deleted ? gw_version_find(f, version) : NULL;
@@ -92,8 +94,21 @@ static void resolve(gf_gw *gw, const char *function, int64_t version, gw_answer 
         a->version = v->version;
         a->labelled = true;
         a->slo_us = gw_slo_us(v->mf);
+        gw_version_ref(v);
+    } else {
+        v = NULL;
     }
     pthread_mutex_unlock(&gw->lock);
+    return v;
+}
+
+/* Resolve and record a refused answer. */
+static void record_refused(gf_gw *gw, const char *function, int64_t version, gw_answer *a)
+{
+    gw_version *v = resolve(gw, function, version, a);
+    gw_answer_record(gw, a);
+    if (v != NULL)
+        gw_version_unref(v);
 }
 
 void gf_gw_refused(gf_gw *gw, const char *function, int64_t version, gf_status st, int code,
@@ -104,8 +119,7 @@ void gf_gw_refused(gf_gw *gw, const char *function, int64_t version, gf_status s
                    .reason = reason,
                    .worker = -1,
                    .total_us = total_us};
-    resolve(gw, function, version, &a);
-    gw_answer_record(gw, &a);
+    record_refused(gw, function, version, &a);
 }
 
 void gw_answer_refused(gf_gw *gw, const char *function, int64_t version, gf_status st,
@@ -115,6 +129,5 @@ void gw_answer_refused(gf_gw *gw, const char *function, int64_t version, gf_stat
                    .reason = reason,
                    .worker = -1,
                    .total_us = gf_mono_us() - t0_us};
-    resolve(gw, function, version, &a);
-    gw_answer_record(gw, &a);
+    record_refused(gw, function, version, &a);
 }

@@ -420,16 +420,15 @@ gf_status gw_delete_local(gf_gw *gw, const char *name, gf_err *err)
     size_t n = f->n;
     gw_version **gone = calloc(n ? n : 1, sizeof *gone);
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        gw_version *v = f->versions[i];
-        if (v->state == GF_STORE_VERSION_DELETED)
-            continue;
+    while (f->n > 0) {
+        gw_version *v = f->versions[f->n - 1];
         v->state = GF_STORE_VERSION_DELETED;
         gw_worker_unload_all(gw, v);
         if (gone != NULL) {
             gw_version_ref(v);
             gone[m++] = v;
         }
+        gw_registry_drop(gw, v);
     }
     pthread_mutex_unlock(&gw->lock);
     gf_status st = gf_store_function_delete(gw->store, name, err);
@@ -476,6 +475,7 @@ gf_status gw_delete_version_local(gf_gw *gw, const char *name, int64_t version, 
         v->state = GF_STORE_VERSION_DELETED;
         gw_worker_unload_all(gw, v);
         gw_version_ref(v);
+        gw_registry_drop(gw, v);
     }
     pthread_mutex_unlock(&gw->lock);
     if (v != NULL) {

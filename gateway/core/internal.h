@@ -118,7 +118,10 @@ struct gw_version {
     gf_store_file_id file;   /* the weights file's identity, as last checked */
     bool verified;           /* its sha256 was checked in this run (gw->lock) */
     bool checking;           /* a check is hashing it now (gw->lock) */
-    atomic_int refs;         /* the registry's + one per pinned request/batch */
+    atomic_int refs;         /* the registry's (until deleted) + one per pinned
+                                request/batch/load; the last one frees it and its
+                                /metrics series */
+    gf_gw *gw;               /* whose metrics hold its series, and counts it */
     bool batchable;          /* every input's dim 0 is -1: requests can be concatenated */
     /* batcher (gw->qlock) */
     gw_req *q_head, *q_tail;
@@ -133,7 +136,8 @@ struct gw_version {
 struct gw_function {
     char name[64];
     char *kind;
-    gw_version **versions;   /* ascending; deleted ones stay (state DELETED) while referenced */
+    gw_version **versions;   /* ascending; the live ones (a deleted one leaves at once:
+                                gw_registry_drop; the requests pinning it keep it alive) */
     size_t n, cap;
     gw_version *current;     /* published, or NULL */
     bool deleted;
@@ -239,6 +243,8 @@ struct gf_gw {
     atomic_bool stopping;
     atomic_int inflight_reqs; /* submitted and not yet answered */
     atomic_size_t held_reqs;  /* submitted and not yet freed (the total queue limit) */
+    atomic_size_t versions_mem; /* gw_version structures allocated: the registry's and
+                                   the deleted ones a request still pins */
     pthread_mutex_t deploy_lock; /* one deploy/delete at a time */
 
     /* batcher */
@@ -431,6 +437,13 @@ gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t
                           const char *sha256, uint64_t bytes, gf_store_vstate state,
                           const char *reason, gw_version **out, gf_err *err); /* lock held */
 void gw_registry_free(gf_gw *gw);
+/* Take v (just marked DELETED) out of its function's versions and drop the
+ * registry's reference: whatever still pins it (a request, a batch, a LOAD)
+ * keeps it until done, and the last reference frees it with its /metrics
+ * series, so deploying and deleting versions leaves nothing behind. The
+ * function itself stays (deleted, with its highest number: a redeploy
+ * continues from there). Lock held. */
+void gw_registry_drop(gf_gw *gw, gw_version *v);
 gw_version *gw_version_by_key(gf_gw *gw, const char *key);           /* lock held */
 
 /* workers.c: the processes */

@@ -69,7 +69,9 @@ static const struct {
                             "dropped (its queue was full), rejected (the database refused "
                             "them), lost (a commit failed).", 1, {"outcome"}, NULL, 0},
     [GW_M_VERSIONS] = {"gpufaas_function_versions", KIND_GAUGE,
-                       "Function versions by state: ready, broken.", 1, {"state"}, NULL, 0},
+                       "Function versions by state: ready, broken, and deleted ones that "
+                       "requests in flight still hold (freed with their series once answered).",
+                       1, {"state"}, NULL, 0},
     [GW_M_WORKER_HUNG] = {"gpufaas_worker_heartbeat_kills_total", KIND_COUNTER,
                           "Workers killed because they answered no heartbeat for "
                           "--heartbeat-timeout.", 1, {"worker"}, NULL, 0},
@@ -269,6 +271,38 @@ void gw_metric_observe(gw_metrics *m, gw_metric_id id, const char *const *labels
         for (int b = 0; b < defs[id].n_buckets; b++)
             if (value <= defs[id].buckets[b])
                 s->buckets[b]++;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* Unlink s from its family's index chain (lock held). */
+static void index_unlink(gw_metrics *m, gw_metric_id id, const series *s)
+{
+    for (series **p = &m->index[id][s->hash % INDEX_SIZE]; *p != NULL; p = &(*p)->hnext)
+        if (*p == s) {
+            *p = s->hnext;
+            return;
+        }
+}
+
+void gw_metrics_forget_version(gw_metrics *m, const char *function, const char *version)
+{
+    pthread_mutex_lock(&m->lock);
+    for (int id = 0; id < GW_M_COUNT_; id++) {
+        if (defs[id].n_labels < 2 || strcmp(defs[id].labels[0], "function") != 0 ||
+            strcmp(defs[id].labels[1], "version") != 0)
+            continue;
+        for (series **p = &m->families[id]; *p != NULL;) {
+            series *s = *p;
+            if (strcmp(s->values[0], function) != 0 || strcmp(s->values[1], version) != 0) {
+                p = &s->next;
+                continue;
+            }
+            *p = s->next;
+            index_unlink(m, (gw_metric_id)id, s);
+            s->next = NULL;
+            series_free(s);
+        }
     }
     pthread_mutex_unlock(&m->lock);
 }

@@ -33,7 +33,8 @@ typedef enum {
     GW_M_WORKERS,             /* gauge     {state} */
     GW_M_WORKER_RESTARTS,     /* counter   {worker} */
     GW_M_STORE_RECORDS,       /* counter   {outcome}: committed, dropped, rejected, lost */
-    GW_M_VERSIONS,            /* gauge     {state}: function versions ready, broken */
+    GW_M_VERSIONS,            /* gauge     {state}: function versions ready, broken, deleted
+                                 (held by requests in flight) */
     GW_M_WORKER_HUNG,         /* counter   {worker}: killed for a missed heartbeat */
     GW_M_SHARED_UP,           /* gauge     the shared store could be read at the last try */
     GW_M_SHARED_SYNCED,       /* gauge     Unix time of the last successful read of it */
@@ -63,6 +64,10 @@ void gw_metric_set(gw_metrics *m, gw_metric_id id, const char *const *labels, do
 void gw_metric_observe(gw_metrics *m, gw_metric_id id, const char *const *labels, double value);
 /* Drop every series of a family (gauges recomputed from scratch). */
 void gw_metric_clear(gw_metrics *m, gw_metric_id id);
+/* Drop every series labelled with this function and version, of every
+ * per-function family: a version that nothing refers to any more leaves
+ * nothing behind (registry.c calls it when the last reference goes). */
+void gw_metrics_forget_version(gw_metrics *m, const char *function, const char *version);
 /* Current value of a counter/gauge series (0 when absent); for tests. */
 double gw_metric_get(gw_metrics *m, gw_metric_id id, const char *const *labels);
 

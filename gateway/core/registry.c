@@ -51,6 +51,13 @@ gw_version *gw_version_by_key(gf_gw *gw, const char *key)
 
 static void version_destroy(gw_version *v)
 {
+    const char *at = strrchr(v->key, '@');
+    if (v->gw != NULL && at != NULL) { /* its series go with it */
+        char name[sizeof v->key];
+        snprintf(name, sizeof name, "%.*s", (int)(at - v->key), v->key);
+        gw_metrics_forget_version(v->gw->metrics, name, at + 1);
+        atomic_fetch_sub(&v->gw->versions_mem, 1);
+    }
     gf_manifest_free(v->mf);
     free(v->manifest_json);
     free(v->weights_path);
@@ -76,6 +83,22 @@ static void function_destroy(gw_function *f)
     free(f->versions);
     free(f->kind);
     free(f);
+}
+
+void gw_registry_drop(gf_gw *gw, gw_version *v)
+{
+    (void)gw;
+    gw_function *f = v->fn;
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->versions[i] != v)
+            continue;
+        memmove(&f->versions[i], &f->versions[i + 1], (f->n - i - 1) * sizeof *f->versions);
+        f->n--;
+        if (f->current == v)
+            f->current = NULL;
+        gw_version_unref(v);
+        return;
+    }
 }
 
 void gw_registry_free(gf_gw *gw)
@@ -141,6 +164,8 @@ gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t
     v->state = state;
     snprintf(v->key, sizeof v->key, "%s@%lld", name, (long long)version);
     atomic_init(&v->refs, 1); /* the registry's */
+    v->gw = gw;
+    atomic_fetch_add(&gw->versions_mem, 1);
     v->batchable = true;
     for (size_t i = 0; i < v->mf->n_inputs; i++)
         v->batchable = v->batchable && v->mf->inputs[i].shape[0] == -1;

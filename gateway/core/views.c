@@ -388,17 +388,21 @@ gf_status gf_gw_metrics_text(gf_gw *gw, gf_buf *out)
         const char *l[1] = {wstate_str((gw_wstate)s)};
         gw_metric_set(gw->metrics, GW_M_WORKERS, l, by_state[s]);
     }
-    size_t ready = 0, broken = 0;
+    size_t ready = 0, broken = 0, listed = 0;
     pthread_mutex_lock(&gw->lock);
     for (size_t k = 0; k < gw->n_fns; k++)
         for (size_t m = 0; m < gw->fns[k]->n; m++) {
             ready += gw->fns[k]->versions[m]->state == GF_STORE_VERSION_READY;
             broken += gw->fns[k]->versions[m]->state == GF_STORE_VERSION_BROKEN;
+            listed++;
         }
+    /* deleted ones are out of the registry; the requests pinning them hold them */
+    size_t mem = atomic_load(&gw->versions_mem);
     pthread_mutex_unlock(&gw->lock);
-    const char *lr[1] = {"ready"}, *lb[1] = {"broken"};
+    const char *lr[1] = {"ready"}, *lb[1] = {"broken"}, *ld[1] = {"deleted"};
     gw_metric_set(gw->metrics, GW_M_VERSIONS, lr, (double)ready);
     gw_metric_set(gw->metrics, GW_M_VERSIONS, lb, (double)broken);
+    gw_metric_set(gw->metrics, GW_M_VERSIONS, ld, (double)(mem > listed ? mem - listed : 0));
     if (gw->store != NULL) {
         /* the store's own counters (a drop is also logged by the store) */
         gf_store_stats ss;

@@ -172,6 +172,16 @@ char *sl_q_rows(sqlite3 *db, const char *sql)
     return s != NULL ? s : strdup("");
 }
 
+char *sl_metrics(void)
+{
+    gf_hh_resp r;
+    long st = gf_hh_http(sl_srv.url, "GET", "/metrics", NULL, NULL, 0, false, &r);
+    ck_assert_int_eq(st, 200);
+    char *t = gf_buf_steal(&r.body, NULL);
+    gf_hh_resp_free(&r);
+    return t;
+}
+
 double sl_metric(const char *text, const char *name, const char *labels)
 {
     char key[512];

@@ -66,6 +66,9 @@ sqlite3 *sl_db(void);
 int64_t sl_q_int(sqlite3 *db, const char *sql);
 char *sl_q_rows(sqlite3 *db, const char *sql);
 
+/* GET /metrics, which must answer 200: its text (malloc'd). */
+char *sl_metrics(void);
+
 /* The value of the /metrics sample name{labels} (labels exactly as written,
  * e.g. "function=\"f\",version=\"1\",code=\"200\""); -1 when absent. */
 double sl_metric(const char *text, const char *name, const char *labels);

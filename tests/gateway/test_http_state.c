@@ -30,16 +30,6 @@
 static void setup(void) { sl_setup(); }
 static void teardown(void) { sl_teardown(); }
 
-static char *metrics(void)
-{
-    gf_hh_resp r;
-    long st = gf_hh_http(sl_srv.url, "GET", "/metrics", NULL, NULL, 0, false, &r);
-    ck_assert_int_eq(st, 200);
-    char *t = gf_buf_steal(&r.body, NULL);
-    gf_hh_resp_free(&r);
-    return t;
-}
-
 /* ---- refusals ---------------------------------------------------------------------- */
 
 typedef struct slow_arg {
@@ -139,7 +129,7 @@ START_TEST(test_refusals_recorded)
                      "slow|1|200|GF_OK|0|\n");
     free(rows);
     /* the unknown output never reached a worker: one batch ran for f */
-    char *m = metrics();
+    char *m = sl_metrics();
     ck_assert(sl_metric(m, "gpufaas_batch_size_count", "function=\"f\",version=\"1\"") == 1);
     /* /metrics counts the same requests, under the same labels */
     /* the labels a row counts under: its function and version when they exist */
@@ -277,7 +267,7 @@ static bool workers_agree(void *arg)
                                " ORDER BY id");
     sqlite3_close(db);
     json_t *j = sl_get("/v1/workers");
-    char *m = metrics();
+    char *m = sl_metrics();
     gf_buf b;
     gf_buf_init(&b);
     bool ok = true;
@@ -415,7 +405,7 @@ START_TEST(test_held_memory_and_time_refusals_recorded)
                      "--request-timeout: the connection was closed\n");
     free(rows);
     /* /metrics counts them under the same codes */
-    char *m = metrics();
+    char *m = sl_metrics();
     ck_assert(sl_metric(m, "gpufaas_requests_total",
                         "function=\"f\",version=\"1\",code=\"503\"") == 2);
     ck_assert(sl_metric(m, "gpufaas_requests_total",
@@ -486,7 +476,7 @@ START_TEST(test_mixed_run_every_view_agrees)
     ck_assert_int_le(hits, 4 * (NF + 1));
     ck_assert_int_gt(hits, 0);
     /* requests and cold starts: SQLite's rows are /metrics' counters */
-    char *m = metrics();
+    char *m = sl_metrics();
     char *rows = sl_q_rows(db, "SELECT function, version, http_code, count(*), SUM(cold)"
                                " FROM invocations WHERE function <> 'ghost'"
                                " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3");

@@ -6,13 +6,14 @@ a fourth every few seconds, and a worker SIGKILLed every --kill-every
 seconds. At the end it prints key=value figures:
 
   requests=  ok=  refused=  lost_requests=  worker_kills=  deploys=
-  rss_start_kb=  rss_end_kb=  rss_growth_pct=
+  rss_start_kb=  rss_end_kb=  rss_growth_pct=  rss_kib_per_cycle=
 
 lost_requests counts requests that got no HTTP answer at all (a reset, a
 timeout) or a 500; a 503/429 with Retry-After while a worker restarts is a
 refusal, not a loss. rss_growth_pct compares the gateway's resident memory
 after the first fifth of the run (warm) with the end (target < 5 over 30
-minutes). Usage (from the repository root, after a build):
+minutes); rss_kib_per_cycle divides that growth by the deploy+delete cycles
+of the same span. Usage (from the repository root, after a build):
 
   tests/soak/soak.py --minutes 30 [--build build] [--threads 8]
 """
@@ -138,6 +139,8 @@ def main():
     while time.monotonic() < warm_at:
         time.sleep(0.5)
     rss0 = rss_kb(proc.pid)
+    with lock:
+        deploys0 = c["deploys"]
     for t in ts:
         t.join()
     rss1 = rss_kb(proc.pid)
@@ -146,6 +149,8 @@ def main():
     c["rss_start_kb"] = rss0
     c["rss_end_kb"] = rss1
     c["rss_growth_pct"] = round(100.0 * (rss1 - rss0) / max(rss0, 1), 2)
+    # the growth per deploy+delete cycle after the warm-up: what a leak per version costs
+    c["rss_kib_per_cycle"] = round((rss1 - rss0) / max(c["deploys"] - deploys0, 1), 2)
     c["minutes"] = a.minutes
     c["exit_status"] = rc
     for k, v in c.items():
