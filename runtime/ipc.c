@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,7 +62,41 @@ typedef struct {
     size_t start; /* b->len when the frame began */
     gf_status st;
     const char *what; /* the field that failed */
+    gf_ipc_gather *g; /* gather form: tensor data referenced, not copied */
+    uint64_t ext;     /* bytes of the referenced data so far */
+    size_t seg_from;  /* start in b of the bytes not yet in a segment */
 } enc;
+
+static void put_bytes(enc *e, const void *p, size_t n, const char *what);
+
+/* Bytes of the frame so far, as they go on the wire. */
+static uint64_t wire_pos(const enc *e)
+{
+    return (uint64_t)(e->b->len - e->start) + e->ext;
+}
+
+/* Gather form: close the segment of b's bytes written since the last one. */
+static void seg_flush(enc *e)
+{
+    if (e->b->len > e->seg_from) {
+        e->g->seg[e->g->n++] = (gf_ipc_seg){NULL, e->seg_from, e->b->len - e->seg_from};
+        e->seg_from = e->b->len;
+    }
+}
+
+/* A tensor's data: copied into b, or (gather form) referenced where it is. */
+static void put_data(enc *e, const void *p, size_t n)
+{
+    if (e->st != GF_OK || n == 0)
+        return;
+    if (e->g == NULL) {
+        put_bytes(e, p, n, "tensor data");
+        return;
+    }
+    seg_flush(e);
+    e->g->seg[e->g->n++] = (gf_ipc_seg){p, 0, n};
+    e->ext += n;
+}
 
 static void put_bytes(enc *e, const void *p, size_t n, const char *what)
 {
@@ -107,6 +142,9 @@ static void enc_begin(enc *e, gf_buf *b, gf_ipc_type type, uint64_t id)
     e->start = b->len;
     e->st = GF_OK;
     e->what = "header";
+    e->g = NULL;
+    e->ext = 0;
+    e->seg_from = b->len;
     unsigned char h[GF_IPC_HEADER_SIZE];
     le_put(h, GF_IPC_MAGIC, 4);
     le_put(h + 4, GF_IPC_VERSION, 2);
@@ -119,10 +157,16 @@ static void enc_begin(enc *e, gf_buf *b, gf_ipc_type type, uint64_t id)
 static gf_status enc_finish(enc *e, gf_ipc_type type, gf_err *err)
 {
     if (e->st == GF_OK) {
-        size_t payload = e->b->len - e->start - GF_IPC_HEADER_SIZE;
+        uint64_t payload = wire_pos(e) - GF_IPC_HEADER_SIZE;
         le_put((unsigned char *)e->b->data + e->start + 16, payload, 8);
+        if (e->g != NULL) {
+            seg_flush(e);
+            e->g->len = wire_pos(e);
+        }
         return GF_OK;
     }
+    if (e->g != NULL)
+        e->g->n = 0;
     e->b->len = e->start;
     if (e->b->data != NULL)
         e->b->data[e->start] = '\0';
@@ -155,8 +199,8 @@ static void put_tensor(enc *e, const gf_ipc_tensor *t)
     put_u64(e, d->nbytes, "nbytes");
     static const unsigned char zeros[8] = {0};
     if (e->st == GF_OK)
-        put_bytes(e, zeros, (8 - (e->b->len - e->start) % 8) % 8, "padding");
-    put_bytes(e, d->data, d->nbytes, "tensor data");
+        put_bytes(e, zeros, (8 - wire_pos(e) % 8) % 8, "padding");
+    put_data(e, d->data, d->nbytes);
 }
 
 
@@ -180,13 +224,14 @@ static gf_status check_tensors(const gf_ipc_tensor *t, uint32_t n, const char *w
 
 /* Reserve room for a frame with tensors, so a big frame is one allocation. */
 static gf_status reserve_tensors(gf_buf *b, size_t fixed, const gf_ipc_tensor *t, uint32_t n,
-                                 gf_err *err)
+                                 bool gather, gf_err *err)
 {
-    uint64_t total = fixed;
+    uint64_t total = fixed, data = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t one;
         if (!tensor_wire_size(&t[i], total, &one) || !gf_u64_add(total, one, &total))
             return gf_err_set(err, GF_ERR_OVERFLOW, "frame size overflows");
+        data += t[i].t.nbytes;
     }
     if (b->limit != 0 && (b->len > b->limit || total > b->limit - b->len))
         return gf_err_set(err, GF_ERR_TOO_LARGE,
@@ -194,6 +239,8 @@ static gf_status reserve_tensors(gf_buf *b, size_t fixed, const gf_ipc_tensor *t
                           (unsigned long long)total, b->limit);
     if (total > SIZE_MAX)
         return gf_err_set(err, GF_ERR_OVERFLOW, "frame size overflows");
+    if (gather) /* only the fields go into b (the limit is the whole frame's) */
+        total -= data;
     gf_status st = gf_buf_reserve(b, (size_t)total);
     if (st != GF_OK)
         return gf_err_set(err, st, "cannot reserve a frame of %llu bytes: %s",
@@ -281,37 +328,63 @@ gf_status gf_ipc_encode_residency(gf_buf *b, uint64_t id, const gf_ipc_residency
     return enc_finish(&e, GF_IPC_SET_RESIDENCY, err);
 }
 
-gf_status gf_ipc_encode_infer(gf_buf *b, uint64_t id, const gf_ipc_infer *m, gf_err *err)
+static gf_status encode_infer(gf_buf *b, gf_ipc_gather *g, uint64_t id, const gf_ipc_infer *m,
+                              gf_err *err)
 {
+    if (g != NULL)
+        g->n = 0;
     gf_status st = check_tensors(m->t, m->n, "INFER", err);
     if (st != GF_OK)
         return st;
     size_t keylen = m->key != NULL ? strlen(m->key) : 0;
     if ((st = reserve_tensors(b, GF_IPC_HEADER_SIZE + 4 + keylen + 1 + 4 + 8, m->t, m->n,
-                              err)) != GF_OK)
+                              g != NULL, err)) != GF_OK)
         return st;
     enc e;
     enc_begin(&e, b, GF_IPC_INFER, id);
+    if (g != NULL) {
+        g->n = 0;
+        e.g = g;
+    }
     put_str(&e, m->key, GF_IPC_MAX_KEY, "key");
     put_u32(&e, m->n, "n_tensors");
     for (uint32_t i = 0; i < m->n; i++)
         put_tensor(&e, &m->t[i]);
     if (m->outputs != 0)
         put_u64(&e, m->outputs, "outputs");
-    if (e.st == GF_OK)
+    if (e.st == GF_OK && g == NULL)
         gf_copies_add(GF_COPY_IN, gf_ipc_tensor_bytes(m->t, m->n));
     return enc_finish(&e, GF_IPC_INFER, err);
 }
 
-gf_status gf_ipc_encode_result(gf_buf *b, uint64_t id, const gf_ipc_result *m, gf_err *err)
+gf_status gf_ipc_encode_infer(gf_buf *b, uint64_t id, const gf_ipc_infer *m, gf_err *err)
 {
+    return encode_infer(b, NULL, id, m, err);
+}
+
+gf_status gf_ipc_encode_infer_gather(gf_buf *b, gf_ipc_gather *g, uint64_t id,
+                                     const gf_ipc_infer *m, gf_err *err)
+{
+    return encode_infer(b, g, id, m, err);
+}
+
+static gf_status encode_result(gf_buf *b, gf_ipc_gather *g, uint64_t id,
+                               const gf_ipc_result *m, gf_err *err)
+{
+    if (g != NULL)
+        g->n = 0;
     gf_status st = check_tensors(m->t, m->n, "RESULT", err);
     if (st != GF_OK)
         return st;
-    if ((st = reserve_tensors(b, GF_IPC_HEADER_SIZE + 8 + 24 + 4, m->t, m->n, err)) != GF_OK)
+    if ((st = reserve_tensors(b, GF_IPC_HEADER_SIZE + 8 + 24 + 4, m->t, m->n, g != NULL,
+                              err)) != GF_OK)
         return st;
     enc e;
     enc_begin(&e, b, GF_IPC_RESULT, id);
+    if (g != NULL) {
+        g->n = 0;
+        e.g = g;
+    }
     put_u32(&e, m->flags, "flags");
     put_u32(&e, (uint32_t)m->source_tier, "source_tier");
     put_u64(&e, m->queue_us, "queue_us");
@@ -320,9 +393,30 @@ gf_status gf_ipc_encode_result(gf_buf *b, uint64_t id, const gf_ipc_result *m, g
     put_u32(&e, m->n, "n_tensors");
     for (uint32_t i = 0; i < m->n; i++)
         put_tensor(&e, &m->t[i]);
-    if (e.st == GF_OK)
+    if (e.st == GF_OK && g == NULL)
         gf_copies_add(GF_COPY_OUT, gf_ipc_tensor_bytes(m->t, m->n));
     return enc_finish(&e, GF_IPC_RESULT, err);
+}
+
+gf_status gf_ipc_encode_result(gf_buf *b, uint64_t id, const gf_ipc_result *m, gf_err *err)
+{
+    return encode_result(b, NULL, id, m, err);
+}
+
+gf_status gf_ipc_encode_result_gather(gf_buf *b, gf_ipc_gather *g, uint64_t id,
+                                      const gf_ipc_result *m, gf_err *err)
+{
+    return encode_result(b, g, id, m, err);
+}
+
+int gf_ipc_gather_iov(const gf_ipc_gather *g, const gf_buf *b, struct iovec *iov)
+{
+    for (uint32_t i = 0; i < g->n; i++) {
+        const gf_ipc_seg *s = &g->seg[i];
+        iov[i].iov_base = s->ext != NULL ? (void *)s->ext : (void *)(b->data + s->off);
+        iov[i].iov_len = s->len;
+    }
+    return (int)g->n;
 }
 
 /* Length of s cut to at most max bytes without splitting a UTF-8 sequence. */

@@ -336,6 +336,31 @@ gf_status gf_ipc_encode_residency(gf_buf *b, uint64_t id, const gf_ipc_residency
  * for t.nbytes bytes) and consistent (t.nbytes = numel x dtype size). */
 gf_status gf_ipc_encode_infer(gf_buf *b, uint64_t id, const gf_ipc_infer *m, gf_err *err);
 gf_status gf_ipc_encode_result(gf_buf *b, uint64_t id, const gf_ipc_result *m, gf_err *err);
+/* GATHER FORMS. The same frame on the wire, but the tensors' data stays
+ * where it is: b gets the header and the fields, *g the frame as segments
+ * (b's bytes and the tensors' data in turn), to write with writev
+ * (gf_ipc_gather_iov + gf_ipc_writev_*) while the data is still alive. No
+ * tensor byte is copied (nor counted, core/copies.h). b->limit bounds the
+ * whole frame. g->n is 0 after a failure. */
+typedef struct gf_ipc_seg {
+    const void *ext; /* the data of a tensor; NULL: bytes [off, off + len) of b */
+    size_t off, len;
+} gf_ipc_seg;
+#define GF_IPC_GATHER_MAX (2 * GF_IPC_MAX_TENSORS + 2)
+typedef struct gf_ipc_gather {
+    uint32_t n;   /* segments */
+    uint64_t len; /* bytes of the frame */
+    gf_ipc_seg seg[GF_IPC_GATHER_MAX];
+} gf_ipc_gather;
+gf_status gf_ipc_encode_infer_gather(gf_buf *b, gf_ipc_gather *g, uint64_t id,
+                                     const gf_ipc_infer *m, gf_err *err);
+gf_status gf_ipc_encode_result_gather(gf_buf *b, gf_ipc_gather *g, uint64_t id,
+                                      const gf_ipc_result *m, gf_err *err);
+/* g's segments as g->n iovecs into iov (room for g->n), over b's bytes as
+ * they are now (b must not change before the write). Returns g->n. */
+struct iovec;
+int gf_ipc_gather_iov(const gf_ipc_gather *g, const gf_buf *b, struct iovec *iov);
+
 /* message may be NULL (""); a message over GF_IPC_MAX_MESSAGE is truncated
  * at a UTF-8 boundary. */
 gf_status gf_ipc_encode_error(gf_buf *b, uint64_t id, gf_status code, const char *message,
@@ -354,9 +379,22 @@ typedef struct gf_ipc_frame {
                       * (the rest was read straight into the payload); decoding an
                       * INFER or RESULT counts that share of its tensor bytes as
                       * copied (core/copies.h) */
+    void (*free_fn)(void *ctx, void *payload); /* how the payload goes back: NULL = free() */
+    void *free_ctx;
 } gf_ipc_frame;
 
-/* Free the payload; the frame is empty afterwards. NULL is a no-op. */
+/* Where a reader puts payloads: alloc returns at least size bytes, 16-byte
+ * aligned, or NULL (type is the frame's gf_ipc_type, so an owner can put
+ * INFER payloads in pinned memory); free gives them back. Both may be called
+ * from any thread (frames outlive the reader's thread). */
+typedef struct gf_ipc_payload_alloc {
+    void *(*alloc)(void *ctx, uint32_t type, size_t size);
+    void (*free)(void *ctx, void *payload);
+    void *ctx;
+} gf_ipc_payload_alloc;
+
+/* Free the payload (free_fn, else free()); the frame is empty afterwards.
+ * NULL is a no-op. */
 void gf_ipc_frame_deinit(gf_ipc_frame *f);
 
 /* Parse and check a 24-byte header: magic, version, a known type, an empty
@@ -400,9 +438,17 @@ typedef struct gf_ipc_reader {
     unsigned char *rbuf;     /* read-ahead buffer */
     size_t rpos, rlen, rcap; /* unread bytes are rbuf[rpos, rlen) */
     gf_status broken;        /* a fatal error seen (the stream is unusable), else GF_OK */
+    gf_ipc_payload_alloc pa; /* where payloads go (alloc NULL: posix_memalign) */
 } gf_ipc_reader;
 
-/* max_frame 0 = GF_IPC_DEFAULT_MAX_FRAME. fd is borrowed. */
+/* max_frame 0 = GF_IPC_DEFAULT_MAX_FRAME. fd is borrowed. Payloads are
+ * malloc'd unless r->pa is set after init (before the first frame).
+ *
+ * ZERO COPY. With nothing buffered the reader takes a header alone (24
+ * bytes), then reads the payload straight into its buffer (readv: what
+ * follows the frame goes to the read-ahead buffer), so a frame that arrives
+ * by itself is never copied in user space; only the part of a payload that
+ * came in the read-ahead behind an earlier frame is (counted: frame.copied). */
 gf_status gf_ipc_reader_init(gf_ipc_reader *r, int fd, uint64_t max_frame, gf_err *err);
 void gf_ipc_reader_deinit(gf_ipc_reader *r);
 
@@ -438,6 +484,13 @@ gf_status gf_ipc_write_some(int fd, const void *data, size_t len, size_t *writte
 /* Write all len bytes, polling when fd is non-blocking, up to timeout_ms in
  * total (< 0: forever). */
 gf_status gf_ipc_write_all(int fd, const void *data, size_t len, int timeout_ms, gf_err *err);
+
+/* The same over n iovecs (a frame's header and its tensors' bytes where they
+ * lie: writev/sendmsg, no concatenation); *written counts the bytes of all
+ * of them already written. The iovecs are not changed. */
+struct iovec;
+gf_status gf_ipc_writev_some(int fd, const struct iovec *iov, int n, size_t *written, gf_err *err);
+gf_status gf_ipc_writev_all(int fd, const struct iovec *iov, int n, int timeout_ms, gf_err *err);
 
 #ifdef __cplusplus
 }

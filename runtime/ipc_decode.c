@@ -62,7 +62,10 @@ void gf_ipc_frame_deinit(gf_ipc_frame *f)
 {
     if (f == NULL)
         return;
-    free(f->payload);
+    if (f->payload != NULL && f->free_fn != NULL)
+        f->free_fn(f->free_ctx, f->payload);
+    else
+        free(f->payload);
     memset(f, 0, sizeof *f);
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -58,6 +59,39 @@ static gf_status read_some(int fd, void *dst, size_t cap, size_t *got, gf_err *e
     }
 }
 
+/* readv(2) of n iovecs; as read_some. */
+static gf_status readv_some(int fd, const struct iovec *iov, int n, size_t *got, gf_err *err)
+{
+    for (;;) {
+        ssize_t k = readv(fd, iov, n);
+        if (k > 0) {
+            *got = (size_t)k;
+            return GF_OK;
+        }
+        if (k == 0)
+            return GF_ERR_CLOSED;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return GF_ERR_BUSY;
+        if (errno == ECONNRESET)
+            return GF_ERR_CLOSED;
+        return gf_err_set(err, GF_ERR_IO, "readv(fd %d): %s", fd, strerror(errno));
+    }
+}
+
+/* A payload buffer of size bytes for a frame of type (r->pa, else
+ * posix_memalign); NULL when there is no memory. */
+static void *payload_alloc(gf_ipc_reader *r, uint32_t type, uint64_t size)
+{
+    if (size > SIZE_MAX)
+        return NULL;
+    if (r->pa.alloc != NULL)
+        return r->pa.alloc(r->pa.ctx, type, (size_t)size);
+    void *p = NULL;
+    return posix_memalign(&p, 64, (size_t)size) == 0 ? p : NULL;
+}
+
 /* Refill the (empty) read-ahead buffer. */
 static gf_status fill(gf_ipc_reader *r, gf_err *err)
 {
@@ -104,7 +138,13 @@ gf_status gf_ipc_reader_next(gf_ipc_reader *r, gf_ipc_frame *f, gf_err *err)
             r->hdr_fill += take;
             r->rpos += take;
             if (r->hdr_fill < GF_IPC_HEADER_SIZE) {
-                gf_status st = fill(r, err);
+                /* nothing buffered: the header alone, so that its payload
+                 * can be read straight into place */
+                size_t got = 0;
+                gf_status st = read_some(r->fd, r->hdr + r->hdr_fill,
+                                         GF_IPC_HEADER_SIZE - r->hdr_fill, &got, err);
+                if (st == GF_OK)
+                    r->hdr_fill += got;
                 if (st == GF_ERR_CLOSED) {
                     if (r->hdr_fill == 0)
                         return reader_fatal(r, gf_err_set(err, GF_ERR_CLOSED, "end of stream"));
@@ -129,9 +169,8 @@ gf_status gf_ipc_reader_next(gf_ipc_reader *r, gf_ipc_frame *f, gf_err *err)
             r->cur.h = h;
             r->fill = 0;
             if (h.payload_len > 0) {
-                void *p = NULL;
-                if (h.payload_len > SIZE_MAX ||
-                    posix_memalign(&p, 64, (size_t)h.payload_len) != 0) {
+                void *p = payload_alloc(r, h.type, h.payload_len);
+                if (p == NULL) {
                     f->h = h;
                     r->discard = h.payload_len;
                     return gf_err_set(err, GF_ERR_NOMEM,
@@ -139,6 +178,8 @@ gf_status gf_ipc_reader_next(gf_ipc_reader *r, gf_ipc_frame *f, gf_err *err)
                                       gf_ipc_type_name(h.type), (unsigned long long)h.payload_len);
                 }
                 r->cur.payload = p;
+                r->cur.free_fn = r->pa.alloc != NULL ? r->pa.free : NULL;
+                r->cur.free_ctx = r->pa.ctx;
             }
             r->in_payload = true;
         }
@@ -158,15 +199,17 @@ gf_status gf_ipc_reader_next(gf_ipc_reader *r, gf_ipc_frame *f, gf_err *err)
             r->in_payload = false;
             return GF_OK;
         }
-        gf_status st;
-        if (left >= r->rcap) { /* big payload: read straight into it */
-            size_t got = 0;
-            size_t want = left > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)left;
-            st = read_some(r->fd, r->cur.payload + r->fill, want, &got, err);
-            if (st == GF_OK)
-                r->fill += got;
-        } else {
-            st = fill(r, err);
+        /* the read-ahead is empty: read straight into the payload, and what
+         * follows it (the next frames) into the read-ahead */
+        size_t got = 0;
+        size_t want = left > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)left;
+        struct iovec iov[2] = {{r->cur.payload + r->fill, want}, {r->rbuf, r->rcap}};
+        r->rpos = r->rlen = 0;
+        gf_status st = readv_some(r->fd, iov, want == left ? 2 : 1, &got, err);
+        if (st == GF_OK) {
+            size_t into = got < want ? got : want;
+            r->fill += into;
+            r->rlen = got - into;
         }
         if (st == GF_ERR_CLOSED) {
             f->h = r->cur.h;
@@ -244,6 +287,64 @@ gf_status gf_ipc_write_all(int fd, const void *data, size_t len, int timeout_ms,
     size_t written = 0;
     for (;;) {
         gf_status st = gf_ipc_write_some(fd, data, len, &written, err);
+        if (st != GF_ERR_BUSY)
+            return st;
+        if ((st = wait_fd(fd, POLLOUT, deadline, err)) != GF_OK)
+            return st;
+    }
+}
+
+/* The iovecs of iov[0, n) from byte `skip` on, at most cap of them, in out. */
+static int iov_window(const struct iovec *iov, int n, size_t skip, struct iovec *out, int cap)
+{
+    int k = 0;
+    for (int i = 0; i < n && k < cap; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        out[k].iov_base = (char *)iov[i].iov_base + skip;
+        out[k].iov_len = iov[i].iov_len - skip;
+        skip = 0;
+        k++;
+    }
+    return k;
+}
+
+#define GF_IPC_IOV_BATCH 64 /* iovecs per sendmsg */
+
+gf_status gf_ipc_writev_some(int fd, const struct iovec *iov, int n, size_t *written, gf_err *err)
+{
+    struct iovec win[GF_IPC_IOV_BATCH];
+    for (;;) {
+        int k = iov_window(iov, n, *written, win, GF_IPC_IOV_BATCH);
+        if (k == 0)
+            return GF_OK;
+        struct msghdr mh = {.msg_iov = win, .msg_iovlen = (size_t)k};
+        ssize_t got = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (got < 0 && errno == ENOTSOCK)
+            got = writev(fd, win, k);
+        if (got >= 0) {
+            *written += (size_t)got;
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return GF_ERR_BUSY;
+        if (errno == EPIPE || errno == ECONNRESET)
+            return gf_err_set(err, GF_ERR_CLOSED, "write(fd %d): the peer is gone (%s)", fd,
+                              strerror(errno));
+        return gf_err_set(err, GF_ERR_IO, "write(fd %d): %s", fd, strerror(errno));
+    }
+}
+
+gf_status gf_ipc_writev_all(int fd, const struct iovec *iov, int n, int timeout_ms, gf_err *err)
+{
+    int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)(gf_mono_ns() / 1000000u) + timeout_ms;
+    size_t written = 0;
+    for (;;) {
+        gf_status st = gf_ipc_writev_some(fd, iov, n, &written, err);
         if (st != GF_ERR_BUSY)
             return st;
         if ((st = wait_fd(fd, POLLOUT, deadline, err)) != GF_OK)

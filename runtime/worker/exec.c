@@ -206,8 +206,10 @@ static gf_status map_inputs(const wmodel *m, const gf_ipc_infer *msg, gf_tensor 
 /* Run cur and leave its answer (RESULT or ERROR) encoded in b, unsent: the
  * caller first marks the device free, so that the next request, which may
  * arrive as soon as the answer is out, finds it so. */
-void wk_run_request(gf_worker *w, wreq *cur, gf_buf *b)
+void wk_run_request(gf_worker *w, wreq *cur, wk_answer *a)
 {
+    gf_buf *b = a->b;
+    a->g->n = 0;
     uint64_t t_start = gf_mono_us();
     wmodel *m = cur->m;
     gf_err err;
@@ -274,10 +276,15 @@ reply:;
                 .n = (uint32_t)k,
                 .t = ot,
             };
-            st = gf_ipc_encode_result(b, cur->id, &res, &err);
+            /* the outputs' bytes go out from outs' buffers (writev), not
+             * copied into the frame: a keeps them until sent */
+            st = gf_ipc_encode_result_gather(b, a->g, cur->id, &res, &err);
         }
     }
-    gf_fn_outputs_free(&outs);
+    if (st == GF_OK)
+        a->outs = outs;
+    else
+        gf_fn_outputs_free(&outs);
     if (st != GF_OK) {
         pthread_mutex_lock(&w->lock);
         w->n_errors++;
@@ -285,6 +292,7 @@ reply:;
     }
     if (st != GF_OK) {
         gf_buf_reset(b);
+        a->g->n = 0;
         GF_LOG_D("request %llu: %s", (unsigned long long)cur->id, gf_err_msg(&err));
         gf_err e2;
         gf_err_clear(&e2);
@@ -312,6 +320,9 @@ void *wk_exec_main(void *arg)
     gf_buf b;
     gf_buf_init(&b);
     b.limit = (size_t)(GF_IPC_HEADER_SIZE + w->cfg.max_frame);
+    gf_ipc_gather g;
+    g.n = 0;
+    wk_answer ans = {&b, &g, {0, NULL}};
     pthread_mutex_lock(&w->lock);
     for (;;) {
         wreq *cur = NULL;
@@ -335,12 +346,12 @@ void *wk_exec_main(void *arg)
             w->ahead = NULL; /* its turn came: it keeps its lease */
         w->running = cur->m;
         pthread_mutex_unlock(&w->lock);
-        wk_run_request(w, cur, &b);
+        wk_run_request(w, cur, &ans);
         wk_request_free(w, cur);
         pthread_mutex_lock(&w->lock);
         w->running = NULL;
         pthread_mutex_unlock(&w->lock);
-        wk_send_buf(w, &b);
+        wk_send_answer(w, &ans);
         pthread_mutex_lock(&w->lock);
     }
     /* stopping: answer what is left so the gateway can retry it elsewhere */

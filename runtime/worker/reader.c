@@ -221,14 +221,16 @@ static void handle_infer(gf_worker *w, gf_buf *b, gf_ipc_frame *f, gf_ipc_infer 
         gf_status st = gf_cache_acquire(w->cache, m->cm, &l, NULL);
         if (st == GF_OK && !gf_lease_cold(l)) {
             r->lease = l;
-            wk_run_request(w, r, b);
+            gf_ipc_gather g;
+            wk_answer ans = {b, &g, {0, NULL}};
+            wk_run_request(w, r, &ans);
             wk_request_free(w, r);
             pthread_mutex_lock(&w->lock);
             w->running = NULL;
             w->reader_running = false;
             pthread_cond_broadcast(&w->exec_cond);
             pthread_mutex_unlock(&w->lock);
-            wk_send_buf(w, b);
+            wk_send_answer(w, &ans);
             return;
         }
         /* it has to load (or wait for room): the executor's job, lease and all */

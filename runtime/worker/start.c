@@ -265,6 +265,8 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
         .on_event = wk_on_cache_event,
         .event_arg = w,
     };
+    wk_pinned_init(&w->pinned, w->be, GF_WORKER_PINNED_LIMIT);
+    w->pinned_init = true;
     if ((st = gf_cache_new(w->be, &cc, &w->cache, err)) != GF_OK) {
         gf_err_prefix(err, "parameter cache");
         goto fail;
@@ -303,6 +305,7 @@ int gf_worker_run(gf_worker *w)
         gf_ipc_reader_deinit(&rd);
         return GF_WORKER_EXIT_FAILURE;
     }
+    rd.pa = (gf_ipc_payload_alloc){wk_pinned_alloc, wk_pinned_free, &w->pinned};
     if (!start_thread(&w->ev_thread, wk_events_main, w, &w->ev_started) ||
         !start_thread(&w->exec_thread, wk_exec_main, w, &w->exec_started) ||
         !start_thread(&w->admin_thread, wk_admin_main, w, &w->admin_started)) {
@@ -400,6 +403,8 @@ void gf_worker_free(gf_worker *w)
         }
     }
     gf_cache_free(w->cache);
+    if (w->pinned_init)
+        wk_pinned_deinit(&w->pinned);
     gf_backend_free(w->be);
     if (w->evq != NULL) {
         for (size_t i = 0; i < w->ev_count; i++) {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -171,6 +172,36 @@ gf_status wk_send_buf(gf_worker *w, gf_buf *b)
     }
     pthread_mutex_unlock(&w->wlock);
     gf_buf_reset(b);
+    if (st != GF_OK)
+        wk_begin_stop(w, st == GF_ERR_CLOSED ? GF_WORKER_EXIT_OK : GF_WORKER_EXIT_FAILURE);
+    return st;
+}
+
+gf_status wk_send_answer(gf_worker *w, wk_answer *a)
+{
+    if (a->g->n == 0) {
+        gf_fn_outputs_free(&a->outs);
+        return wk_send_buf(w, a->b);
+    }
+    struct iovec iov[GF_IPC_GATHER_MAX];
+    int n = gf_ipc_gather_iov(a->g, a->b, iov);
+    gf_err err;
+    gf_err_clear(&err);
+    gf_status st;
+    pthread_mutex_lock(&w->wlock);
+    if (w->write_failed) {
+        st = GF_ERR_CLOSED;
+    } else {
+        st = gf_ipc_writev_all(w->fd, iov, n, -1, &err);
+        if (st != GF_OK) {
+            w->write_failed = true;
+            GF_LOG_W("sending to the gateway failed: %s", gf_err_msg(&err));
+        }
+    }
+    pthread_mutex_unlock(&w->wlock);
+    a->g->n = 0;
+    gf_buf_reset(a->b);
+    gf_fn_outputs_free(&a->outs);
     if (st != GF_OK)
         wk_begin_stop(w, st == GF_ERR_CLOSED ? GF_WORKER_EXIT_OK : GF_WORKER_EXIT_FAILURE);
     return st;

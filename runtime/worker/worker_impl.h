@@ -62,6 +62,25 @@ typedef struct wmodel {
     char fail_msg[GF_ERR_MSG_MAX];
 } wmodel;
 
+/* The pinned ring INFER payloads are read into (pinned.c). */
+typedef struct wk_pinned {
+    pthread_mutex_t lock;
+    gf_backend *be;
+    struct pin_hdr *free_list; /* buffers given back, for the next payloads */
+    size_t pooled;             /* bytes of them */
+    size_t total;              /* pinned bytes allocated (free or in use), <= limit */
+    size_t limit;
+} wk_pinned;
+
+#define GF_WORKER_PINNED_LIMIT ((size_t)64 << 20)
+
+void wk_pinned_init(wk_pinned *p, gf_backend *be, size_t limit);
+/* After every payload it gave was freed. */
+void wk_pinned_deinit(wk_pinned *p);
+/* gf_ipc_payload_alloc's functions (ctx = the wk_pinned). */
+void *wk_pinned_alloc(void *ctx, uint32_t type, size_t size);
+void wk_pinned_free(void *ctx, void *payload);
+
 /* A queued INFER. Owned by the queue, then by the executor. */
 typedef struct wreq {
     struct wreq *next, *prev;
@@ -99,6 +118,8 @@ struct gf_worker {
     int fd;
     gf_backend *be;
     gf_cache *cache;
+    wk_pinned pinned;      /* INFER payloads (set up once be is open) */
+    bool pinned_init;
     uint64_t t_start_us;
     int sig_fd, wake_fd; /* eventfds: a signal arrived / a thread finished */
     struct sigaction old_term, old_int;
@@ -168,6 +189,19 @@ void wk_reply_error(gf_worker *w, gf_buf *b, uint64_t id, gf_status code, const 
  * failed write means the gateway is gone: the worker stops. */
 gf_status wk_send_buf(gf_worker *w, gf_buf *b);
 
+/* An INFER's answer, built by wk_run_request and sent by wk_send_answer: a
+ * RESULT in gather form (b holds its header and fields, g its segments, the
+ * tensors' data being outs' host buffers, written with writev: no copy), or
+ * any frame whole in b (g->n == 0). */
+typedef struct wk_answer {
+    gf_buf *b;
+    gf_ipc_gather *g;
+    gf_fn_outputs outs; /* what g points into; freed once sent */
+} wk_answer;
+
+/* Write a's frame (wk_send_buf's rules) and empty it. */
+gf_status wk_send_answer(gf_worker *w, wk_answer *a);
+
 /* Encode with `st` (an encoder's result) and send; a failed encode is logged. */
 void wk_send_encoded(gf_worker *w, gf_buf *b, gf_status st, const gf_err *err, const char *what);
 
@@ -230,7 +264,7 @@ void wk_request_free(gf_worker *w, wreq *r);
 /* Run cur and leave its answer (RESULT or ERROR) encoded in b, unsent: the
  * caller first marks the device free, so that the next request, which may
  * arrive as soon as the answer is out, finds it so. */
-void wk_run_request(gf_worker *w, wreq *cur, gf_buf *b);
+void wk_run_request(gf_worker *w, wreq *cur, wk_answer *a);
 
 /* ---- reader.c ---- */
 

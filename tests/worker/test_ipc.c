@@ -16,6 +16,7 @@
 static void to_frame(const char *b, size_t len, gf_ipc_frame *f)
 {
     ck_assert_uint_ge(len, GF_IPC_HEADER_SIZE);
+    memset(f, 0, sizeof *f);
     gf_err e;
     gf_err_clear(&e);
     ck_assert_msg(gf_ipc_header_parse((const unsigned char *)b, 0, &f->h, &e) == GF_OK, "%s",
@@ -299,7 +300,7 @@ END_TEST
 START_TEST(test_stats_compat)
 {
     unsigned char frame[GF_IPC_HEADER_SIZE + 4 + 8 * 64];
-    gf_ipc_frame f = {{GF_IPC_STATS, 1, 0}, NULL, 0};
+    gf_ipc_frame f = {.h = {GF_IPC_STATS, 1, 0}};
     for (uint32_t count = 0; count < 64; count += 7) {
         size_t plen = 4 + 8 * (size_t)count;
         memset(frame, 0, sizeof frame);
@@ -388,7 +389,7 @@ static void p_str(pbuf *b, const char *s)
 
 static gf_status decode_infer_payload(pbuf *b, char *msg)
 {
-    gf_ipc_frame f = {{GF_IPC_INFER, 1, b->n}, NULL, 0};
+    gf_ipc_frame f = {.h = {GF_IPC_INFER, 1, b->n}};
     unsigned char *copy = aligned_alloc(64, 512);
     memcpy(copy, b->p, b->n);
     f.payload = copy;
@@ -534,7 +535,7 @@ START_TEST(test_decoder_rules)
     ck_assert_int_eq(decode_infer_payload(&b, msg), GF_ERR_PROTOCOL);
     ck_assert_ptr_nonnull(strstr(msg, "cannot fit"));
     /* a frame of another type */
-    gf_ipc_frame f = {{GF_IPC_PING, 1, 0}, NULL, 0};
+    gf_ipc_frame f = {.h = {GF_IPC_PING, 1, 0}};
     gf_ipc_infer m;
     ck_assert_int_eq(gf_ipc_decode_infer(&f, &m, NULL), GF_ERR_PROTOCOL);
     gf_ipc_infer_deinit(&m);
@@ -619,7 +620,7 @@ START_TEST(test_decoder_fuzz)
                 break; /* truncate */
             }
         }
-        gf_ipc_frame f = {{0, 7, plen}, p, 0};
+        gf_ipc_frame f = {.h = {0, 7, plen}, .payload = p};
         gf_status st;
         re.len = 0;
         switch (it % 4) {
