@@ -490,6 +490,9 @@ gf_status gf_ipc_write_all(int fd, const void *data, size_t len, int timeout_ms,
  * of them already written. The iovecs are not changed. */
 struct iovec;
 gf_status gf_ipc_writev_some(int fd, const struct iovec *iov, int n, size_t *written, gf_err *err);
+/* gf_ipc_writev_some that never blocks, on a blocking socket too
+ * (MSG_DONTWAIT): GF_ERR_BUSY when the socket takes no more now. */
+gf_status gf_ipc_writev_now(int fd, const struct iovec *iov, int n, size_t *written, gf_err *err);
 gf_status gf_ipc_writev_all(int fd, const struct iovec *iov, int n, int timeout_ms, gf_err *err);
 
 #ifdef __cplusplus

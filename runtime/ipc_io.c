@@ -313,7 +313,8 @@ static int iov_window(const struct iovec *iov, int n, size_t skip, struct iovec 
 
 #define GF_IPC_IOV_BATCH 64 /* iovecs per sendmsg */
 
-gf_status gf_ipc_writev_some(int fd, const struct iovec *iov, int n, size_t *written, gf_err *err)
+static gf_status writev_flags(int fd, const struct iovec *iov, int n, size_t *written, int flags,
+                              gf_err *err)
 {
     struct iovec win[GF_IPC_IOV_BATCH];
     for (;;) {
@@ -321,7 +322,7 @@ gf_status gf_ipc_writev_some(int fd, const struct iovec *iov, int n, size_t *wri
         if (k == 0)
             return GF_OK;
         struct msghdr mh = {.msg_iov = win, .msg_iovlen = (size_t)k};
-        ssize_t got = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        ssize_t got = sendmsg(fd, &mh, MSG_NOSIGNAL | flags);
         if (got < 0 && errno == ENOTSOCK)
             got = writev(fd, win, k);
         if (got >= 0) {
@@ -337,6 +338,16 @@ gf_status gf_ipc_writev_some(int fd, const struct iovec *iov, int n, size_t *wri
                               strerror(errno));
         return gf_err_set(err, GF_ERR_IO, "write(fd %d): %s", fd, strerror(errno));
     }
+}
+
+gf_status gf_ipc_writev_some(int fd, const struct iovec *iov, int n, size_t *written, gf_err *err)
+{
+    return writev_flags(fd, iov, n, written, 0, err);
+}
+
+gf_status gf_ipc_writev_now(int fd, const struct iovec *iov, int n, size_t *written, gf_err *err)
+{
+    return writev_flags(fd, iov, n, written, MSG_DONTWAIT, err);
 }
 
 gf_status gf_ipc_writev_all(int fd, const struct iovec *iov, int n, int timeout_ms, gf_err *err)

@@ -109,7 +109,17 @@ static void on_loaded(gw_worker *w, const gf_ipc_frame *f)
     pthread_mutex_unlock(&gw->lock);
 }
 
-static void on_result(gw_worker *w, const gf_ipc_frame *f)
+/* f's payload as a hold (taken from f), or NULL without memory for one. */
+static gf_hold *payload_hold(gf_ipc_frame *f)
+{
+    gf_hold *h = f->free_fn != NULL ? gf_hold_new(f->payload, f->free_fn, f->free_ctx)
+                                    : gf_hold_of_malloc(f->payload);
+    if (h != NULL)
+        f->payload = NULL; /* the hold's now */
+    return h;
+}
+
+static void on_result(gw_worker *w, gf_ipc_frame *f)
 {
     gf_gw *gw = w->gw;
     gf_ipc_result r;
@@ -132,7 +142,9 @@ static void on_result(gw_worker *w, const gf_ipc_frame *f)
     } else if (st != GF_OK) {
         gw_batch_fail(gw, b, GF_ERR_PROTOCOL, err.msg);
     } else {
-        gw_batch_complete(gw, b, &r, w->id);
+        gf_hold *h = f->payload != NULL ? payload_hold(f) : NULL;
+        gw_batch_complete(gw, b, &r, h, w->id);
+        gf_hold_unref(h);
     }
     gf_ipc_result_deinit(&r);
 }

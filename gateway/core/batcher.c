@@ -20,7 +20,10 @@ void gf_gw_tensors_free(gf_gw_tensor *t, size_t n)
         return;
     for (size_t i = 0; i < n; i++) {
         free(t[i].name);
-        free(t[i].t.data);
+        if (t[i].hold != NULL)
+            gf_hold_unref(t[i].hold);
+        else
+            free(t[i].t.data);
     }
     free(t);
 }
@@ -124,7 +127,8 @@ void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, const char *msg)
     batch_free(b);
 }
 
-void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worker)
+void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, gf_hold *payload,
+                       int worker)
 {
     const gf_manifest *mf = b->v->mf;
     char why[256] = "";
@@ -191,13 +195,18 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worke
                 t.shape[0] = q->rows;
                 t.nbytes = len;
             }
-            t.data = ok ? malloc(len ? len : 1) : NULL;
+            if (payload != NULL) { /* a slice of the RESULT's payload: no copy */
+                t.data = ok ? (char *)src->data + off : NULL;
+                o[i].hold = ok ? gf_hold_ref(payload) : NULL;
+            } else {
+                t.data = ok ? malloc(len ? len : 1) : NULL;
+                if (t.data != NULL) {
+                    memcpy(t.data, (const char *)src->data + off, len);
+                    gf_copies_add(GF_COPY_OUT, len);
+                }
+            }
             o[i].name = strdup(mf->outputs[idx[i]].name);
             ok = t.data != NULL && o[i].name != NULL;
-            if (t.data != NULL) {
-                memcpy(t.data, (const char *)src->data + off, len);
-                gf_copies_add(GF_COPY_OUT, len);
-            }
             t.mem = GF_MEM_HOST;
             t.device_id = -1;
             o[i].t = t;
@@ -452,38 +461,51 @@ gw_batch *gw_take_batch(gw_version *v)
     return b;
 }
 
-/* Encode the batch's INFER (its inputs concatenated along dim 0). */
+/* Encode the batch's INFER (its inputs concatenated along dim 0), in gather
+ * form: the frame holds the header and fields, and references the inputs'
+ * bytes where they lie (the request's own at batch 1, a slice of its body
+ * for binary inputs; the concatenation otherwise), written with writev. */
 static gf_status encode_batch(gf_gw *gw, gw_batch *b, gf_err *err)
 {
     const gf_manifest *mf = b->v->mf;
-    size_t n = mf->n_inputs;
+    size_t n = mf->n_inputs, n_holds = 0;
     gf_ipc_tensor *t = calloc(n, sizeof *t);
-    void **owned = calloc(n, sizeof *owned);
+    gf_hold **holds = calloc(n ? n : 1, sizeof *holds);
+    gf_ipc_gather *g = malloc(sizeof *g);
     gf_status st = GF_OK;
-    if (t == NULL || owned == NULL) {
+    if (t == NULL || holds == NULL || g == NULL) {
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n && st == GF_OK; i++) {
         t[i].name = mf->inputs[i].name;
         t[i].t = b->reqs->inputs[i].t;
-        if (b->n_reqs == 1)
+        if (b->n_reqs == 1) {
+            gf_gw_tensor *in = &b->reqs->inputs[i];
+            if (in->hold == NULL && (in->hold = gf_hold_of_malloc(in->t.data)) == NULL) {
+                st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+                break;
+            }
+            holds[n_holds++] = gf_hold_ref(in->hold);
             continue;
+        }
         size_t total = 0;
         for (gw_req *q = b->reqs; q != NULL; q = q->next)
             total += q->inputs[i].t.nbytes;
         char *data = malloc(total ? total : 1);
-        if (data == NULL) {
+        gf_hold *h = data != NULL ? gf_hold_of_malloc(data) : NULL;
+        if (h == NULL) {
+            free(data);
             st = gf_err_set(err, GF_ERR_NOMEM, "out of memory batching %zu bytes", total);
             break;
         }
+        holds[n_holds++] = h;
         size_t off = 0;
         for (gw_req *q = b->reqs; q != NULL; q = q->next) {
             memcpy(data + off, q->inputs[i].t.data, q->inputs[i].t.nbytes);
             off += q->inputs[i].t.nbytes;
         }
         gf_copies_add(GF_COPY_IN, total);
-        owned[i] = data;
         t[i].t.data = data;
         t[i].t.nbytes = total;
         t[i].t.shape[0] = b->rows;
@@ -498,18 +520,37 @@ static gf_status encode_batch(gf_gw *gw, gw_batch *b, gf_err *err)
         gf_ipc_infer m = {.key = b->v->key, .n = (uint32_t)n, .t = t, .outputs = outputs};
         gf_buf buf;
         gf_buf_init(&buf);
-        st = gf_ipc_encode_infer(&buf, b->id, &m, err);
-        if (st == GF_OK && (b->frame = gw_frame_adopt(&buf)) == NULL)
-            st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        st = gf_ipc_encode_infer_gather(&buf, g, b->id, &m, err);
+        if (st == GF_OK) {
+            if ((b->frame = gw_frame_adopt_gather(&buf, g, holds, n_holds)) == NULL)
+                st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+            else
+                n_holds = 0; /* the frame's now */
+        }
         gf_buf_deinit(&buf);
     }
 out:
-    if (owned != NULL)
-        for (size_t i = 0; i < n; i++)
-            free(owned[i]);
-    free(owned);
+    for (size_t i = 0; i < n_holds; i++)
+        gf_hold_unref(holds[i]);
+    free(holds);
+    free(g);
     free(t);
     return st;
+}
+
+/* Let go of q's inputs once its batch's frame holds them (the frame keeps
+ * its own references). */
+static void req_inputs_release(gw_req *q)
+{
+    for (size_t i = 0; i < q->v->mf->n_inputs; i++) {
+        gf_gw_tensor *in = &q->inputs[i];
+        if (in->hold != NULL)
+            gf_hold_unref(in->hold);
+        else
+            free(in->t.data);
+        in->hold = NULL;
+        in->t.data = NULL;
+    }
 }
 
 /* Count a batch of n requests of v (which the registry keeps alive) under
@@ -530,13 +571,9 @@ static void dispatch(gf_gw *gw, gw_batch *b)
         gw_batch_fail(gw, b, err.code, err.msg);
         return;
     }
-    /* the frame holds the inputs now; free them early */
-    for (gw_req *q = b->reqs; q != NULL; q = q->next) {
-        for (size_t i = 0; i < b->v->mf->n_inputs; i++) {
-            free(q->inputs[i].t.data);
-            q->inputs[i].t.data = NULL;
-        }
-    }
+    /* the frame holds the inputs now; let go of them early */
+    for (gw_req *q = b->reqs; q != NULL; q = q->next)
+        req_inputs_release(q);
     batch_observe(gw, b->v, b->n_reqs);
     gw_send_defer_begin(); /* the frame is written after gw->lock is let go */
     pthread_mutex_lock(&gw->lock);
@@ -574,10 +611,7 @@ static bool dispatch_now(gf_gw *gw, gw_req *q)
     if (back == NULL) {
         /* the frame holds the inputs now; q cannot be answered (and freed)
          * before gw->lock is released, so free them here */
-        for (size_t i = 0; i < q->v->mf->n_inputs; i++) {
-            free(q->inputs[i].t.data);
-            q->inputs[i].t.data = NULL;
-        }
+        req_inputs_release(q);
     }
     pthread_mutex_unlock(&gw->lock);
     gw_send_defer_end();

@@ -2,6 +2,7 @@
  * send queue and writer thread, and sending work (INFER, LOAD, UNLOAD) to a
  * worker. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 
 gw_frame *gw_frame_adopt(gf_buf *b)
 {
-    gw_frame *f = malloc(sizeof *f);
+    gw_frame *f = calloc(1, sizeof *f);
     if (f == NULL)
         return NULL;
     atomic_init(&f->refs, 1);
@@ -27,29 +28,64 @@ gw_frame *gw_frame_adopt(gf_buf *b)
     return f;
 }
 
+gw_frame *gw_frame_adopt_gather(gf_buf *b, const gf_ipc_gather *g, gf_hold *const *holds,
+                                size_t n)
+{
+    gw_frame *f = calloc(1, sizeof *f);
+    struct iovec *iov = malloc((g->n ? g->n : 1) * sizeof *iov);
+    gf_hold **h = malloc((n ? n : 1) * sizeof *h);
+    if (f == NULL || iov == NULL || h == NULL) {
+        free(f);
+        free(iov);
+        free(h);
+        return NULL;
+    }
+    atomic_init(&f->refs, 1);
+    f->n_iov = gf_ipc_gather_iov(g, b, iov); /* over b's bytes, which the frame takes */
+    f->iov = iov;
+    f->len = (size_t)g->len;
+    f->data = gf_buf_steal(b, NULL);
+    memcpy(h, holds, n * sizeof *h);
+    f->holds = h;
+    f->n_holds = n;
+    return f;
+}
+
 void gw_frame_unref(gw_frame *f)
 {
     if (f != NULL && atomic_fetch_sub(&f->refs, 1) == 1) {
+        for (size_t i = 0; i < f->n_holds; i++)
+            gf_hold_unref(f->holds[i]);
+        free(f->holds);
+        free(f->iov);
         free(f->data);
         free(f);
     }
 }
 
-/* Write what the socket takes without blocking; the bytes written. An
- * error stops it early: the writer thread meets it again with the rest. */
-static size_t write_now(int fd, const char *p, size_t len)
+/* f's segments: its iovecs, or one over data (in *one). */
+static const struct iovec *frame_iov(const gw_frame *f, struct iovec *one, int *n)
 {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = send(fd, p + done, len - done, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0)
-            done += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            break;
+    if (f->iov != NULL) {
+        *n = f->n_iov;
+        return f->iov;
     }
-    return done;
+    one->iov_base = f->data;
+    one->iov_len = f->len;
+    *n = 1;
+    return one;
+}
+
+/* Write what the socket takes of f from byte off without blocking; the new
+ * offset. An error stops it early: the writer thread meets it again with
+ * the rest. */
+static size_t write_now(int fd, const gw_frame *f, size_t off)
+{
+    struct iovec one;
+    int n;
+    const struct iovec *iov = frame_iov(f, &one, &n);
+    gf_ipc_writev_now(fd, iov, n, &off, NULL);
+    return off;
 }
 
 /* This thread's deferred writes (gw_send_defer_begin): workers whose queue
@@ -76,7 +112,7 @@ static void sq_write_inline(gw_worker *w)
 {
     while (w->sq_head != NULL && !w->sq_writing && !w->sq_stop && !w->sq_dead && w->fd >= 0) {
         gw_send *s = w->sq_head;
-        s->off += write_now(w->fd, s->frame->data + s->off, s->frame->len - s->off);
+        s->off = write_now(w->fd, s->frame, s->off);
         if (s->off < s->frame->len)
             break;
         w->sq_head = s->next;
@@ -124,7 +160,7 @@ void gw_worker_send(gw_worker *w, gw_frame *f)
          * part of a small request's cost); what the socket does not take at
          * once is queued. sq_stop is set before the fd is closed, under
          * slock, so the fd is the connection's own while we hold it. */
-        off = write_now(w->fd, f->data, f->len);
+        off = write_now(w->fd, f, 0);
         if (off == f->len) {
             pthread_mutex_unlock(&w->slock);
             return;
@@ -187,8 +223,16 @@ void *gw_writer_main(void *arg)
         w->sq_writing = true;
         pthread_mutex_unlock(&w->slock);
         gf_err err;
-        gf_status st =
-            gf_ipc_write_all(w->fd, s->frame->data + s->off, s->frame->len - s->off, -1, &err);
+        struct iovec one;
+        int n;
+        const struct iovec *iov = frame_iov(s->frame, &one, &n);
+        size_t off = s->off;
+        gf_status st;
+        while ((st = gf_ipc_writev_some(w->fd, iov, n, &off, &err)) == GF_ERR_BUSY) {
+            struct pollfd p = {w->fd, POLLOUT, 0};
+            if (poll(&p, 1, 1000) < 0 && errno != EINTR)
+                break;
+        }
         gw_frame_unref(s->frame);
         free(s);
         pthread_mutex_lock(&w->slock);

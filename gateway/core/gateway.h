@@ -40,6 +40,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/hold.h"
 #include "core/residency.h"
 #include "core/tier.h"
 
@@ -128,9 +129,13 @@ const char *gf_gw_upload_dir(gf_gw *gw);
 typedef struct gf_gw_tensor {
     char *name;
     gf_tensor t;
+    gf_hold *hold; /* NULL: t.data is malloc'd and the tensor's own; else t.data is a
+                      slice of a buffer this reference keeps alive (a request body, a
+                      RESULT frame's payload): zero copy (issue 16) */
 } gf_gw_tensor;
 
-/* Free n tensors (names and data) and the array. NULL is a no-op. */
+/* Free n tensors (names, and data or their hold's reference) and the array.
+ * NULL is a no-op. */
 void gf_gw_tensors_free(gf_gw_tensor *t, size_t n);
 
 /* The outcome of one request. Owned by the callback once delivered: free it

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "core/clock.h"
 #include "functions/manifest.h"
@@ -156,15 +157,26 @@ typedef enum {
     GW_W_FAILED,    /* exited with the do-not-respawn code, or the gateway stops */
 } gw_wstate;
 
-/* An encoded frame, shared by a batch (kept for a retry) and a send queue. */
+/* An encoded frame, shared by a batch (kept for a retry) and a send queue:
+ * its own bytes, or (gather form) its header and fields in data and the
+ * tensors' bytes where they lie (request bodies, concatenated batches),
+ * kept alive by its holds and written with writev. */
 struct gw_frame {
     atomic_int refs;
-    size_t len;
-    char *data;
+    size_t len;        /* bytes on the wire */
+    char *data;        /* the frame (iov NULL), or its own segments' bytes */
+    struct iovec *iov; /* gather form: n_iov segments; NULL: data[0, len) */
+    int n_iov;
+    gf_hold **holds;   /* references on what the segments point into */
+    size_t n_holds;
 };
 
 /* Take over the bytes of b (b is left empty); NULL on OOM (b untouched). */
 gw_frame *gw_frame_adopt(gf_buf *b);
+/* The gather form: b (g's own bytes, left empty) and the n holds (their
+ * references taken over, the array copied); NULL on OOM (nothing taken). */
+gw_frame *gw_frame_adopt_gather(gf_buf *b, const gf_ipc_gather *g, gf_hold *const *holds,
+                                size_t n);
 void gw_frame_unref(gw_frame *f);
 
 typedef struct gw_send {
@@ -487,7 +499,10 @@ void gw_batcher_stop(gf_gw *gw);
 /* Answer every request of b with an error and free it. */
 void gw_batch_fail(gf_gw *gw, gw_batch *b, gf_status st, const char *msg);
 /* Deliver a worker's RESULT to the requests of b and free it. */
-void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, int worker);
+/* payload: the RESULT frame's payload as a hold (the requests' outputs become
+ * slices of it, each with a reference: no copy), or NULL (they are copied). */
+void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, gf_hold *payload,
+                       int worker);
 void gw_req_finish(gf_gw *gw, gw_req *q, gf_gw_result *res);
 /* Requests past their deadline in batches waiting for a LOAD or in flight
  * on a worker: gw_expire_collect (gw->lock held) marks up to cap of them

@@ -466,6 +466,7 @@ gf_status gf_codec_request_parse(const char *body, size_t len, const char *heade
     c.shm = opts != NULL ? opts->shm : NULL;
     c.bin = bin;
     c.bin_len = bin_len;
+    c.bin_hold = opts != NULL ? opts->body_hold : NULL;
     c.r = out;
     gf_buf_init(&c.key);
     gf_buf_init(&c.str);

@@ -33,6 +33,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "functions/manifest.h"
 #include "gateway/core/gateway.h"
 #include "gateway/http/shm.h"
 
@@ -71,6 +72,8 @@ typedef struct gf_codec_opts {
     bool half_as_json; /* accept FP16/BF16 "data" as JSON numbers (v1); v2: binary only */
     size_t max_depth;  /* 0 = GF_CODEC_MAX_DEPTH */
     gf_shm_table *shm; /* the system shared memory regions; NULL: the extension is refused */
+    gf_hold *body_hold; /* the body's owner: binary inputs become slices of the body, each
+                           with a reference (zero copy); NULL: they are copied out */
 } gf_codec_opts;
 
 /* Parse a request body (len bytes at body, borrowed; need not be
@@ -105,6 +108,23 @@ void gf_codec_request_deinit(gf_codec_request *r);
 gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
                              const gf_codec_request *req, gf_buf *out, size_t *header_len,
                              gf_err *err);
+
+/* gf_codec_render_v2 without copying the binary outputs: out gets the JSON
+ * (and any classification's bytes), *iov the body as segments in order --
+ * out's bytes and the outputs' bytes where they lie (res must outlive the
+ * segments: the response's free callback, reply.c). */
+typedef struct gf_codec_seg {
+    const void *ext; /* an output's bytes; NULL: bytes [off, off + len) of out */
+    size_t off, len;
+} gf_codec_seg;
+#define GF_CODEC_MAX_SEGS (2 * GF_MANIFEST_MAX_IO + 1)
+typedef struct gf_codec_iov {
+    size_t n;
+    gf_codec_seg seg[GF_CODEC_MAX_SEGS];
+} gf_codec_iov;
+gf_status gf_codec_render_v2_iov(const gf_gw_result *res, const char *model_name,
+                                 const gf_codec_request *req, gf_buf *out, size_t *header_len,
+                                 gf_codec_iov *iov, gf_err *err);
 
 /* Render a successful result as the /v1 invoke response (JSON only; FP16 and
  * BF16 converted to numbers):

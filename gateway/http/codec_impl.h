@@ -19,6 +19,7 @@ typedef struct gf_parse_ctx {
     const char *bin; /* binary part of the body (after the JSON header) */
     size_t bin_len;
     size_t bin_used; /* claimed by inputs so far */
+    gf_hold *bin_hold; /* the body's owner (gf_codec_opts.body_hold), or NULL */
     gf_codec_request *r;
     gf_shm_table *shm; /* NULL: shared memory refused */
 } gf_parse_ctx;

@@ -368,6 +368,21 @@ gf_status gf_codec_input_finish(gf_parse_ctx *c, gf_input_acc *in, gf_gw_tensor 
     }
     if (in->dtype == GF_DT_BYTES && !in->has_bin)
         return input_json_bytes(c, in, out);
+    if (in->has_bin && c->bin_hold != NULL) {
+        /* a slice of the body, which the hold keeps alive: no copy (the
+         * body's accumulation from MHD's buffer is the one, server.c) */
+        void *slice = (void *)(c->bin + c->bin_used);
+        memset(out, 0, sizeof *out);
+        gf_status st = tensor_make(&out->t, in, slice, (size_t)nbytes, err);
+        if (st != GF_OK)
+            return st;
+        c->bin_used += (size_t)nbytes;
+        out->hold = gf_hold_ref(c->bin_hold);
+        gf_copies_add(GF_COPY_IN, nbytes);
+        out->name = in->name;
+        in->name = NULL;
+        return GF_OK;
+    }
     void *data = malloc(nbytes > 0 ? (size_t)nbytes : 1);
     if (data == NULL)
         return gf_codec_nomem(j);

@@ -180,6 +180,12 @@ void gf_http_reply(gf_http_req *r, unsigned status, json_t *body);
 void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_type, char *bytes,
                          size_t len, size_t infer_header_len);
 
+/* Answer a rendered inference (200) with its body as iov's segments over
+ * head (malloc'd, owned) and res's outputs (res taken over: freed, with head,
+ * when libmicrohttpd lets go of the response), without copying them. */
+void gf_http_reply_iov(gf_http_req *r, const char *content_type, char *head,
+                       const gf_codec_iov *iov, gf_gw_result *res, size_t infer_header_len);
+
 /* Answer JSON text (the bytes of json; json is left empty) with status. */
 void gf_http_reply_json(gf_http_req *r, unsigned status, gf_buf *json);
 

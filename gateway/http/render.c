@@ -366,11 +366,23 @@ static gf_status render_fail(gf_buf *out, size_t start, gf_status st, gf_err *er
  * as a number), the id and outputs, the tail (v1: worker, cold, batch size
  * and timings), then (v2) the binary outputs' bytes. *header_len as
  * gf_codec_render_v2's. */
+/* iov: out's bytes from *mark to now as a segment (when there are any). */
+static void seg_out(gf_codec_iov *iov, const gf_buf *out, size_t *mark)
+{
+    if (out->len > *mark) {
+        iov->seg[iov->n++] = (gf_codec_seg){NULL, *mark, out->len - *mark};
+        *mark = out->len;
+    }
+}
+
 static gf_status render(const gf_gw_result *res, const char *name, const gf_codec_request *req,
-                        bool v2, gf_buf *out, size_t *header_len, gf_err *err)
+                        bool v2, gf_buf *out, size_t *header_len, gf_codec_iov *iov,
+                        gf_err *err)
 {
     *header_len = 0;
-    size_t start = out->len;
+    size_t start = out->len, mark = start;
+    if (iov != NULL)
+        iov->n = 0;
     gf_sel s;
     gf_status st = sel_make(res, req, v2, &s, err);
     if (st != GF_OK) {
@@ -401,14 +413,22 @@ static gf_status render(const gf_gw_result *res, const char *name, const gf_code
         any_bin |= s.bin[k];
         if (s.bin[k] && s.cls[k].on && s.cls[k].bytes.len > 0)
             st = gf_buf_append(out, s.cls[k].bytes.data, s.cls[k].bytes.len);
-        else if (s.bin[k] && !s.cls[k].on && t->nbytes > 0) {
+        else if (s.bin[k] && !s.cls[k].on && t->nbytes > 0 && iov != NULL) {
+            seg_out(iov, out, &mark); /* sent from where it lies: no copy */
+            iov->seg[iov->n++] = (gf_codec_seg){t->data, 0, t->nbytes};
+        } else if (s.bin[k] && !s.cls[k].on && t->nbytes > 0) {
             st = gf_buf_append(out, t->data, t->nbytes);
             gf_copies_add(GF_COPY_OUT, t->nbytes);
         }
     }
     sel_free(&s);
-    if (st != GF_OK)
+    if (st != GF_OK) {
+        if (iov != NULL)
+            iov->n = 0;
         return render_fail(out, start, st, err);
+    }
+    if (iov != NULL)
+        seg_out(iov, out, &mark);
     *header_len = any_bin ? json_len : 0;
     return GF_OK;
 }
@@ -417,12 +437,19 @@ gf_status gf_codec_render_v2(const gf_gw_result *res, const char *model_name,
                              const gf_codec_request *req, gf_buf *out, size_t *header_len,
                              gf_err *err)
 {
-    return render(res, model_name, req, true, out, header_len, err);
+    return render(res, model_name, req, true, out, header_len, NULL, err);
+}
+
+gf_status gf_codec_render_v2_iov(const gf_gw_result *res, const char *model_name,
+                                 const gf_codec_request *req, gf_buf *out, size_t *header_len,
+                                 gf_codec_iov *iov, gf_err *err)
+{
+    return render(res, model_name, req, true, out, header_len, iov, err);
 }
 
 gf_status gf_codec_render_v1(const gf_gw_result *res, const gf_codec_request *req, gf_buf *out,
                              gf_err *err)
 {
     size_t header_len;
-    return render(res, res->function, req, false, out, &header_len, err);
+    return render(res, res->function, req, false, out, &header_len, NULL, err);
 }

@@ -26,6 +26,9 @@
 
 /* ---- replies ---------------------------------------------------------------------- */
 
+static void reply_headers(gf_http_req *r, struct MHD_Response *resp, unsigned status,
+                          const char *content_type, size_t len, size_t infer_header_len);
+
 void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_type, char *bytes,
                          size_t len, size_t infer_header_len)
 {
@@ -56,6 +59,55 @@ void gf_http_reply_bytes(gf_http_req *r, unsigned status, const char *content_ty
         GF_LOG_E("MHD_create_response_from_buffer(%zu) failed", len);
         return; /* no reply: the connection is closed */
     }
+    reply_headers(r, resp, status, content_type, len, infer_header_len);
+}
+
+/* What an iovec response keeps until libmicrohttpd lets go of it. */
+typedef struct iov_keep {
+    char *head;
+    gf_gw_result *res;
+} iov_keep;
+
+static void iov_keep_free(void *cls)
+{
+    iov_keep *k = cls;
+    free(k->head);
+    gf_gw_result_free(k->res);
+    free(k);
+}
+
+void gf_http_reply_iov(gf_http_req *r, const char *content_type, char *head,
+                       const gf_codec_iov *iov, gf_gw_result *res, size_t infer_header_len)
+{
+    assert(r->resp == NULL && !r->queued && r->reply_coding == GF_CODING_IDENTITY);
+    struct MHD_IoVec v[GF_CODEC_MAX_SEGS];
+    size_t len = 0;
+    for (size_t i = 0; i < iov->n; i++) {
+        const gf_codec_seg *s = &iov->seg[i];
+        v[i].iov_base = s->ext != NULL ? s->ext : head + s->off;
+        v[i].iov_len = s->len;
+        len += s->len;
+    }
+    iov_keep *k = malloc(sizeof *k);
+    struct MHD_Response *resp = NULL;
+    if (k != NULL) {
+        *k = (iov_keep){head, res};
+        resp = MHD_create_response_from_iovec(v, (unsigned)iov->n, iov_keep_free, k);
+    }
+    if (resp == NULL) {
+        GF_LOG_E("MHD_create_response_from_iovec(%zu segments) failed", iov->n);
+        free(k);
+        free(head);
+        gf_gw_result_free(res);
+        return; /* no reply: the connection is closed */
+    }
+    reply_headers(r, resp, 200, content_type, len, infer_header_len);
+}
+
+/* The headers every reply has, and r's response set. */
+static void reply_headers(gf_http_req *r, struct MHD_Response *resp, unsigned status,
+                          const char *content_type, size_t len, size_t infer_header_len)
+{
     if (content_type != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (infer_header_len > 0) {

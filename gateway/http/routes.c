@@ -210,6 +210,23 @@ static void infer_finish(gf_http_req *r, bool v1)
     gf_buf_init(&out);
     gf_err err;
     size_t header_len = 0;
+    if (!v1 && r->reply_coding == GF_CODING_IDENTITY) {
+        /* the binary outputs go out from where they lie (a slice of the
+         * worker's RESULT): the response keeps the result until sent */
+        gf_codec_iov iov;
+        gf_status st = gf_codec_render_v2_iov(res, r->name, &r->creq, &out, &header_len, &iov,
+                                              &err);
+        if (st != GF_OK) {
+            gf_buf_deinit(&out);
+            gf_http_fail(r, st, "%s", gf_err_msg(&err));
+            return;
+        }
+        char *head = gf_buf_steal(&out, NULL);
+        r->result = NULL;
+        gf_http_reply_iov(r, header_len > 0 ? "application/octet-stream" : "application/json",
+                          head, &iov, res, header_len);
+        return;
+    }
     gf_status st = v1 ? gf_codec_render_v1(res, &r->creq, &out, &err)
                       : gf_codec_render_v2(res, r->name, &r->creq, &out, &header_len, &err);
     if (st != GF_OK) {
@@ -240,15 +257,23 @@ static void infer_finish_v1(gf_http_req *r)
 static void infer_start(gf_http_req *r, bool v1)
 {
     gf_codec_opts opts = {.half_as_json = v1, .max_depth = 0, .shm = v1 ? NULL : r->srv->shm};
+    /* binary inputs stay where they are, in the body, which a hold keeps for
+     * them from here (without memory for it: they are copied out) */
+    size_t body_len = r->body.len;
+    opts.body_hold = r->body.data != NULL ? gf_hold_of_malloc(r->body.data) : NULL;
+    const char *body = r->body.data != NULL ? r->body.data : "";
+    if (opts.body_hold != NULL)
+        gf_buf_init(&r->body); /* the hold owns the bytes now */
     gf_err err;
-    gf_status st = gf_codec_request_parse(r->body.data != NULL ? r->body.data : "", r->body.len,
+    gf_status st = gf_codec_request_parse(body, body_len,
                                           gf_http_req_header(r, "Inference-Header-Content-Length"),
                                           &opts, &r->creq, &err);
+    gf_hold_unref(opts.body_hold); /* what is left: the inputs' references */
     if (st != GF_OK) {
         gf_http_fail(r, st, "%s", gf_err_msg(&err));
         return;
     }
-    gf_buf_deinit(&r->body); /* the inputs hold copies */
+    gf_buf_deinit(&r->body); /* the inputs hold copies or slices */
     const char *outputs[GF_MANIFEST_MAX_IO];
     size_t n_outputs = r->creq.n_outputs < GF_MANIFEST_MAX_IO ? r->creq.n_outputs
                                                               : GF_MANIFEST_MAX_IO;
