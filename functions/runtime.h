@@ -141,8 +141,11 @@ typedef struct gf_fn_timing {
     uint64_t exec_us; /* from the first input copy to the last output copy */
 } gf_fn_timing;
 
-/* Run one batch: inputs (host memory, in manifest order, already checked by
- * the caller or not — they are checked here again) are copied to the device,
+/* Run one batch: inputs (host memory, in manifest order) are copied to the
+ * device (the kernels' guard refuses, GF_ERR_INVALID, an input they could not
+ * read: a count, dtype or shape the manifest does not allow, with the message
+ * of gf_manifest_check_tensor -- the rule the gateway applies to every request,
+ * so one it passed passes here; the worker adds no check of its own),
  * the kind's infer runs with the lease's parameters, and the outputs come
  * back to host memory in *out (manifest order). When device memory for
  * workspace runs out, idle models are evicted from cache and the

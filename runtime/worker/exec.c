@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/clock.h"
 #include "core/ema.h"
@@ -176,29 +177,28 @@ static gf_status acquire_wait(gf_worker *w, wreq *r, gf_err *err)
     return st;
 }
 
-/* Put the request's tensors in manifest order; check the outputs it asks for. */
+/* The request's tensors, which the gateway sends in manifest order (it
+ * checked the request against the manifest: the one validation, gw_submit).
+ * What is checked here is only what the protocol promises -- one tensor per
+ * input, in that order, an outputs mask within the outputs -- not the
+ * manifest's rules again; the function runtime's guard of its kernels
+ * (gf_fn_infer) refuses a tensor they could not read. */
 static gf_status map_inputs(const wmodel *m, const gf_ipc_infer *msg, gf_tensor *in, gf_err *err)
 {
     const gf_manifest *mf = m->mf;
-    bool seen[GF_MANIFEST_MAX_IO] = {false};
     if (msg->n != mf->n_inputs)
-        return gf_err_set(err, GF_ERR_INVALID,
-                          "function '%s' takes %zu input(s) (the first is '%s') but the request "
-                          "has %u",
-                          m->key, mf->n_inputs, mf->inputs[0].name, msg->n);
+        return gf_err_set(err, GF_ERR_PROTOCOL, "INFER for '%s' has %u tensors, not one per "
+                          "input (%zu) in manifest order", m->key, msg->n, mf->n_inputs);
     for (uint32_t i = 0; i < msg->n; i++) {
-        long k = gf_manifest_input_index(mf, msg->t[i].name);
-        if (k < 0)
-            return gf_err_set(err, GF_ERR_INVALID, "function '%s' has no input '%s'", m->key,
-                              msg->t[i].name);
-        if (seen[k])
-            return gf_err_set(err, GF_ERR_INVALID, "input '%s' is given twice", msg->t[i].name);
-        seen[k] = true;
-        in[k] = msg->t[i].t;
+        if (strcmp(msg->t[i].name, mf->inputs[i].name) != 0)
+            return gf_err_set(err, GF_ERR_PROTOCOL, "INFER for '%s': tensor %u is '%s', not "
+                              "input '%s' (inputs go in manifest order)", m->key, i,
+                              msg->t[i].name, mf->inputs[i].name);
+        in[i] = msg->t[i].t;
     }
     if (mf->n_outputs < 64 && msg->outputs >> mf->n_outputs != 0)
-        return gf_err_set(err, GF_ERR_INVALID, "the request asks for outputs beyond the %zu of "
-                          "function '%s' (mask 0x%llx)", mf->n_outputs, m->key,
+        return gf_err_set(err, GF_ERR_PROTOCOL, "INFER for '%s' asks for outputs beyond its "
+                          "%zu (mask 0x%llx)", m->key, mf->n_outputs,
                           (unsigned long long)msg->outputs);
     return GF_OK;
 }

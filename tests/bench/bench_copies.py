@@ -17,6 +17,10 @@ divided by the tensor bytes sent and received:
   requested_copies_out_gateway            (an ONNX graph): copies of that output's
                                           bytes; the others are neither copied
                                           back from the device nor sent
+  refused_once                            1: a request that does not match the
+                                          manifest gets one 400 with the one
+                                          message, from the gateway, and nothing
+                                          reaches the worker
 
 Issue 16's target: at most 1 each way in the gateway, 0 in the worker.
 
@@ -175,8 +179,36 @@ def requested_outputs(addr, c, n, fig):
                                            before[("gateway", "out")]) / nout
 
 
+def refused_once(addr, c, fig):
+    """A request that does not match the manifest is refused by the gateway, the one place
+    that checks a request against its manifest: one 400 with the one message (the worker and
+    the function runtime do not derive the manifest's rules again), and nothing reaches the
+    worker."""
+    def count_400():
+        with urllib.request.urlopen(f"http://{addr}/metrics") as r:
+            text = r.read().decode()
+        m = re.search(r'^gpufaas_requests_total\{function="ref-mlp",version="1",code="400"\} '
+                      r'(\S+)$', text, re.M)
+        return float(m.group(1)) if m else 0.0
+    before, copied = count_400(), settled(addr)
+    i = httpclient.InferInput("x", [1, IN - 1], "FP32")
+    i.set_data_from_numpy(np.zeros((1, IN - 1), np.float32), binary_data=True)
+    try:
+        c.infer("ref-mlp", [i])
+        msg = "accepted"
+    except Exception as e:  # InferenceServerException: the server's message
+        msg = str(e)
+    want = f"input 'x': shape [1, {IN - 1}] does not match [-1, {IN}]"
+    fig["refused_once"] = int(msg.count(want) == 1 and msg.count("does not match") == 1 and
+                              count_400() - before == 1 and
+                              settled(addr).get(("worker0", "in")) == copied.get(("worker0", "in")))
+    if not fig["refused_once"]:
+        print(f"refused_once: the answer was {msg!r}")
+
+
 def run(addr, model, a, fig):
     deploy(addr, model)
+    refused_once(addr, httpclient.InferenceServerClient(url=addr), fig)
     requested_outputs(addr, httpclient.InferenceServerClient(url=addr), a.requests, fig)
     c = httpclient.InferenceServerClient(url=addr)
     per_request(addr, c, 2, True)  # warm: the model is loaded
@@ -208,7 +240,7 @@ def main():
               device_memory="256M", host_memory="256M")
     for k in ("copies_in", "copies_out", "copies_in_gateway", "copies_in_worker",
               "copies_out_gateway", "copies_out_worker", "copies_in_json", "copies_out_json",
-              "requested_copies_out_worker", "requested_copies_out_gateway"):
+              "requested_copies_out_worker", "requested_copies_out_gateway", "refused_once"):
         print(f"{k}={fig[k]:g}")
     if a.check:
         bad = [f"{k}: {fig[k]:g}, expected {v}" for k, v in EXPECT.items() if fig[k] != v]
@@ -216,6 +248,9 @@ def main():
                 if fig[k + "_json"] != v]
         bad += [f"{k}: {fig[k]:g}, expected {v}" for k, v in EXPECT_REQUESTED.items()
                 if fig[k] != v]
+        if fig["refused_once"] != 1:
+            bad.append("a request that does not match the manifest was not refused once, by "
+                       "the gateway, with the one message")
         if bad:
             print("FAILED: " + "; ".join(bad))
             return 1
