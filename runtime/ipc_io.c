@@ -38,28 +38,7 @@ void gf_ipc_reader_deinit(gf_ipc_reader *r)
     r->fd = -1;
 }
 
-/* read(2) into dst; GF_OK with *got > 0, or BUSY / CLOSED (end of stream) / IO. */
-static gf_status read_some(int fd, void *dst, size_t cap, size_t *got, gf_err *err)
-{
-    for (;;) {
-        ssize_t n = read(fd, dst, cap);
-        if (n > 0) {
-            *got = (size_t)n;
-            return GF_OK;
-        }
-        if (n == 0)
-            return GF_ERR_CLOSED;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return GF_ERR_BUSY;
-        if (errno == ECONNRESET)
-            return GF_ERR_CLOSED;
-        return gf_err_set(err, GF_ERR_IO, "read(fd %d): %s", fd, strerror(errno));
-    }
-}
-
-/* readv(2) of n iovecs; as read_some. */
+/* readv(2) of n iovecs; GF_OK with *got > 0, or BUSY / CLOSED (end of stream) / IO. */
 static gf_status readv_some(int fd, const struct iovec *iov, int n, size_t *got, gf_err *err)
 {
     for (;;) {
@@ -76,8 +55,15 @@ static gf_status readv_some(int fd, const struct iovec *iov, int n, size_t *got,
             return GF_ERR_BUSY;
         if (errno == ECONNRESET)
             return GF_ERR_CLOSED;
-        return gf_err_set(err, GF_ERR_IO, "readv(fd %d): %s", fd, strerror(errno));
+        return gf_err_set(err, GF_ERR_IO, "read(fd %d): %s", fd, strerror(errno));
     }
+}
+
+/* read(2) into dst, as readv_some. */
+static gf_status read_some(int fd, void *dst, size_t cap, size_t *got, gf_err *err)
+{
+    struct iovec one = {dst, cap};
+    return readv_some(fd, &one, 1, got, err);
 }
 
 /* A payload buffer of size bytes for a frame of type (r->pa, else

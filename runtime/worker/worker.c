@@ -153,38 +153,10 @@ bool wk_device_lost(gf_worker *w, gf_status st, gf_err *err)
     return true;
 }
 
-/* Write the frame in b (one whole frame) and empty b. No lock may be held. A
- * failed write means the gateway is gone: the worker stops. */
-gf_status wk_send_buf(gf_worker *w, gf_buf *b)
+/* Write one whole frame (n iovecs) under the write lock. A failed write
+ * means the gateway is gone: the worker stops. */
+static gf_status send_iov(gf_worker *w, const struct iovec *iov, int n)
 {
-    gf_err err;
-    gf_err_clear(&err);
-    gf_status st;
-    pthread_mutex_lock(&w->wlock);
-    if (w->write_failed) {
-        st = GF_ERR_CLOSED;
-    } else {
-        st = gf_ipc_write_all(w->fd, b->data, b->len, -1, &err);
-        if (st != GF_OK) {
-            w->write_failed = true;
-            GF_LOG_W("sending to the gateway failed: %s", gf_err_msg(&err));
-        }
-    }
-    pthread_mutex_unlock(&w->wlock);
-    gf_buf_reset(b);
-    if (st != GF_OK)
-        wk_begin_stop(w, st == GF_ERR_CLOSED ? GF_WORKER_EXIT_OK : GF_WORKER_EXIT_FAILURE);
-    return st;
-}
-
-gf_status wk_send_answer(gf_worker *w, wk_answer *a)
-{
-    if (a->g->n == 0) {
-        gf_fn_outputs_free(&a->outs);
-        return wk_send_buf(w, a->b);
-    }
-    struct iovec iov[GF_IPC_GATHER_MAX];
-    int n = gf_ipc_gather_iov(a->g, a->b, iov);
     gf_err err;
     gf_err_clear(&err);
     gf_status st;
@@ -199,11 +171,33 @@ gf_status wk_send_answer(gf_worker *w, wk_answer *a)
         }
     }
     pthread_mutex_unlock(&w->wlock);
+    if (st != GF_OK)
+        wk_begin_stop(w, st == GF_ERR_CLOSED ? GF_WORKER_EXIT_OK : GF_WORKER_EXIT_FAILURE);
+    return st;
+}
+
+/* Write the frame in b (one whole frame) and empty b. No lock may be held. A
+ * failed write means the gateway is gone: the worker stops. */
+gf_status wk_send_buf(gf_worker *w, gf_buf *b)
+{
+    struct iovec one = {b->data, b->len};
+    gf_status st = send_iov(w, &one, 1);
+    gf_buf_reset(b);
+    return st;
+}
+
+gf_status wk_send_answer(gf_worker *w, wk_answer *a)
+{
+    if (a->g->n == 0) {
+        gf_fn_outputs_free(&a->outs);
+        return wk_send_buf(w, a->b);
+    }
+    struct iovec iov[GF_IPC_GATHER_MAX];
+    int n = gf_ipc_gather_iov(a->g, a->b, iov);
+    gf_status st = send_iov(w, iov, n);
     a->g->n = 0;
     gf_buf_reset(a->b);
     gf_fn_outputs_free(&a->outs);
-    if (st != GF_OK)
-        wk_begin_stop(w, st == GF_ERR_CLOSED ? GF_WORKER_EXIT_OK : GF_WORKER_EXIT_FAILURE);
     return st;
 }
 
