@@ -561,18 +561,32 @@ static int api_output(gf_fn_ctx *ctx, size_t i, int32_t rank, const int64_t *sha
     return 0;
 }
 
-static int api_upload(gf_fn_ctx *ctx, void *dst, const void *src, size_t bytes)
+/* upload (H2D, queued on the stream) and download (D2H, waited for) */
+static int api_copy(gf_fn_ctx *ctx, void *dst, const void *src, size_t bytes, gf_copy_kind dir)
 {
-    if (need_mode(ctx, CTX_INFER, "upload"))
+    const char *what = dir == GF_COPY_H2D ? "upload" : "download";
+    if (need_mode(ctx, CTX_INFER, what))
         return GF_ERR_STATE;
     if (bytes == 0)
         return 0;
     if (dst == NULL || src == NULL)
-        return ctx_fail(ctx, GF_ERR_INVALID, "upload: NULL buffer");
-    gf_status st = gf_memcpy_async(ctx->be, ctx->stream, dst, src, bytes, GF_COPY_H2D, ctx->err);
+        return ctx_fail(ctx, GF_ERR_INVALID, "%s: NULL buffer", what);
+    gf_status st = gf_memcpy_async(ctx->be, ctx->stream, dst, src, bytes, dir, ctx->err);
+    if (st == GF_OK && dir == GF_COPY_D2H)
+        st = gf_stream_sync(ctx->be, ctx->stream, ctx->err);
     if (st != GF_OK)
         ctx->error_set = true;
     return (int)st;
+}
+
+static int api_upload(gf_fn_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    return api_copy(ctx, dst, src, bytes, GF_COPY_H2D);
+}
+
+static int api_download(gf_fn_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    return api_copy(ctx, dst, src, bytes, GF_COPY_D2H);
 }
 
 const gf_fn_api gf_fn_runtime_api = {
@@ -606,4 +620,5 @@ const gf_fn_api gf_fn_runtime_api = {
     /* .input_host = */ api_input_host,
     /* .output_bytes = */ api_output_bytes,
     /* .load_kernels = */ api_load_kernels,
+    /* .download = */ api_download,
 };

@@ -2,7 +2,9 @@
  * (functions/kinds).
  *
  * Written against the public function ABI (gpufaas/function.h, 1.3 for
- * upload). Deploy (functions/onnx/import.c) wrote the version's weights file:
+ * upload; 1.7 for download, which string outputs need: the plan computes
+ * class indices on the device, infer reads them back and answers the
+ * strings they name with output_bytes). Deploy (functions/onnx/import.c) wrote the version's weights file:
  * the graph's initializers in order of first use, and the graph itself as
  * the U8 tensor GF_ONNX_GRAPH_TENSOR. load reads the graph back (no
  * protobuf), requires every initializer in that order, so the parameter
@@ -22,6 +24,7 @@
 
 #include <gpufaas/function.h>
 
+#include "core/dtype.h"
 #include "functions/kinds/kinds.h"
 #include "functions/onnx/graph.h"
 #include "functions/onnx/plan.h"
@@ -222,10 +225,18 @@ static int onnx_load(const gf_fn_api *api, gf_fn_ctx *ctx, void **state)
     for (size_t i = 0; rc == 0 && i < api->output_count(ctx); i++) {
         gf_fn_io io;
         api->output_spec(ctx, i, &io);
+        bool str = gf_onnx_graph_out_dtype(g, (int32_t)i, GF_DT_INVALID) == GF_DT_BYTES;
         if (strcmp(io.name, g->values[g->outputs[i]].name) != 0)
             rc = api->set_error(ctx, GF_ERR_INVALID, "manifest output %zu is '%.200s'; the "
                                 "graph's is '%.200s'", i, io.name,
                                 g->values[g->outputs[i]].name);
+        else if (str != (io.dtype == GF_DT_BYTES))
+            rc = api->set_error(ctx, GF_ERR_INVALID, "manifest output '%.200s' must be %s",
+                                io.name, str ? "BYTES: the graph gives strings (class labels)"
+                                             : "numeric, as the graph gives it");
+        else if (str && (!GF_FN_HAS(api, download) || !GF_FN_HAS(api, output_bytes)))
+            rc = api->set_error(ctx, GF_ERR_UNSUPPORTED, "output '%.200s' gives strings, "
+                                "which needs a runtime with download (ABI 1.7)", io.name);
     }
     /* host copies of the small initializers, for folding (not when validating) */
     int32_t n = rc == 0 ? gf_onnx_init_order(g, order) : 0;
@@ -298,6 +309,45 @@ static gf_status env_upload(void *ctx, void *dst, const void *src, size_t bytes,
     (void)err;
     const gf_fn_api **apip = ctx;
     return (gf_status)apip[0]->upload((gf_fn_ctx *)apip[1], dst, src, bytes);
+}
+
+static int64_t numel_of(const gf_onnx_tinfo *t)
+{
+    int64_t n = 1;
+    for (int32_t k = 0; k < t->rank; k++)
+        n *= t->shape[k];
+    return n;
+}
+
+/* String output i: the plan left its I64 indices at dev; answer the strings
+ * they name as BYTES. */
+static int strings_out(const gf_fn_api *api, gf_fn_ctx *ctx, const gf_onnx_graph *g, int32_t i,
+                       const gf_onnx_tinfo *t, const void *dev)
+{
+    const gf_onnx_strings *tab = &g->out_strings[i];
+    size_t n = (size_t)numel_of(t);
+    int64_t *idx = malloc((n ? n : 1) * sizeof *idx);
+    const void **elems = malloc((n ? n : 1) * sizeof *elems);
+    size_t *lens = malloc((n ? n : 1) * sizeof *lens);
+    int rc = idx == NULL || elems == NULL || lens == NULL
+                 ? api->set_error(ctx, GF_ERR_NOMEM, "out of memory")
+                 : api->download(ctx, idx, dev, n * sizeof *idx);
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        if (idx[k] < 0 || idx[k] >= tab->n) {
+            rc = api->set_error(ctx, GF_ERR_INVALID, "output '%.200s': element %zu is string "
+                                "%lld of %d", g->values[g->outputs[i]].name, k,
+                                (long long)idx[k], tab->n);
+            break;
+        }
+        elems[k] = tab->s[idx[k]];
+        lens[k] = strlen(tab->s[idx[k]]);
+    }
+    if (rc == 0)
+        rc = api->output_bytes(ctx, (size_t)i, t->rank, t->shape, elems, lens);
+    free(idx);
+    free(elems);
+    free(lens);
+    return rc;
 }
 
 static int onnx_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
@@ -386,15 +436,33 @@ static int onnx_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
         cp = victim;
     }
     cp->used = ++s->tick;
+    /* the arena, then the indices of the string outputs (BYTES: host memory,
+     * set after the run) */
     void *arena = NULL;
-    size_t ab = gf_onnx_plan_arena_bytes(cp->plan);
-    if (ab > 0) {
-        int rc = api->workspace(ctx, ab, &arena);
+    size_t ab = gf_onnx_plan_arena_bytes(cp->plan), total = (ab + 255) / 256 * 256;
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (gf_onnx_graph_out_dtype(g, i, GF_DT_INVALID) == GF_DT_BYTES) {
+            const gf_onnx_tinfo *t = gf_onnx_plan_output(cp->plan, i);
+            if (t->dtype != GF_DT_I64)
+                return api->set_error(ctx, GF_ERR_INVALID, "output '%.200s': string indices "
+                                      "must be I64, the plan gives %s",
+                                      g->values[g->outputs[i]].name,
+                                      gf_dtype_st_name(t->dtype));
+            total += ((size_t)numel_of(t) * 8 + 255) / 256 * 256;
+        }
+    if (total > 0) {
+        int rc = api->workspace(ctx, total, &arena);
         if (rc != 0)
             return rc;
     }
+    size_t soff = (ab + 255) / 256 * 256;
     for (int32_t i = 0; i < g->n_outputs; i++) {
         const gf_onnx_tinfo *t = gf_onnx_plan_output(cp->plan, i);
+        if (gf_onnx_graph_out_dtype(g, i, GF_DT_INVALID) == GF_DT_BYTES) {
+            s->out_ptr[i] = (char *)arena + soff;
+            soff += ((size_t)numel_of(t) * 8 + 255) / 256 * 256;
+            continue;
+        }
         gf_tensor out;
         int rc = api->output(ctx, (size_t)i, t->rank, t->shape, &out);
         if (rc != 0)
@@ -409,6 +477,13 @@ static int onnx_infer(const gf_fn_api *api, gf_fn_ctx *ctx, void *state)
     gf_status st = gf_onnx_plan_run(cp->plan, &env, s->in_ptr, s->out_ptr, arena, &e);
     if (st != GF_OK)
         return e.code != GF_OK ? api->set_error(ctx, e.code, "%s", e.msg) : (int)st;
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        if (gf_onnx_graph_out_dtype(g, i, GF_DT_INVALID) == GF_DT_BYTES) {
+            int rc = strings_out(api, ctx, g, i, gf_onnx_plan_output(cp->plan, i),
+                                 s->out_ptr[i]);
+            if (rc != 0)
+                return rc;
+        }
     return 0;
 }
 

@@ -140,6 +140,12 @@ void gf_onnx_graph_free(gf_onnx_graph *g)
         free(g->opsets[i].domain);
     free(g->opsets);
     free(g->producer);
+    for (int32_t i = 0; g->out_strings != NULL && i < g->n_outputs; i++) {
+        for (int32_t k = 0; k < g->out_strings[i].n; k++)
+            free(g->out_strings[i].s[k]);
+        free(g->out_strings[i].s);
+    }
+    free(g->out_strings);
     if (g->names != NULL)
         free(g->names->slot);
     free(g->names);
@@ -421,4 +427,32 @@ done:
     free(start);
     free(cons);
     return st;
+}
+
+gf_dtype gf_onnx_graph_out_dtype(const gf_onnx_graph *g, int32_t i, gf_dtype plan_dtype)
+{
+    return g->out_strings != NULL && g->out_strings[i].n > 0 ? GF_DT_BYTES : plan_dtype;
+}
+
+gf_status gf_onnx_graph_set_out_strings(gf_onnx_graph *g, int32_t i, int32_t n,
+                                        const char *const *strings, gf_err *err)
+{
+    if (n < 0 || n > GF_ONNX_MAX_STRINGS || i < 0 || i >= g->n_outputs)
+        return gf_err_set(err, GF_ERR_INVALID, "output %d: %d strings", i, n);
+    if (g->out_strings == NULL &&
+        (g->out_strings = calloc((size_t)g->n_outputs, sizeof *g->out_strings)) == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    gf_onnx_strings *t = &g->out_strings[i];
+    for (int32_t k = 0; k < t->n; k++)
+        free(t->s[k]);
+    free(t->s);
+    t->n = 0;
+    if ((t->s = calloc((size_t)n + 1, sizeof *t->s)) == NULL)
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    for (int32_t k = 0; k < n; k++) {
+        if ((t->s[k] = strdup(strings[k])) == NULL)
+            return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        t->n = k + 1;
+    }
+    return GF_OK;
 }

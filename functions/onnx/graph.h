@@ -115,6 +115,17 @@ typedef struct gf_onnx_opset {
     int64_t version;
 } gf_onnx_opset;
 
+/* Strings a graph output gives (ONNX tensor(string)): on the device the
+ * output is I64 indices into this table (class labels: a classifier's
+ * classlabels_strings, a string initializer's elements), turned into BYTES
+ * by the kind. n == 0: a numeric output. Strings are UTF-8 without NUL. */
+typedef struct gf_onnx_strings {
+    int32_t n;
+    char **s;
+} gf_onnx_strings;
+
+#define GF_ONNX_MAX_STRINGS 65536 /* elements of one table */
+
 typedef struct gf_onnx_graph {
     gf_onnx_value *values;
     int32_t n_values, cap_values;
@@ -125,6 +136,7 @@ typedef struct gf_onnx_graph {
     gf_onnx_opset *opsets;
     int32_t n_opsets;
     char *producer;              /* "pytorch 2.5.0", "" when unknown */
+    gf_onnx_strings *out_strings; /* per graph output (NULL: none are strings) */
     struct gf_onnx_names *names; /* name -> value index */
 } gf_onnx_graph;
 
@@ -157,6 +169,13 @@ gf_status gf_onnx_graph_wire(gf_onnx_graph *g, gf_err *err);
  * empty, its first output. Written into buf (cap bytes); returns buf. */
 const char *gf_onnx_node_label(const gf_onnx_graph *g, const gf_onnx_node *n, char *buf,
                                size_t cap);
+
+/* The datatype graph output i has for a client: GF_DT_BYTES when it gives
+ * strings, else plan_dtype (what the plan computes for it). */
+gf_dtype gf_onnx_graph_out_dtype(const gf_onnx_graph *g, int32_t i, gf_dtype plan_dtype);
+/* Set graph output i's strings (copied); NULL strings clear them. */
+gf_status gf_onnx_graph_set_out_strings(gf_onnx_graph *g, int32_t i, int32_t n,
+                                        const char *const *strings, gf_err *err);
 
 /* Attribute of a node by name, or NULL. */
 const gf_onnx_attr *gf_onnx_attr_find(const gf_onnx_node *n, const char *name);

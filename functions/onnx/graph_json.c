@@ -4,6 +4,8 @@
  *    "opsets": [["", 17], ["ai.onnx.ml", 1]],
  *    "values": [[name, kind, dtype | null, shape | null], ...],
  *    "inputs": [value, ...], "outputs": [value, ...],
+ *    "output_strings": [null | [string, ...], ...]   (optional: per output,
+ *                      the strings its I64 indices name; gf_onnx_strings),
  *    "nodes": [{"op": "Conv", "domain": "", "name": "conv1",
  *               "in": [value | -1, ...], "out": [value | -1, ...],
  *               "attrs": [[name, type, v], ...]}, ...]}
@@ -131,6 +133,24 @@ gf_status gf_onnx_graph_to_json(const gf_onnx_graph *g, gf_buf *out, gf_err *err
     put_ids(b, g->inputs, g->n_inputs);
     gf_buf_append_str(b, ",\"outputs\":");
     put_ids(b, g->outputs, g->n_outputs);
+    if (g->out_strings != NULL) {
+        gf_buf_append_str(b, ",\n\"output_strings\":[");
+        for (int32_t i = 0; i < g->n_outputs; i++) {
+            const gf_onnx_strings *t = &g->out_strings[i];
+            gf_buf_append_str(b, i ? "," : "");
+            if (t->n == 0) {
+                gf_buf_append_str(b, "null");
+                continue;
+            }
+            gf_buf_append_str(b, "[");
+            for (int32_t k = 0; k < t->n; k++) {
+                gf_buf_append_str(b, k ? "," : "");
+                put_str(b, t->s[k]);
+            }
+            gf_buf_append_str(b, "]");
+        }
+        gf_buf_append_str(b, "]");
+    }
     gf_buf_append_str(b, ",\n\"nodes\":[");
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const gf_onnx_node *n = &g->nodes[i];
@@ -346,6 +366,40 @@ static gf_status read_node(gf_onnx_graph *g, const gf_json *o, gf_err *err)
     return GF_OK;
 }
 
+/* "output_strings" (optional): per graph output null or its strings. */
+static gf_status get_out_strings(gf_onnx_graph *g, const gf_json *v, gf_err *err)
+{
+    if (v == NULL)
+        return GF_OK;
+    if (v->type != GF_JSON_ARRAY || v->u.arr.n != (size_t)g->n_outputs)
+        return BAD("output_strings must be an array with an entry per output");
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        const gf_json *e = v->u.arr.items[i];
+        if (e->type == GF_JSON_NULL)
+            continue;
+        if (e->type != GF_JSON_ARRAY || e->u.arr.n == 0 || e->u.arr.n > GF_ONNX_MAX_STRINGS)
+            return BAD("output_strings[%d] must be null or 1 to %d strings", i,
+                       GF_ONNX_MAX_STRINGS);
+        const char **s = calloc(e->u.arr.n, sizeof *s);
+        if (s == NULL)
+            return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        gf_status st = GF_OK;
+        for (size_t k = 0; k < e->u.arr.n && st == GF_OK; k++) {
+            const gf_json *x = e->u.arr.items[k];
+            if (x->type != GF_JSON_STRING || strlen(x->u.str.s) != x->u.str.len)
+                st = BAD("output_strings[%d][%zu] must be a string without NUL", i, k);
+            else
+                s[k] = x->u.str.s;
+        }
+        if (st == GF_OK)
+            st = gf_onnx_graph_set_out_strings(g, i, (int32_t)e->u.arr.n, s, err);
+        free(s);
+        if (st != GF_OK)
+            return st;
+    }
+    return GF_OK;
+}
+
 static gf_status read_graph(gf_onnx_graph *g, const gf_json *root, gf_err *err)
 {
     gf_status st;
@@ -409,6 +463,8 @@ static gf_status read_graph(gf_onnx_graph *g, const gf_json *root, gf_err *err)
             return BAD("graph input %d is not an input value", i);
     if (g->n_outputs == 0)
         return BAD("the graph has no outputs");
+    if ((st = get_out_strings(g, gf_json_get(root, "output_strings"), err)) != GF_OK)
+        return st;
     const gf_json *nodes = gf_json_get(root, "nodes");
     if (nodes == NULL || nodes->type != GF_JSON_ARRAY || nodes->u.arr.n > GF_ONNX_MAX_NODES)
         return BAD("nodes must be an array of at most %d", GF_ONNX_MAX_NODES);

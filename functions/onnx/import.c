@@ -76,12 +76,13 @@ static gf_status derive_declared(const gf_onnx_graph *g, const char *name, int32
     gf_buf_append_str(b, "],\"outputs\":[");
     for (int32_t i = 0; i < g->n_outputs; i++) {
         const gf_onnx_value *v = &g->values[g->outputs[i]];
-        if (v->rank < 0 || gf_dtype_kserve_name(v->dtype) == NULL)
+        gf_dtype dt = gf_onnx_graph_out_dtype(g, i, v->dtype);
+        if (v->rank < 0 || gf_dtype_kserve_name(dt) == NULL)
             return gf_err_set(err, GF_ERR_UNSUPPORTED, "output '%.200s': the graph declares no "
                               "type and rank for it, and they cannot be inferred "
                               "before a request brings input '%.200s' (its values shape the "
                               "graph)", v->name, g->values[g->inputs[host_in]].name);
-        put_io(b, v->name, v->dtype, v->rank, v->shape);
+        put_io(b, v->name, dt, v->rank, v->shape);
         gf_buf_append_str(b, i + 1 < g->n_outputs ? "," : "");
     }
     gf_buf_append_str(b, "],\"max_batch_size\":1,\"max_queue_delay_us\":0}");
@@ -139,10 +140,11 @@ static gf_status derive_manifest(const gf_onnx_model *m, const char *name, gf_bu
     for (int32_t i = 0; i < g->n_outputs; i++) {
         const gf_onnx_value *v = &g->values[g->outputs[i]];
         const gf_onnx_tinfo *t1 = gf_onnx_plan_output(p1, i);
+        gf_dtype dt = gf_onnx_graph_out_dtype(g, i, t1->dtype);
         int64_t shape[GF_MAX_RANK];
-        if (gf_dtype_kserve_name(t1->dtype) == NULL) {
+        if (gf_dtype_kserve_name(dt) == NULL) {
             st = gf_err_set(err, GF_ERR_UNSUPPORTED, "output '%.200s' is %s, which KServe "
-                            "cannot carry", v->name, gf_dtype_st_name(t1->dtype));
+                            "cannot carry", v->name, gf_dtype_st_name(dt));
             goto done;
         }
         for (int32_t k = 0; k < t1->rank; k++) {
@@ -159,7 +161,7 @@ static gf_status derive_manifest(const gf_onnx_model *m, const char *name, gf_bu
         out_batch = out_batch && varies;
         if (i)
             gf_buf_append_str(b, ",");
-        put_io(b, v->name, t1->dtype, t1->rank, shape);
+        put_io(b, v->name, dt, t1->rank, shape);
     }
     /* a leading -1 is a batch dimension, bounded by max_batch_size; requests
      * are batched together only when every input and output has one */
@@ -286,7 +288,8 @@ static gf_status check_compile(const gf_onnx_model *m, const gf_manifest *mf, gf
         for (size_t i = 0; i < mf->n_outputs && st == GF_OK; i++) {
             const gf_onnx_tinfo *t = gf_onnx_plan_output(p, (int32_t)i);
             const gf_manifest_io *io = &mf->outputs[i];
-            bool ok = t->dtype == io->dtype && t->rank == io->rank;
+            gf_dtype dt = gf_onnx_graph_out_dtype(g, (int32_t)i, t->dtype);
+            bool ok = dt == io->dtype && t->rank == io->rank;
             for (int32_t k = 0; ok && k < t->rank; k++)
                 ok = io->shape[k] < 0 || io->shape[k] == t->shape[k];
             if (!ok) {
@@ -295,7 +298,7 @@ static gf_status check_compile(const gf_onnx_model *m, const gf_manifest *mf, gf
                 gf_shape_str(want, sizeof want, io->rank, io->shape);
                 st = gf_err_set(err, GF_ERR_INVALID, "output '%.200s' is %s %s at batch size %"
                                 PRId64 "; the manifest says %s %s", io->name,
-                                gf_dtype_kserve_name(t->dtype), got, batches[b],
+                                gf_dtype_kserve_name(dt), got, batches[b],
                                 gf_dtype_kserve_name(io->dtype), want);
             }
         }

@@ -70,7 +70,8 @@ const void *gf_onnx_parsed_init(const gf_onnx_parsed *p, int32_t v, size_t *nbyt
 void gf_onnx_parsed_free(gf_onnx_parsed *p);
 
 /* Read one TensorProto file (ONNX test data: input_0.pb). *out is the
- * caller's (gf_onnx_const_free). */
+ * caller's (gf_onnx_const_free). Strings come as GF_DT_BYTES in Triton's
+ * serialization (<gpufaas/types.h>). */
 gf_status gf_onnx_tensor_read(const char *path, gf_onnx_const **out, gf_err *err);
 
 #ifdef __cplusplus

@@ -138,7 +138,8 @@ static gf_status value_type(const Onnx__ValueInfoProto *vi, gf_onnx_value *v, gf
         return gf_err_set(err, GF_ERR_UNSUPPORTED, "'%.200s' is not a tensor (sequences, maps "
                           "and optionals are not supported)", v->name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-    v->dtype = gf_onnx_dtype(tt->elem_type);
+    v->dtype = tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__STRING
+                   ? GF_DT_BYTES : gf_onnx_dtype(tt->elem_type);
     if (v->dtype == GF_DT_INVALID)
         return gf_err_set(err, GF_ERR_UNSUPPORTED, "'%.200s' has ONNX element type %d, which is "
                           "not supported", v->name, (int)tt->elem_type);
@@ -178,6 +179,14 @@ static gf_status add_init(gf_onnx_parsed *p, const Onnx__TensorProto *t, const c
     int32_t v;
     if ((st = gf_onnx_value_add(g, name, GF_ONNX_V_INIT, &v, err)) != GF_OK)
         return st;
+    Onnx__TensorProto shadow;
+    const gf_onnx_strings *tab = NULL;
+    if (t->has_data_type && t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__STRING) {
+        if ((st = gf_onnx_pb_strings_tensor(p, t, name, &shadow, &tab, err)) != GF_OK ||
+            (st = gf_onnx_pb_strings_set(p, v, tab, err)) != GF_OK)
+            return st;
+        t = &shadow;
+    }
     gf_onnx_value *val = &g->values[v];
     size_t nbytes;
     if ((st = gf_onnx_pb_tensor_desc(t, name, &val->dtype, &val->rank, val->shape, &nbytes, err)) != GF_OK)
@@ -512,6 +521,10 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
             return st;
         if (g->values[v].rank < 0)
             return gf_err_set(err, GF_ERR_UNSUPPORTED, "input '%.200s' has no shape", name);
+        if (g->values[v].dtype == GF_DT_BYTES)
+            return gf_err_set(err, GF_ERR_UNSUPPORTED, "input '%.200s' is tensor(string): "
+                              "gpufaas gives strings as outputs (class labels) but does not "
+                              "take them as inputs", name);
         g->inputs[g->n_inputs++] = v;
     }
     /* node outputs first (nodes may come in any order), then the nodes */
@@ -541,6 +554,8 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
         if (np->op_type != NULL && strcmp(np->op_type, "Constant") == 0 &&
             (np->domain == NULL || np->domain[0] == '\0' || strcmp(np->domain, "ai.onnx") == 0))
             continue;
+        if ((st = gf_onnx_pb_strings_labels(p, &np, err)) != GF_OK)
+            return st;
         gf_onnx_node *n = gf_onnx_node_add(g, err);
         if (n == NULL)
             return err != NULL ? err->code : GF_ERR_NOMEM;
@@ -615,7 +630,10 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
     if (gp->n_output == 0)
         return gf_err_set(err, GF_ERR_INVALID, "the graph has no outputs");
     g->outputs = calloc(gp->n_output, sizeof *g->outputs);
-    if (g->outputs == NULL)
+    bool *out_str = calloc(gp->n_output, sizeof *out_str);
+    if (out_str != NULL && (st = own(p, out_str, err)) != GF_OK)
+        return st;
+    if (g->outputs == NULL || out_str == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < gp->n_output; i++) {
         const char *name = gp->output[i]->name ? gp->output[i]->name : "";
@@ -626,6 +644,10 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
         gf_onnx_value tmp = {.name = (char *)name};
         if ((st = value_type(gp->output[i], &tmp, err)) != GF_OK)
             return st;
+        if (tmp.dtype == GF_DT_BYTES) { /* indices into its strings (import_strings.c) */
+            out_str[i] = true;
+            tmp.dtype = GF_DT_I64;
+        }
         if (g->values[v].kind == GF_ONNX_V_NODE) {
             g->values[v].dtype = tmp.dtype;
             g->values[v].rank = tmp.rank;
@@ -633,8 +655,9 @@ gf_status gf_onnx_pb_build(gf_onnx_parsed *p, gf_err *err)
         }
         g->outputs[g->n_outputs++] = v;
     }
-    if ((st = gf_onnx_pb_compute_f32(p, err)) != GF_OK)
+    if ((st = gf_onnx_pb_compute_f32(p, err)) != GF_OK ||
+        (st = gf_onnx_graph_wire(g, err)) != GF_OK)
         return st;
-    return gf_onnx_graph_wire(g, err);
+    return gf_onnx_pb_strings_flow(p, out_str, err);
 }
 

@@ -157,6 +157,7 @@ void gf_onnx_parsed_free(gf_onnx_parsed *p)
     gf_onnx_pb_unmap(&p->data);
     free(p->init);
     free(p->init_len);
+    free(p->vstr);
     for (size_t i = 0; i < p->n_owned; i++)
         free(p->owned[i]);
     free(p->owned);
@@ -340,6 +341,54 @@ fail:
     return st;
 }
 
+/* A string TensorProto as a BYTES constant (Triton's serialization: each
+ * element a u32 little-endian length, then its bytes). */
+static gf_status strings_read(const Onnx__TensorProto *t, const char *path, gf_onnx_const **out,
+                              gf_err *err)
+{
+    size_t numel = 1, bytes = 0;
+    if (t->n_dims > GF_MAX_RANK)
+        return gf_err_set(err, GF_ERR_UNSUPPORTED, "%s: rank %zu", path, t->n_dims);
+    for (size_t k = 0; k < t->n_dims; k++) {
+        if (t->dims[k] < 0 || t->dims[k] > (INT64_C(1) << 24))
+            return gf_err_set(err, GF_ERR_INVALID, "%s: an absurd dim", path);
+        numel *= (size_t)t->dims[k];
+        if (numel > ((size_t)1 << 24))
+            return gf_err_set(err, GF_ERR_TOO_LARGE, "%s: too many strings", path);
+    }
+    if (numel != t->n_string_data)
+        return gf_err_set(err, GF_ERR_INVALID, "%s: %zu strings for its shape's %zu", path,
+                          t->n_string_data, numel);
+    for (size_t k = 0; k < numel; k++) {
+        if (t->string_data[k].len > UINT32_MAX || t->string_data[k].len > ((size_t)1 << 30))
+            return gf_err_set(err, GF_ERR_TOO_LARGE, "%s: a string too long", path);
+        bytes += 4 + t->string_data[k].len;
+    }
+    gf_onnx_const *c = calloc(1, sizeof *c);
+    unsigned char *d = malloc(bytes ? bytes : 1);
+    if (c == NULL || d == NULL) {
+        free(c);
+        free(d);
+        return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+    }
+    c->dtype = GF_DT_BYTES;
+    c->rank = (int32_t)t->n_dims;
+    for (size_t k = 0; k < t->n_dims; k++)
+        c->shape[k] = t->dims[k];
+    c->nbytes = bytes;
+    c->data = d;
+    for (size_t k = 0; k < numel; k++) {
+        uint32_t len = (uint32_t)t->string_data[k].len;
+        for (int b = 0; b < 4; b++)
+            *d++ = (unsigned char)(len >> (8 * b));
+        if (len > 0)
+            memcpy(d, t->string_data[k].data, len);
+        d += len;
+    }
+    *out = c;
+    return GF_OK;
+}
+
 gf_status gf_onnx_tensor_read(const char *path, gf_onnx_const **out, gf_err *err)
 {
     *out = NULL;
@@ -359,6 +408,12 @@ gf_status gf_onnx_tensor_read(const char *path, gf_onnx_const **out, gf_err *err
     size_t nbytes;
     const void *src;
     void *owned = NULL;
+    if (t->has_data_type && t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__STRING) {
+        st = strings_read(t, path, out, err);
+        onnx__tensor_proto__free_unpacked(t, NULL);
+        gf_onnx_pb_unmap(&f);
+        return st;
+    }
     st = gf_onnx_pb_tensor_desc(t, t->name ? t->name : path, &dt, &rank, shape, &nbytes, err);
     if (st == GF_OK)
         st = gf_onnx_pb_tensor_bytes(t, path, dt, nbytes, NULL, NULL, &src, &owned, err);

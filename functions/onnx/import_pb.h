@@ -32,6 +32,8 @@ struct gf_onnx_parsed {
     size_t n_init_alloc;
     void **owned;       /* converted typed-field data */
     size_t n_owned;
+    const gf_onnx_strings **vstr; /* per value: the strings its indices name, or NULL */
+    size_t n_vstr;
 };
 
 /* Map path read-only (at most limit bytes; what names it in messages).
@@ -96,8 +98,8 @@ typedef struct gf_onnx_svm {
 } gf_onnx_svm;
 
 /* Build them from node np's attributes (lb names it), checking every count;
- * probability estimates, string labels and the form without support
- * vectors are refused. On failure nothing is left to free. */
+ * the form without support vectors is refused. On failure nothing is left
+ * to free. */
 gf_status gf_onnx_svm_build(const Onnx__NodeProto *np, const char *lb, gf_onnx_svm *t,
                             gf_err *err);
 void gf_onnx_svm_free(gf_onnx_svm *t);
@@ -108,6 +110,26 @@ void gf_onnx_svm_free(gf_onnx_svm *t);
  * GF_ERR_UNSUPPORTED saying what gpufaas runs. */
 gf_status gf_onnx_scan_body(const Onnx__NodeProto *np, const Onnx__AttributeProto *body,
                             const char *lb, const char **kind, gf_err *err);
+
+/* String values as indices into tables (import_strings.c). */
+/* Value v's elements index table t (t owned by p). */
+gf_status gf_onnx_pb_strings_set(gf_onnx_parsed *p, int32_t v, const gf_onnx_strings *t,
+                                 gf_err *err);
+/* String initializer t (name for messages): *shadow is the I64 tensor
+ * 0 .. n-1 of its shape to use instead (its data owned by p), *tab its
+ * strings. */
+gf_status gf_onnx_pb_strings_tensor(gf_onnx_parsed *p, const Onnx__TensorProto *t,
+                                    const char *name, Onnx__TensorProto *shadow,
+                                    const gf_onnx_strings **tab, gf_err *err);
+/* A classifier with classlabels_strings: *npp becomes a copy of the node
+ * (owned by p) with integer labels 0 .. C-1 instead, and its label output
+ * (already a value) indexes the strings. Other nodes are left alone. */
+gf_status gf_onnx_pb_strings_labels(gf_onnx_parsed *p, const Onnx__NodeProto **npp,
+                                    gf_err *err);
+/* After wiring: carry the tables through the ops that move elements,
+ * refuse any other use of a string value, and give each graph output its
+ * strings (out_declared[i]: the file declares output i tensor(string)). */
+gf_status gf_onnx_pb_strings_flow(gf_onnx_parsed *p, const bool *out_declared, gf_err *err);
 
 /* Build p->g from p->model: values, nodes (Constant nodes become
  * initializers; ai.onnx.ml weights lifted), inputs and outputs, then wire

@@ -36,9 +36,6 @@ gf_status gf_onnx_svm_build(const Onnx__NodeProto *np, const char *lb, gf_onnx_s
     memset(t, 0, sizeof *t);
     const Onnx__AttributeProto *coef = attr(np, "coefficients"), *vpc = attr(np, "vectors_per_class"),
                                *labels = attr(np, "classlabels_ints");
-    if (attr(np, "classlabels_strings") != NULL)
-        return gf_err_set(err, GF_ERR_UNSUPPORTED, "node %s: the class labels are strings, which "
-                          "gpufaas does not output: train with integer class labels", lb);
     if (vpc == NULL || vpc->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS ||
         vpc->n_ints == 0)
         return gf_err_set(err, GF_ERR_UNSUPPORTED, "node %s: an SVMClassifier without support "

@@ -264,10 +264,6 @@ gf_status gf_onnx_trees_build(const Onnx__NodeProto *np, bool classifier, const 
     /* the columns */
     int64_t cols;
     if (classifier) {
-        if (a.labels_s != NULL)
-            return gf_err_set(err, GF_ERR_UNSUPPORTED, "node %s: the class labels are strings, "
-                              "which gpufaas does not output: train with integer class labels",
-                              lb);
         size_t nl = 0;
         if ((st = list_len(a.labels, "classlabels_int64s", 0, &nl, false, lb, err)) != GF_OK)
             return st;

@@ -188,9 +188,9 @@ static gf_status linclass_infer(gf_onnx_infer_ctx *c)
     gf_status st = gf_onnx_ml_matrix_in(c, c->in[0], &rows, &cols);
     if (st != GF_OK)
         return st;
-    if (gf_onnx_attr_find(c->n, "classlabels_strings") != NULL)
-        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "the class labels are strings, which "
-                            "gpufaas does not output: train with integer class labels");
+    if (gf_onnx_attr_find(c->n, "classlabels_strings") != NULL) /* the importer's job */
+        return gf_onnx_fail(c, GF_ERR_INVALID, "classlabels_strings left in the graph (the "
+                            "importer turns them into class indices)");
     if ((st = gf_onnx_ml_weight_in(c, 1, GF_DT_F32, "coefficients", &n_coef)) != GF_OK ||
         (st = gf_onnx_ml_weight_in(c, 2, GF_DT_F32, "intercepts", &n_icpt)) != GF_OK ||
         (st = gf_onnx_ml_weight_in(c, 3, GF_DT_I64, "classlabels_ints", &n_labels)) != GF_OK)
@@ -477,7 +477,7 @@ const gf_onnx_op gf_onnx_ops_ml[] = {
      "X [N, C] or [C]; a row whose norm is 0 is left as it is", 0},
     {ML, "LinearClassifier", {1}, 1, 4, 1, 2, "coefficients:W,intercepts:W,classlabels_ints:J,"
      "classlabels_strings:S,multi_class:i,post_transform:s", 0, 0, linclass_infer,
-     linclass_run, "integer class labels; post_transform NONE, LOGISTIC or SOFTMAX", 0},
+     linclass_run, "integer or string class labels; post_transform NONE, LOGISTIC or SOFTMAX", 0},
     {ML, "LinearRegressor", {1}, 1, 3, 1, 1, "coefficients:W,intercepts:W,post_transform:s,"
      "targets:i", 0, 0, linreg_infer, linreg_run, "post_transform NONE", 0},
     {ML, "ArrayFeatureExtractor", {1}, 2, 2, 1, 1, "", 0, 0, afe_infer, afe_run,

@@ -499,7 +499,7 @@ const gf_onnx_op gf_onnx_ops_svm[] = {
      "classlabels_ints:J,classlabels_strings:S,coefficients:F,kernel_params:F,kernel_type:s,"
      "post_transform:s,prob_a:F,prob_b:F,rho:W,support_vectors:W,vectors_per_class:I",
      0, 0, svmclass_infer, svmclass_run,
-     "X [N, F] or [F]; integer class labels; kernels LINEAR, POLY, RBF, SIGMOID; support "
+     "X [N, F] or [F]; integer or string class labels; kernels LINEAR, POLY, RBF, SIGMOID; support "
      "vectors (not liblinear's form); probability estimates (prob_a, prob_b) coupled as "
      "libsvm does; post_transform NONE", 0},
     {.type = NULL},

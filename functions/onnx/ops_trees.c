@@ -259,7 +259,7 @@ const gf_onnx_op gf_onnx_ops_trees[] = {
      "base_values:W,classlabels_int64s:J,classlabels_strings:S,class_ids:I,class_nodeids:I,"
      "class_treeids:I,class_weights:F," NODES ",post_transform:s",
      1u << 8, 0, trees_infer, trees_run,
-     "X [N, F] or [F]; integer class labels; rules LEQ, LT, GTE, GT (not EQ, NEQ); "
+     "X [N, F] or [F]; integer or string class labels; rules LEQ, LT, GTE, GT (not EQ, NEQ); "
      "post_transform NONE, LOGISTIC or SOFTMAX; no *_as_tensor attributes", 1},
     {ML, "TreeEnsembleRegressor", {1, 3}, 1, 2 + GF_ONNX_TREE_TABLES, 1, 1,
      "aggregate_function:s,base_values:W,n_targets:i," NODES ",post_transform:s,target_ids:I,"

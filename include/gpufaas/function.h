@@ -19,7 +19,8 @@
  * codes (<gpufaas/status.h>), api->config and api->companion_path; 1.2
  * api->weight_use and the unused-weights rule (see weight_use); 1.3
  * api->upload; 1.4 api->input_host; 1.5 BYTES tensors (GF_DT_BYTES,
- * <gpufaas/types.h>) and api->output_bytes; 1.6 api->load_kernels.
+ * <gpufaas/types.h>) and api->output_bytes; 1.6 api->load_kernels; 1.7
+ * api->download.
  *
  * LIFECYCLE. For each function version on each worker:
  *   load(ctx, &state)    once, on the host, before any parameter is on the
@@ -88,7 +89,7 @@ extern "C" {
 #endif
 
 #define GF_FN_ABI_MAJOR 1
-#define GF_FN_ABI_MINOR 6
+#define GF_FN_ABI_MINOR 7
 #define GF_FN_ABI_VERSION ((uint32_t)((GF_FN_ABI_MAJOR << 16) | GF_FN_ABI_MINOR))
 
 #if defined(__GNUC__)
@@ -294,6 +295,18 @@ typedef struct gf_fn_api {
      * backend. Borrowed until load returns. */
     const gf_kernels *(*load_kernels)(gf_fn_ctx *ctx);
     /* members above are valid for version 1.6 */
+
+    /* -- infer only (1.7) -- */
+
+    /* Copy bytes of device memory of this call at src (an input, an output,
+     * workspace) to host memory at dst, ordered on the stream after the work
+     * queued so far, and wait: dst holds the bytes when it returns (so a kind
+     * can read a value it computed, such as class indices it turns into
+     * BYTES labels with output_bytes). 0 bytes is a no-op; a NULL buffer
+     * with bytes > 0 is GF_ERR_INVALID. It stalls the stream: use it for
+     * small results, once per call. */
+    int (*download)(gf_fn_ctx *ctx, void *dst, const void *src, size_t bytes);
+    /* members above are valid for version 1.7 */
 } gf_fn_api;
 
 /* The next element of a BYTES tensor t (host data): 1 with *elem and *len

@@ -109,6 +109,12 @@ static bool close_enough(const rig *r, const gf_tensor *got, const gf_onnx_const
                  gf_dtype_st_name(want->dtype), b);
         return false;
     }
+    if (want->dtype == GF_DT_BYTES) { /* strings: exactly */
+        if (got->nbytes == want->nbytes && memcmp(got->data, want->data, want->nbytes) == 0)
+            return true;
+        snprintf(why, cap, "the strings differ");
+        return false;
+    }
     gf_onnx_const g = {.dtype = got->dtype, .rank = got->rank, .nbytes = got->nbytes,
                        .data = got->data};
     int64_t n = (int64_t)(want->nbytes / (gf_dtype_size(want->dtype) ? gf_dtype_size(want->dtype)

@@ -615,6 +615,42 @@ START_TEST(test_bytes_plugin)
 }
 END_TEST
 
+/* Device memory read back during infer (ABI 1.7 api->download): the test
+ * plugin `rowmax` reads its input and a parameter on the host. */
+START_TEST(test_download)
+{
+    gf_err err;
+    const gf_fn_kind *k;
+    char *so = plugin_path("GF_PLUGIN_DOWNLOAD");
+    ck_assert_msg(gf_fn_plugin_load(so, true, &k, &err) == GF_OK, "%s", err.msg);
+    float scale = 2.0f;
+    gf_st_wtensor ts[1] = {{"scale", GF_DT_F32, 1, (int64_t[]){1}, &scale}};
+    char *w = gf_test_path(tmpdir, "scale.safetensors");
+    ck_assert_int_eq(gf_st_write(w, ts, 1, NULL, 0, NULL), GF_OK);
+    gf_manifest *mf = parse("{\"name\":\"r\",\"kind\":\"rowmax\",\"inputs\":[{\"name\":"
+                            "\"x\",\"datatype\":\"FP32\",\"shape\":[-1,3]}],\"outputs\":"
+                            "[{\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[-1]}],"
+                            "\"max_batch_size\":4}");
+    ck_assert_msg(gf_fn_validate(k, mf, w, &err) == GF_OK, "%s", err.msg);
+    float x[6] = {1, 5, 2, -3, -1, -2};
+    gf_tensor in;
+    ck_assert_int_eq(gf_tensor_init(&in, GF_DT_F32, 2, (int64_t[]){2, 3}, x, GF_MEM_HOST, -1,
+                                    &err), GF_OK);
+    rt r = rt_open(8);
+    gf_fn_outputs out;
+    ck_assert_msg(run_once(&r, k, mf, w, "r@1", &in, 1, &out, &err) == GF_OK, "%s", err.msg);
+    ck_assert_uint_eq(out.n, 1);
+    const float want[2] = {10, -2};
+    ck_assert_int_eq(out.t[0].shape[0], 2);
+    ck_assert(memcmp(out.t[0].data, want, sizeof want) == 0);
+    gf_fn_outputs_free(&out);
+    rt_close(&r);
+    gf_manifest_free(mf);
+    free(w);
+    free(so);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("functions_runtime");
@@ -626,6 +662,7 @@ int main(void)
     tcase_add_test(tc, test_infer_input_errors_and_workspace_eviction);
     tcase_add_test(tc, test_plugins);
     tcase_add_test(tc, test_bytes_plugin);
+    tcase_add_test(tc, test_download);
     tcase_add_test(tc, test_config_accessor_and_companions);
     tcase_add_test(tc, test_derived_parameters);
     tcase_add_test(tc, test_unused_weights);

@@ -115,6 +115,20 @@ def cases(src, tmp):
                   helper.make_tensor_value_info("sums", F, ["n", 4])])
     out.append(("scan-body", {"model": scan.SerializeToString()}, 400,
                 ["'scan' (Scan)", "pairwise squared Euclidean", "node 's2', Add"]))
+    # strings: only class labels (moved, never computed on), never inputs
+    S = TensorProto.STRING
+    names = helper.make_tensor("names", S, [3], [b"a", b"b", b"c"])
+    strop = model([helper.make_node("Gather", ["names", "i"], ["g"], name="pick"),
+                   helper.make_node("Equal", ["g", "names"], ["y"], name="same")],
+                  [helper.make_tensor_value_info("i", TensorProto.INT64, ["n"])],
+                  [helper.make_tensor_value_info("y", TensorProto.BOOL, ["n"])], [names])
+    out.append(("string-op", {"model": strop.SerializeToString()}, 400,
+                ["'same' (Equal)", "reads strings", "class labels"]))
+    strin = model([helper.make_node("Identity", ["s"], ["y"], name="id")],
+                  [helper.make_tensor_value_info("s", S, ["n"])],
+                  [helper.make_tensor_value_info("y", S, ["n"])])
+    out.append(("string-input", {"model": strin.SerializeToString()}, 400,
+                ["input 's' is tensor(string)", "does not take them as inputs"]))
     # opsets: older than any version implemented, newer than any known, not imported
     m = good()
     m.opset_import[0].version = 5

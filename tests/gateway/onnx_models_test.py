@@ -174,6 +174,8 @@ def compare(c, name, sess, feeds, what):
     r = infer(c, name, feeds, [o.name for o in sess.get_outputs()])
     for o, w in zip(sess.get_outputs(), want):
         got = r.as_numpy(o.name)
+        if got is not None and w.dtype == object:  # strings: BYTES, as UTF-8
+            got = np.array([b.decode() for b in got.ravel()], object).reshape(got.shape)
         check(got is not None and got.shape == w.shape and got.dtype == w.dtype,
               f"{what}: output {o.name} is {w.dtype} {list(w.shape)}")
         if np.issubdtype(w.dtype, np.floating):
@@ -278,6 +280,32 @@ def run_checks(addr, tmp, only):
             xt = onnx.numpy_helper.to_array(
                 onnx.load_tensor(os.path.join(d, "test_data_set_0", "input_0.pb")))
             compare(c, fn, tsess, {tsess.get_inputs()[0].name: xt[:5]}, f"{fn} batch 5")
+        # string class labels: the label output is BYTES (binary through the Triton
+        # client, JSON strings through plain KServe v2 JSON)
+        for case in ("logreg_strings", "random_forest_strings", "svc_strings",
+                     "knn_classifier_strings"):
+            d = os.path.join(src, f"tests/functions/onnx/ml/test_sklearn_{case}")
+            with open(os.path.join(d, "model.onnx"), "rb") as f:
+                tdata = f.read()
+            fn = case.replace("_", "-")
+            status, ans = post(addr, {"model": tdata, "name": fn.encode()})
+            check(status == 201 and ans["outputs"][0]["datatype"] == "BYTES",
+                  f"{fn}: deployed, its label output BYTES ({status} {ans})")
+            tsess = ort.InferenceSession(tdata, providers=["CPUExecutionProvider"])
+            xt = onnx.numpy_helper.to_array(
+                onnx.load_tensor(os.path.join(d, "test_data_set_0", "input_0.pb")))
+            compare(c, fn, tsess, {tsess.get_inputs()[0].name: xt[:6]}, f"{fn} batch 6")
+        body = json.dumps({"inputs": [{"name": tsess.get_inputs()[0].name, "datatype": "FP32",
+                                       "shape": [2, 64], "data": xt[:2].ravel().tolist()}],
+                           "outputs": [{"name": "label"}]}).encode()
+        req = urllib.request.Request(f"http://{addr}/v2/models/{fn}/infer", data=body,
+                                     method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            ans = json.loads(r.read())
+        want = tsess.run(["label"], {tsess.get_inputs()[0].name: xt[:2]})[0]
+        check(ans["outputs"][0]["datatype"] == "BYTES" and
+              ans["outputs"][0]["data"] == [str(w) for w in want],
+              f"{fn}: JSON labels are the strings ({ans['outputs'][0]})")
         # the same with the command line, as docs/cli.md says
         env = dict(os.environ, GPUFAAS_SERVER=f"http://{addr}", GPUFAAS_TOKEN=TOKEN)
         p = subprocess.run([os.environ["GF_GPUFAAS"], "deploy", "digits-cli", "--onnx", path,

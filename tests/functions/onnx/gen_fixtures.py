@@ -348,6 +348,19 @@ def gen_sklearn(out):
                                     y[:1000] % 3),
         "knn_regressor": (KNeighborsRegressor(4), Xr[:120], yr[:120]),
     })
+    # string class labels (tensor(string) outputs: BYTES)
+    names = np.array(["zero", "one", "two", "three", "four", "f\u00fcnf", "six", "seven",
+                      "eight", "nine"])
+    ys = names[y]
+    models.update({
+        "logreg_strings": (make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)), X,
+                           ys),
+        "logreg_binary_strings": (LogisticRegression(max_iter=300), X, names[(y > 4) * 5]),
+        "random_forest_strings": (RandomForestClassifier(n_estimators=4, max_depth=5,
+                                                         random_state=0), X, ys),
+        "svc_strings": (SVC(), X[:200], names[y[:200] % 4]),
+        "knn_classifier_strings": (KNeighborsClassifier(3), X[:150], ys[:150]),
+    })
     for name, (m, XX, yy) in models.items():
         if yy is None:
             m.fit(XX)

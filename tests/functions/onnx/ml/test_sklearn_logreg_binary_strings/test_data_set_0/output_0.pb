@@ -1,0 +1,1 @@
+2zero2zero2zero2zero2zero2zero2fünfBlabel

@@ -1,0 +1,1 @@
+2zero2one2two2three2four2fünf2sixBlabel

@@ -1,0 +1,1 @@
+2zero2one2six2three2four2one2sixBlabel

@@ -1,0 +1,1 @@
+2zero2one2two2three2zero2one2twoBlabel

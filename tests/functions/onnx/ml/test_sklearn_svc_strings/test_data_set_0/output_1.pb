@@ -1,0 +1,1 @@
+BprobabilitiesJp·@eL?ñªh¾ÅoP@*LO@™J]¾‚¥U?6Ú@ÒuM?©u¾ÄxP@Ë@†$@–QL@ôÜP¾NN?W)[?Ab¾öÃì?/£P@„üP@QX?Ğa}¾H2ú?Û¿]?O†¾ëO@¾k@
