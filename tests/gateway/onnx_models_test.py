@@ -265,9 +265,11 @@ def run_checks(addr, tmp, only):
         # tree ensembles: a random forest pipeline and a binary gradient boosting
         # model (TreeEnsembleClassifier), a gradient boosting regressor; kernel
         # SVMs: an SVC and an SVR pipeline (SVMClassifier, SVMRegressor); nearest
-        # neighbours (Scan with skl2onnx's distance body, TopK)
+        # neighbours (Scan with skl2onnx's distance body, TopK); a histogram gradient
+        # boosting classifier (TreeEnsembleClassifier, NaN in its rows)
         for case in ("random_forest", "gradient_boosting_binary", "gradient_boosting_regressor",
-                     "svc_rbf", "svr_rbf", "knn_classifier", "knn_regressor"):
+                     "svc_rbf", "svr_rbf", "knn_classifier", "knn_regressor",
+                     "hist_gradient_boosting"):
             d = os.path.join(src, f"tests/functions/onnx/ml/test_sklearn_{case}")
             with open(os.path.join(d, "model.onnx"), "rb") as f:
                 tdata = f.read()

@@ -261,8 +261,23 @@ def tree_cases(rng):
     return out
 
 
+def patch_skl2onnx():
+    """skl2onnx 1.20 hands HistGradientBoosting's missing_go_to_left to onnx as a
+    numpy bool, which scikit-learn 1.9 made it and onnx's make_attribute refuses
+    ("Expected an int, got a boolean"): give it the int the attribute holds."""
+    import skl2onnx.common.tree_ensemble as te
+    orig = te.add_node
+
+    def add_node(*a, **kw):
+        if "nodes_missing_value_tracks_true" in kw:
+            kw["nodes_missing_value_tracks_true"] = int(kw["nodes_missing_value_tracks_true"])
+        return orig(*a, **kw)
+    te.add_node = add_node
+
+
 def gen_sklearn(out):
     """scikit-learn pipelines as skl2onnx exports them (no ZipMap)."""
+    patch_skl2onnx()
     from skl2onnx import to_onnx
     from sklearn.datasets import load_digits, make_regression
     from sklearn.decomposition import PCA
@@ -347,6 +362,22 @@ def gen_sklearn(out):
         "knn_classifier_distance": (KNeighborsClassifier(4, weights="distance"), X[:1000],
                                     y[:1000] % 3),
         "knn_regressor": (KNeighborsRegressor(4), Xr[:120], yr[:120]),
+    })
+    # HistGradientBoosting*: TreeEnsemble ops whose nodes send missing values (NaN) one
+    # way or the other (nodes_missing_value_tracks_true); NaN in the rows tested
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+    Xn = X.copy()
+    Xn[::7, 3] = np.nan
+    Xn[1::5, 10] = np.nan
+    Xrn = Xr.copy()
+    Xrn[::3, 2] = np.nan
+    models.update({
+        "hist_gradient_boosting": (HistGradientBoostingClassifier(max_iter=4, random_state=0),
+                                   Xn, y),
+        "hist_gradient_boosting_binary": (HistGradientBoostingClassifier(
+            max_iter=6, random_state=0), Xn, (y > 4).astype(np.int64)),
+        "hist_gradient_boosting_regressor": (HistGradientBoostingRegressor(
+            max_iter=8, random_state=0), Xrn, yr),
     })
     # string class labels (tensor(string) outputs: BYTES)
     names = np.array(["zero", "one", "two", "three", "four", "f\u00fcnf", "six", "seven",
