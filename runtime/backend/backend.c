@@ -181,39 +181,51 @@ static gf_status gf_parse_device(const char *name, gf_device_kind *kind, int *in
                       name);
 }
 
-/* Commit every page of the pool now (a backend that asks, be->precommit):
- * the device memory of the whole budget exists from the start, so a swap-in
- * creates none. A failure leaves the rest fresh, to be committed on first
- * use. An allocation that needs the room releases free pages (gf_dev_alloc). */
-static void gf_pages_precommit(gf_backend *be)
+/* The background commit of the pool (a backend that asks, be->precommit):
+ * the device memory of the whole budget comes to exist while the backend
+ * serves, so a swap-in creates none (one that comes first commits the fresh
+ * pages it takes, gf_dev_page_alloc). One page at a time under acct_lock,
+ * taken, committed and put back as one step: nobody sees the pool without
+ * it, and held (allocations + committed pages) stays within the budget --
+ * the thread stops where allocations have taken the room. A failure leaves
+ * the rest fresh, to be committed on first use. */
+static void *gf_precommit_main(void *arg)
 {
+    gf_backend *be = arg;
     uint64_t t0 = gf_mono_us();
-    int64_t *taken = malloc((size_t)(be->n_pages > 0 ? be->n_pages : 1) * sizeof *taken);
-    if (taken == NULL)
-        return;
-    int64_t n = 0, done = 0;
-    int64_t p;
-    bool fresh;
-    /* take them all (taking prefers committed pages), then put them back */
-    while (n < be->n_pages && gf_page_pool_take(&be->pool, &p, &fresh)) {
-        taken[n++] = p;
-        if (!fresh)
-            continue;
+    int64_t done = 0;
+    while (!atomic_load(&be->precommit_stop)) {
+        pthread_mutex_lock(&be->acct_lock);
+        int64_t p;
+        if (be->held > be->budget || be->budget - be->held < be->page_size ||
+            !gf_page_pool_take_fresh(&be->pool, &p)) {
+            pthread_mutex_unlock(&be->acct_lock);
+            break;
+        }
         gf_err err;
-        if (be->iface.page_commit(be, p, &err) != GF_OK) {
+        gf_status st = be->iface.page_commit(be, p, &err);
+        if (st == GF_OK) {
+            gf_page_pool_committed(&be->pool, p);
+            be->held += be->page_size;
+            done++;
+        }
+        gf_page_pool_put(&be->pool, p);
+        pthread_mutex_unlock(&be->acct_lock);
+        if (st != GF_OK) {
             GF_LOG_W("%s: committing the page pool stopped after %lld of %lld pages: %s",
                      be->info.name, (long long)done, (long long)be->n_pages, err.msg);
             break;
         }
-        gf_page_pool_committed(&be->pool, p);
-        be->held += be->page_size;
-        done++;
     }
-    for (int64_t i = 0; i < n; i++)
-        gf_page_pool_put(&be->pool, taken[i]);
-    free(taken);
-    GF_LOG_D("%s: %lld pages committed in %llu us", be->info.name, (long long)done,
-             (unsigned long long)(gf_mono_us() - t0));
+    GF_LOG_D("%s: %lld pages committed in the background in %llu us", be->info.name,
+             (long long)done, (unsigned long long)(gf_mono_us() - t0));
+    atomic_store(&be->precommit_done, 1);
+    return NULL;
+}
+
+bool gf_dev_precommit_done(gf_backend *be)
+{
+    return !be->precommit_started || atomic_load(&be->precommit_done) != 0;
 }
 
 gf_status gf_backend_open(const gf_backend_config *cfg, gf_backend **out, gf_err *err)
@@ -257,8 +269,13 @@ gf_status gf_backend_open(const gf_backend_config *cfg, gf_backend **out, gf_err
     be->held = 0;
     memset(&be->sizes, 0, sizeof be->sizes);
     be->acct_ready = true;
+    if (cfg->precommit)
+        be->precommit = true;
+    atomic_init(&be->precommit_stop, 0);
+    atomic_init(&be->precommit_done, 0);
     if (be->precommit)
-        gf_pages_precommit(be);
+        be->precommit_started =
+            pthread_create(&be->precommit_thread, NULL, gf_precommit_main, be) == 0;
     if ((st = gf_dev_arena_new(be, &be->arena, err)) != GF_OK) {
         gf_backend_free(be);
         return st;
@@ -275,6 +292,11 @@ void gf_backend_free(gf_backend *be)
 {
     if (be == NULL)
         return;
+    if (be->precommit_started) { /* it commits under acct_lock: stop it first */
+        atomic_store(&be->precommit_stop, 1);
+        pthread_join(be->precommit_thread, NULL);
+        be->precommit_started = false;
+    }
     /* First the arena and the implementation, which may still free through
      * gf_dev_free (the cuda kernels' workspace): the accounting must outlive
      * them. */

@@ -63,6 +63,8 @@ typedef struct gf_backend_config {
     uint64_t cpu_copy_bandwidth;
     gf_cpu_copy_hook cpu_copy_hook; /* cpu only; may be NULL */
     void *cpu_copy_hook_arg;
+    bool precommit; /* commit the whole page pool from the start, in the background
+                       (cuda always does; cpu when set, for tests) */
 } gf_backend_config;
 
 typedef enum gf_device_kind { GF_DEVICE_CPU = 0, GF_DEVICE_CUDA = 1 } gf_device_kind;
@@ -158,6 +160,12 @@ void gf_dev_usage(gf_backend *be, uint64_t *used, uint64_t *budget);
 /* Device memory the backend holds: allocations plus every page with memory
  * behind it, taken or free in the pool. Never more than the budget. */
 uint64_t gf_dev_held(gf_backend *be);
+
+/* True once the background commit of the page pool (a backend that
+ * precommits) has ended: every page committed, the budget's room taken by
+ * allocations, or a commit failed (the rest are committed on first use).
+ * True at once for a backend that does not precommit. */
+bool gf_dev_precommit_done(gf_backend *be);
 
 /* Page size in force (a power of two, a multiple of the device's granularity). */
 size_t gf_dev_page_size(gf_backend *be);

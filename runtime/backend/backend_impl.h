@@ -84,9 +84,11 @@ struct gf_backend {
     uint64_t budget;       /* bytes */
     int64_t n_pages;       /* pages in the pool (budget / page_size) */
     void *context;         /* the implementation's state */
-    /* Set by the implementation: every page of the pool is committed when
-     * the backend opens (cuda: cuMemCreate costs ~0.2 ms a 2 MiB page, too
-     * much for a swap-in to pay), so a load only maps pages. */
+    /* Set by the implementation (or gf_backend_config.precommit): every page
+     * of the pool is committed from the start, by a thread of its own while
+     * the backend serves (cuda: cuMemCreate costs ~0.2 ms a 2 MiB page, too
+     * much for a swap-in to pay, and ~14 s for a whole H200 at start), so a
+     * load only maps pages; one that comes first commits what it takes. */
     bool precommit;
 
     /* accounting and the page pool, owned by backend.c (see above); the
@@ -102,6 +104,11 @@ struct gf_backend {
     _Atomic int lost;       /* gf_backend_lost answered true */
     _Atomic uint64_t n_allocs, n_frees; /* gf_dev_counters */
     struct gf_dev_arena *arena; /* gf_backend_arena: the per-request arena */
+    /* the background commit of the pool (precommit): started by
+     * gf_backend_open, stopped and joined by gf_backend_free */
+    pthread_t precommit_thread;
+    bool precommit_started;
+    _Atomic int precommit_stop, precommit_done;
 };
 
 /* The cpu backend's constructor (cpu/cpu_backend.c). */

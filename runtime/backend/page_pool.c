@@ -85,6 +85,16 @@ bool gf_page_pool_take_committed(gf_page_pool *p, int64_t *page)
     return ok;
 }
 
+bool gf_page_pool_take_fresh(gf_page_pool *p, int64_t *page)
+{
+    pthread_mutex_lock(&p->lock);
+    bool ok = p->n_free_fresh > 0;
+    if (ok)
+        *page = p->free_fresh[--p->n_free_fresh];
+    pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
 void gf_page_pool_released(gf_page_pool *p, int64_t page)
 {
     pthread_mutex_lock(&p->lock);

@@ -45,6 +45,8 @@ void gf_page_pool_put(gf_page_pool *p, int64_t page);
 /* Take a free committed page in order to release its memory; false when
  * none is free. The caller releases it, then calls gf_page_pool_released. */
 bool gf_page_pool_take_committed(gf_page_pool *p, int64_t *page);
+/* Take a free fresh page (to commit it, then put it back); false when none. */
+bool gf_page_pool_take_fresh(gf_page_pool *p, int64_t *page);
 /* The page's memory is gone: it is free and fresh again. */
 void gf_page_pool_released(gf_page_pool *p, int64_t page);
 /* True when page is in the pool and committed. */

@@ -33,6 +33,11 @@ gf_backend *tb_open_be(uint64_t budget, gf_cpu_copy_hook hook, void *arg)
     gf_err err;
     gf_err_clear(&err);
     ck_assert_msg(gf_backend_open(&cfg, &be, &err) == GF_OK, "open %s: %s", tb_device, err.msg);
+    /* cuda commits its pool in the background: the tests that count what
+     * the backend holds start from the whole pool committed */
+    for (int i = 0; i < 30000 && !gf_dev_precommit_done(be); i++)
+        usleep(1000);
+    ck_assert(gf_dev_precommit_done(be));
     return be;
 }
 
@@ -258,6 +263,50 @@ static long long memfd_bytes(void)
  * free ones included) stays within it, an allocation releases free pages to
  * make its room, and a page is committed afresh only when no committed one
  * is free. On cpu the memory itself is measured (the memfd's blocks). */
+/* The background commit of the page pool (cuda's at start; cpu when asked):
+ * the pool becomes committed while pages are taken and freed beside it,
+ * what the backend holds never passes the budget, and closing the backend
+ * while it runs stops it. */
+START_TEST(test_precommit_in_the_background)
+{
+    if (!tb_is_cpu)
+        return; /* cuda always precommits: tb_open_be waits for it */
+    size_t page = tb_dev_page();
+    enum { POOL = 64 };
+    gf_backend_config cfg = {.device = "cpu", .device_budget = POOL * page, .page_size = PAGE,
+                             .precommit = true};
+    gf_backend *be = NULL;
+    gf_err err;
+    ck_assert_int_eq(gf_backend_open(&cfg, &be, &err), GF_OK);
+    int64_t pg[8];
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < 8; i++)
+            ck_assert_msg(gf_dev_page_alloc(be, &pg[i], &err) == GF_OK, "%s", err.msg);
+        ck_assert_uint_le(gf_dev_held(be), POOL * page);
+        for (int i = 0; i < 8; i++)
+            gf_dev_page_free(be, pg[i]);
+    }
+    for (int i = 0; i < 30000 && !gf_dev_precommit_done(be); i++)
+        usleep(1000);
+    ck_assert(gf_dev_precommit_done(be));
+    ck_assert_uint_eq(gf_dev_held(be), POOL * page); /* every page committed */
+    ck_assert_int_eq(memfd_bytes(), (long long)(POOL * page));
+    uint64_t used;
+    gf_dev_usage(be, &used, NULL);
+    ck_assert_uint_eq(used, 0);
+    /* an allocation of half the budget still finds its room */
+    void *a;
+    ck_assert_msg(gf_dev_alloc(be, POOL / 2 * page, &a, &err) == GF_OK, "%s", err.msg);
+    ck_assert_uint_eq(gf_dev_held(be), POOL * page);
+    gf_dev_free(be, a);
+    gf_backend_free(be);
+    /* closed at once: the commit stops where it is */
+    cfg.device_budget = 4096 * page;
+    ck_assert_int_eq(gf_backend_open(&cfg, &be, &err), GF_OK);
+    gf_backend_free(be);
+}
+END_TEST
+
 START_TEST(test_free_pages_count_against_the_budget)
 {
     size_t page = tb_dev_page();
@@ -514,6 +563,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_pages_scattered);
     tcase_add_test(tc, test_free_pages_count_against_the_budget);
+    tcase_add_test(tc, test_precommit_in_the_background);
     tcase_add_test(tc, test_map_unmap_leave_no_hole);
     tcase_add_test(tc, test_arena_warm_requests_allocate_nothing);
     tcase_add_test(tc, test_vreserve_rejects_partial_pages);
