@@ -19,7 +19,9 @@
  * anything gets there: libmicrohttpd closes it first), BODY a little after
  * --request-timeout (the next chunk to arrive is answered 408 by server.c
  * first). Before HEADERS and IDLE cuts it writes a 408 itself: libmicrohttpd
- * writes nothing on the connection in those phases.
+ * writes nothing on the connection in those phases; a HEADERS cut whose
+ * request line named an inference route is recorded as that inference's
+ * answer (server.c gf_http_refused_headers).
  *
  * Per client (IP address): a connection beyond --max-conns-per-client is
  * marked when it opens; its first request is answered 429 with
@@ -41,6 +43,14 @@
 
 typedef enum { C_IDLE, C_HEADERS, C_BODY, C_BUSY } conn_phase;
 
+/* The headers-phase cuts of one sweep, recorded once the lock is let go
+ * (more wait for the next sweep). */
+#define GF_CONN_RECORD_MAX 32
+typedef struct headers_cut {
+    char uri[256];
+    uint64_t age_ns;
+} headers_cut;
+
 struct gf_http_conn {
     struct gf_http_conn *prev, *next;
     int fd;
@@ -50,6 +60,7 @@ struct gf_http_conn {
     bool cut;        /* shut down by the sweeper */
     conn_phase phase;
     uint64_t since_ns; /* when the phase began */
+    char uri[256];     /* HEADERS: the request line's target (cut to fit) */
 };
 
 struct gf_http_conns {
@@ -59,6 +70,8 @@ struct gf_http_conns {
     size_t n;
     uint64_t idle_ns, read_ns; /* the idle timeout; --request-timeout */
     unsigned per_client;
+    gf_http *h;
+    headers_cut cuts[GF_CONN_RECORD_MAX]; /* the sweeper's */
     pthread_t sweeper;
     bool started, stop;
 };
@@ -116,9 +129,11 @@ static void write_408(int fd, const char *what, unsigned secs)
 static void *sweeper_main(void *arg)
 {
     gf_http_conns *cs = arg;
+    headers_cut *cuts = cs->cuts;
     pthread_mutex_lock(&cs->mu);
     while (!cs->stop) {
         uint64_t now = gf_mono_ns();
+        size_t n_cuts = 0;
         for (gf_http_conn *c = cs->head; c != NULL; c = c->next) {
             if (c->cut)
                 continue;
@@ -144,12 +159,24 @@ static void *sweeper_main(void *arg)
             }
             if (what == NULL)
                 continue;
+            if (c->phase == C_HEADERS) { /* an inference is recorded: keep what it named */
+                if (n_cuts == GF_CONN_RECORD_MAX)
+                    continue;
+                memcpy(cuts[n_cuts].uri, c->uri, sizeof c->uri);
+                cuts[n_cuts++].age_ns = age;
+            }
             if (write)
                 write_408(c->fd, what, (unsigned)(cs->read_ns / 1000000000u));
             if (write)
                 GF_LOG_I("closed a connection: the request %s did not arrive in time", what);
             shutdown(c->fd, SHUT_RDWR); /* libmicrohttpd sees the end and closes it */
             c->cut = true;
+        }
+        if (n_cuts > 0) {
+            pthread_mutex_unlock(&cs->mu);
+            for (size_t i = 0; i < n_cuts; i++)
+                gf_http_refused_headers(cs->h, cuts[i].uri, cuts[i].age_ns / 1000);
+            pthread_mutex_lock(&cs->mu);
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -174,6 +201,7 @@ gf_status gf_http_conns_start(gf_http *h, gf_err *err)
     cs->idle_ns = (uint64_t)h->cfg.conn_timeout_s * 1000000000u;
     cs->read_ns = (uint64_t)h->cfg.request_timeout_s * 1000000000u;
     cs->per_client = h->cfg.max_conns_per_client;
+    cs->h = h;
     if (pthread_create(&cs->sweeper, NULL, sweeper_main, cs) != 0) {
         pthread_mutex_destroy(&cs->mu);
         pthread_cond_destroy(&cs->cond);
@@ -298,8 +326,15 @@ static void set_phase(gf_http *h, gf_http_conn *c, conn_phase p)
 
 void *gf_http_conn_uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-    (void)uri;
-    set_phase(cls, conn_of(conn), C_HEADERS);
+    gf_http *h = cls;
+    gf_http_conn *c = conn_of(conn);
+    if (c != NULL) {
+        pthread_mutex_lock(&h->conns->mu);
+        c->phase = C_HEADERS;
+        c->since_ns = gf_mono_ns();
+        snprintf(c->uri, sizeof c->uri, "%s", uri != NULL ? uri : "");
+        pthread_mutex_unlock(&h->conns->mu);
+    }
     return NULL; /* *con_cls stays NULL until the first access call */
 }
 

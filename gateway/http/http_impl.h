@@ -162,6 +162,11 @@ void gf_http_conn_read(gf_http_req *r);
 /* The connection's reply was sent: it waits for its next request. */
 void gf_http_conn_end(gf_http *h, struct MHD_Connection *conn);
 unsigned gf_http_conns_per_client(const gf_http *h);
+/* server.c: a request whose headers did not arrive in time (age_us after its
+ * request line) was answered 408 by the sweeper: when its target (the
+ * request line's, as sent) is an inference route, it is recorded as that
+ * inference's answer, under the function and version it names. */
+void gf_http_refused_headers(gf_http *h, const char *uri, uint64_t age_us);
 
 /* The one budget for memory held for request bodies (--body-memory,
  * server-wide): charge n more bytes to r, released when r is freed. False

@@ -190,20 +190,46 @@ static const gf_route *route_find(const char *url, const char *method, char *nam
     return NULL;
 }
 
+/* The route of method url and the function and version it names, as far as
+ * they are valid (name: 72 bytes, "" when none; *version 0 when none). NULL
+ * when no route takes it. */
+static const gf_route *label_of(const char *url, const char *method, char *name,
+                                int64_t *version)
+{
+    char seg[72], ver[96], allow[64];
+    bool path_matched, bad_escape;
+    const gf_route *rt = route_find(url, method, seg, ver, &path_matched, allow, &bad_escape);
+    name[0] = '\0';
+    *version = 0;
+    if (rt == NULL || bad_escape)
+        return rt;
+    if (strstr(rt->pattern, "{m}") != NULL && gf_function_name_valid(seg))
+        memcpy(name, seg, sizeof seg);
+    if (strstr(rt->pattern, "{v}") != NULL && !parse_version(ver, version))
+        *version = 0;
+    return rt;
+}
+
 /* A request refused before its route is looked at (the connection is over
  * its client's limit): its route, function and version as far as they are
  * valid, so an inference is recorded under them. */
 static void req_label(gf_http_req *r, const char *url, const char *method)
 {
-    char name[72], ver[96], allow[64];
-    bool path_matched, bad_escape;
-    r->route = route_find(url, method, name, ver, &path_matched, allow, &bad_escape);
-    if (r->route == NULL || bad_escape)
+    r->route = label_of(url, method, r->name, &r->version);
+}
+
+void gf_http_refused_headers(gf_http *h, const char *uri, uint64_t age_us)
+{
+    char name[72];
+    int64_t version;
+    /* every inference route is a POST; the method is not known yet (the
+     * headers never came), the target names what it was for */
+    const gf_route *rt = label_of(uri, "POST", name, &version);
+    if (rt == NULL || !(rt->flags & GF_ROUTE_INFER))
         return;
-    if (strstr(r->route->pattern, "{m}") != NULL && gf_function_name_valid(name))
-        snprintf(r->name, sizeof r->name, "%s", name);
-    if (strstr(r->route->pattern, "{v}") != NULL && !parse_version(ver, &r->version))
-        r->version = 0;
+    gf_gw_refused(h->gw, name, version, GF_ERR_TIMEOUT, 408,
+                  "the request headers did not arrive within --request-timeout: the "
+                  "connection was closed", age_us);
 }
 
 static void req_begin(gf_http_req *r, const char *url, const char *method)

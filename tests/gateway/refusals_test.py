@@ -9,9 +9,11 @@ reason, read back with the sqlite3 command-line tool from the file a real
   408 the body stopped arriving (the connection guard's sweeper answers)
   429 a connection beyond --max-conns-per-client
   413 a Content-Length over --max-body
+  408 the headers trickled or stopped (the sweeper answers): recorded under
+      the function and version the request line named
 
-and a request whose headers never arrive (408 before the server knows what
-it is) is no inference and has no row. /metrics' gpufaas_requests_total
+and a request line that names no inference route has no row (a metadata
+call whose headers never came). /metrics' gpufaas_requests_total
 counts the same requests. Run by meson with GF_GPUFAAS, GF_WORKER and
 GF_SQLITE3 set; skipped (77) without the sqlite3 tool.
 """
@@ -83,6 +85,10 @@ def main():
             want.append(("m", 1, 408, "GF_ERR_TIMEOUT", "--request-timeout"))
 
             held = [A.connect(port, "127.0.0.4") for _ in range(2)]
+            for c in held:  # answered, so the server counts both before the third opens
+                c.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+                st, _, _, _ = A.read_reply(c, 10)
+                check(st == 200, f"a held connection is served ({st})")
             s = A.connect(port, "127.0.0.4")
             body = A.infer_body()
             s.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
@@ -106,7 +112,20 @@ def main():
             got, _ = A.trickle(port, "127.0.0.5",
                                b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n", b"X")
             check(got.startswith(b"HTTP/1.1 408"), f"trickled headers: 408 ({got[:40]!r})")
-            # (no row: the server never learnt what the request was)
+            want.append(("m", 1, 408, "GF_ERR_TIMEOUT", "headers did not arrive"))
+            # headers that stop: the sweeper's 408, recorded under what the line named
+            s = A.connect(port, "127.0.0.7")
+            s.sendall(b"POST /v2/models/m/versions/1/infer HTTP/1.1\r\nHost: x\r\n")
+            st, _, _, took = A.read_reply(s, 10)
+            s.close()
+            check(st == 408 and took < 8, f"stalled headers: 408 ({st}, {took:.1f} s)")
+            want.append(("m", 1, 408, "GF_ERR_TIMEOUT", "headers did not arrive"))
+            # and of a request line that names no inference: nothing
+            s = A.connect(port, "127.0.0.7")
+            s.sendall(b"GET /v1/functions HTTP/1.1\r\nHost: x\r\n")
+            st, _, _, _ = A.read_reply(s, 10)
+            s.close()
+            check(st == 408, f"stalled headers of a list call: 408 ({st})")
 
             st, _, _ = A.infer(port, "m", A.infer_body())
             check(st == 200, "m still answers")
