@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 
 /* Without O_DIRECT, written bytes are handed to the kernel's writeback this
@@ -40,6 +41,8 @@ struct gf_upipe {
     bool direct;      /* fd is in O_DIRECT mode (writer only once started) */
     uint64_t written; /* bytes written (writer only) */
     uint64_t kicked;  /* of them, handed to writeback (writer only) */
+    uint64_t wait_ns;  /* the request thread waited for a free buffer (request thread) */
+    uint64_t write_ns; /* the writer spent in write() (writer; read after the join) */
 };
 
 /* Wait under p->mu until buffer i is in state want or the pipe stops.
@@ -105,7 +108,9 @@ static void *writer_main(void *arg)
     for (int i = 0; wait_for(p, i, SLOT_FULL); i = (i + 1) % GF_UPIPE_BUFS) {
         bool skip = p->failed;
         pthread_mutex_unlock(&p->mu);
+        uint64_t t0 = gf_mono_ns();
         int e = skip ? 0 : write_out(p, p->buf[i], p->len[i]);
+        p->write_ns += gf_mono_ns() - t0;
         pthread_mutex_lock(&p->mu);
         if (e != 0 && !p->failed) {
             p->failed = true;
@@ -165,8 +170,10 @@ static gf_status hand_over(gf_upipe *p, gf_err *err)
         pthread_cond_broadcast(&p->cv);
         p->fill = (p->fill + 1) % GF_UPIPE_BUFS;
     }
+    uint64_t t0 = gf_mono_ns();
     while (p->state[p->fill] != SLOT_FREE && !p->failed)
         pthread_cond_wait(&p->cv, &p->mu);
+    p->wait_ns += gf_mono_ns() - t0;
     gf_status st = GF_OK;
     if (p->failed)
         st = gf_err_set(err, p->fail.code, "%s", p->fail.msg);
@@ -218,6 +225,11 @@ gf_status gf_upipe_finish(gf_upipe *p, gf_err *err)
         st = gf_err_set(err, p->fail.code, "%s", p->fail.msg);
     pthread_mutex_unlock(&p->mu);
     stop_writer(p);
+    /* which side bounded the upload: the disk (the request thread waited for
+     * the writer) or the receiving and hashing */
+    GF_LOG_D("%s: %llu bytes written: the writer spent %.3f s in write(), the request thread "
+             "%.3f s waiting for it", p->path, (unsigned long long)p->written,
+             (double)p->write_ns / 1e9, (double)p->wait_ns / 1e9);
     return st;
 }
 
