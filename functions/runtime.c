@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/bytes.h"
+#include "core/copies.h"
 #include "core/dtype.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -233,10 +234,12 @@ void gf_fn_outputs_free(gf_fn_outputs *o)
     if (o == NULL || o->t == NULL)
         return;
     for (size_t i = 0; i < o->n; i++)
-        free(o->t[i].data);
+        if (i >= 64 || (o->placed >> i & 1) == 0)
+            free(o->t[i].data);
     free(o->t);
     o->t = NULL;
     o->n = 0;
+    o->placed = 0;
 }
 
 gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
@@ -250,9 +253,41 @@ gf_status gf_fn_infer_outputs(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf
                               const gf_tensor *inputs, size_t n_inputs, uint64_t want,
                               gf_fn_outputs *out, gf_fn_timing *timing, gf_err *err)
 {
+    return gf_fn_infer_into(p, be, cache, lease, inputs, n_inputs, want, NULL, out, timing, err);
+}
+
+/* Output i of the call into its destination d: D2H there (BYTES: copied
+ * from the host). */
+static gf_status output_into(gf_fn_ctx *ctx, size_t i, const gf_fn_dest *d, gf_tensor *host,
+                             gf_err *err)
+{
+    const gf_tensor *o = &ctx->out[i];
+    if (o->nbytes > d->size)
+        return gf_err_set(err, GF_ERR_INVALID, "output '%s' has %zu bytes, more than its "
+                          "shared_memory_byte_size %zu", ctx->mf->outputs[i].name, o->nbytes,
+                          d->size);
+    host->mem = GF_MEM_HOST;
+    host->device_id = -1;
+    host->data = d->data;
+    if (o->dtype == GF_DT_BYTES) {
+        if (o->nbytes > 0)
+            memcpy(d->data, o->data, o->nbytes);
+        gf_copies_add(GF_COPY_OUT, o->nbytes);
+        return GF_OK;
+    }
+    return gf_memcpy_async(ctx->be, ctx->stream, d->data, o->data, o->nbytes, GF_COPY_D2H, err);
+}
+
+gf_status gf_fn_infer_into(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
+                           const gf_tensor *inputs, size_t n_inputs, uint64_t want,
+                           const gf_fn_dest *dests, gf_fn_outputs *out, gf_fn_timing *timing,
+                           gf_err *err)
+{
     const gf_manifest *mf = p->mf;
     out->n = 0;
     out->t = NULL;
+    out->placed = 0;
+    uint64_t placed = 0;
     uint64_t t0 = gf_mono_us();
     if (n_inputs != mf->n_inputs)
         return gf_err_set(err, GF_ERR_INVALID, "function '%s' takes %zu input(s), got %zu",
@@ -315,6 +350,11 @@ gf_status gf_fn_infer_outputs(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf
             host_out[i].device_id = -1;
             continue;
         }
+        if (dests != NULL && dests[i].data != NULL) {
+            st = output_into(&ctx, i, &dests[i], &host_out[i], err);
+            placed |= (uint64_t)1 << i; /* i < GF_MANIFEST_MAX_IO = 64 */
+            continue;
+        }
         if (ctx.out[i].dtype == GF_DT_BYTES) {
             ctx.out[i].data = NULL; /* already on the host: handed over */
             continue;
@@ -348,9 +388,11 @@ done:
     if (st == GF_OK) {
         out->n = mf->n_outputs;
         out->t = host_out;
+        out->placed = placed;
     } else if (host_out != NULL) {
         for (size_t i = 0; i < mf->n_outputs; i++)
-            free(host_out[i].data);
+            if ((placed >> i & 1) == 0)
+                free(host_out[i].data);
         free(host_out);
     }
     if (timing != NULL)

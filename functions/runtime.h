@@ -131,7 +131,8 @@ const gf_manifest *gf_fn_plan_manifest(const gf_fn_plan *p);
 /* Host tensors produced by gf_fn_infer; free with gf_fn_outputs_free. */
 typedef struct gf_fn_outputs {
     size_t n;
-    gf_tensor *t; /* data in host memory owned by this struct */
+    gf_tensor *t;    /* data in host memory owned by this struct, but for placed ones */
+    uint64_t placed; /* bit i: output i's data is the caller's destination (gf_fn_dest) */
 } gf_fn_outputs;
 
 void gf_fn_outputs_free(gf_fn_outputs *o);
@@ -160,6 +161,23 @@ gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *
 gf_status gf_fn_infer_outputs(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
                               const gf_tensor *inputs, size_t n_inputs, uint64_t want,
                               gf_fn_outputs *out, gf_fn_timing *timing, gf_err *err);
+
+/* Host memory the caller gives for an output (a shared memory span): the
+ * output is copied back straight into it. */
+typedef struct gf_fn_dest {
+    void *data;  /* NULL: none (the output gets host memory of its own) */
+    size_t size; /* bytes there; an output larger is GF_ERR_INVALID */
+} gf_fn_dest;
+
+/* gf_fn_infer_outputs with dests (NULL, or one per manifest output): an
+ * output with a destination is copied back into it (BYTES, already on the
+ * host, is copied there) and its tensor in *out points there (bit i of
+ * out->placed); one that does not fit is GF_ERR_INVALID naming it and both
+ * sizes (what may already have been written there is undefined). */
+gf_status gf_fn_infer_into(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
+                           const gf_tensor *inputs, size_t n_inputs, uint64_t want,
+                           const gf_fn_dest *dests, gf_fn_outputs *out, gf_fn_timing *timing,
+                           gf_err *err);
 
 #ifdef __cplusplus
 }

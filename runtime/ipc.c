@@ -181,6 +181,10 @@ static gf_status enc_finish(enc *e, gf_ipc_type type, gf_err *err)
 static bool tensor_wire_size(const gf_ipc_tensor *t, uint64_t pos, uint64_t *out)
 {
     uint64_t n = 4 + strlen(t->name) + 1 + 4 + 4 + 8 * (uint64_t)t->t.rank + 8;
+    if (t->shm_key != NULL) { /* key and offset instead of padding and data */
+        *out = n + 4 + strlen(t->shm_key) + 1 + 8;
+        return true;
+    }
     uint64_t at;
     if (!gf_u64_add(pos, n, &at))
         return false;
@@ -192,11 +196,16 @@ static void put_tensor(enc *e, const gf_ipc_tensor *t)
 {
     const gf_tensor *d = &t->t;
     put_str(e, t->name, GF_IPC_MAX_NAME, "tensor name");
-    put_u32(e, d->dtype, "dtype");
+    put_u32(e, (uint32_t)d->dtype | (t->shm_key != NULL ? GF_IPC_TENSOR_SHM : 0), "dtype");
     put_u32(e, d->rank, "rank");
     for (int32_t i = 0; i < d->rank; i++)
         put_u64(e, (uint64_t)d->shape[i], "shape");
     put_u64(e, d->nbytes, "nbytes");
+    if (t->shm_key != NULL) {
+        put_str(e, t->shm_key, GF_IPC_MAX_SHM_KEY, "shm_key");
+        put_u64(e, t->shm_offset, "shm_offset");
+        return;
+    }
     static const unsigned char zeros[8] = {0};
     if (e->st == GF_OK)
         put_bytes(e, zeros, (8 - wire_pos(e) % 8) % 8, "padding");
@@ -213,7 +222,13 @@ static gf_status check_tensors(const gf_ipc_tensor *t, uint32_t n, const char *w
         return gf_err_set(err, GF_ERR_TOO_LARGE, "%s: %u tensors, at most %u", what, n,
                           GF_IPC_MAX_TENSORS);
     for (uint32_t i = 0; i < n; i++) {
-        gf_status st = gf_tensor_check_data(&t[i].t, err);
+        gf_status st = GF_OK;
+        if (t[i].shm_key == NULL)
+            st = gf_tensor_check_data(&t[i].t, err);
+        else if (t[i].shm_key[0] == '\0')
+            st = gf_err_set(err, GF_ERR_INVALID, "an empty shared memory key");
+        else if (t[i].t.dtype != GF_DT_BYTES) /* the size only: its bytes are not read */
+            st = gf_tensor_check_data(&t[i].t, err);
         if (st != GF_OK) {
             gf_err_prefix(err, "%s: tensor '%s'", what, t[i].name);
             return st;
@@ -231,7 +246,8 @@ static gf_status reserve_tensors(gf_buf *b, size_t fixed, const gf_ipc_tensor *t
         uint64_t one;
         if (!tensor_wire_size(&t[i], total, &one) || !gf_u64_add(total, one, &total))
             return gf_err_set(err, GF_ERR_OVERFLOW, "frame size overflows");
-        data += t[i].t.nbytes;
+        if (t[i].shm_key == NULL) /* a shm tensor's bytes are not in the frame */
+            data += t[i].t.nbytes;
     }
     if (b->limit != 0 && (b->len > b->limit || total > b->limit - b->len))
         return gf_err_set(err, GF_ERR_TOO_LARGE,
@@ -336,6 +352,18 @@ static gf_status encode_infer(gf_buf *b, gf_ipc_gather *g, uint64_t id, const gf
     gf_status st = check_tensors(m->t, m->n, "INFER", err);
     if (st != GF_OK)
         return st;
+    if (m->n_dests > 0 && m->outputs == 0)
+        return gf_err_set(err, GF_ERR_INVALID, "INFER: shared memory destinations need an "
+                          "outputs mask");
+    if (m->n_dests > GF_IPC_MAX_TENSORS)
+        return gf_err_set(err, GF_ERR_TOO_LARGE, "INFER: %u shared memory destinations, at "
+                          "most %u", m->n_dests, GF_IPC_MAX_TENSORS);
+    for (uint32_t i = 0; i < m->n_dests; i++)
+        if (m->dests[i].output >= 64 || (m->outputs >> m->dests[i].output & 1) == 0 ||
+            m->dests[i].key == NULL || m->dests[i].key[0] == '\0')
+            return gf_err_set(err, GF_ERR_INVALID, "INFER: shared memory destination %u names "
+                              "output %u, not one asked for, or has no key", i,
+                              m->dests[i].output);
     size_t keylen = m->key != NULL ? strlen(m->key) : 0;
     if ((st = reserve_tensors(b, GF_IPC_HEADER_SIZE + 4 + keylen + 1 + 4 + 8, m->t, m->n,
                               g != NULL, err)) != GF_OK)
@@ -352,6 +380,16 @@ static gf_status encode_infer(gf_buf *b, gf_ipc_gather *g, uint64_t id, const gf
         put_tensor(&e, &m->t[i]);
     if (m->outputs != 0)
         put_u64(&e, m->outputs, "outputs");
+    if (m->n_dests > 0) {
+        put_u32(&e, m->n_dests, "n_dests");
+        for (uint32_t i = 0; i < m->n_dests; i++) {
+            const gf_ipc_shm_dest *d = &m->dests[i];
+            put_u32(&e, d->output, "dest output");
+            put_str(&e, d->key, GF_IPC_MAX_SHM_KEY, "dest shm_key");
+            put_u64(&e, d->offset, "dest shm_offset");
+            put_u64(&e, d->size, "dest shm_size");
+        }
+    }
     if (e.st == GF_OK && g == NULL)
         gf_copies_add(GF_COPY_IN, gf_ipc_tensor_bytes(m->t, m->n));
     return enc_finish(&e, GF_IPC_INFER, err);

@@ -24,6 +24,11 @@
  *                    rank x i64 dims (>= 0), u64 nbytes (= numel x dtype size,
  *                    overflow-checked), zero padding to the next multiple of 8
  *                    (counted from the start of the frame), nbytes of data.
+ *   shm tensor       the same up to nbytes, with GF_IPC_TENSOR_SHM set in the
+ *                    dtype word, then str shm_key (the shm_open name of a
+ *                    system shared memory object, <= GF_IPC_MAX_SHM_KEY) and
+ *                    u64 shm_offset (from the object's start): the bytes are
+ *                    there, not in the frame (no padding, no data).
  * A payload must be consumed exactly: bytes left over are an error.
  *
  * ERRORS. A frame that breaks these rules (bad magic or version, unknown type,
@@ -69,6 +74,10 @@ extern "C" {
 #define GF_IPC_MAX_TEXT (1u << 20) /* manifest JSON (= GF_MANIFEST_MAX_BYTES) */
 #define GF_IPC_MAX_MESSAGE 4096    /* ERROR / EVENT messages, device names */
 #define GF_IPC_MAX_TENSORS 256     /* tensors in one INFER or RESULT */
+#define GF_IPC_MAX_SHM_KEY 255     /* a shared memory object's name (NAME_MAX) */
+
+/* The dtype word's flag of a tensor in shared memory (see "shm tensor"). */
+#define GF_IPC_TENSOR_SHM 0x80000000u
 
 /* Exit codes of gpufaas-worker. The gateway restarts a worker that exits
  * with anything but OK or FATAL (with backoff); FATAL means "do not respawn":
@@ -226,11 +235,25 @@ typedef struct gf_ipc_header {
 } gf_ipc_header;
 
 /* A named tensor. In a decoded message t.data points into the payload
- * (8-byte aligned when the payload buffer is), t.mem is GF_MEM_HOST. */
+ * (8-byte aligned when the payload buffer is), t.mem is GF_MEM_HOST.
+ * With shm_key set the bytes are in that shared memory object at
+ * shm_offset, not in the frame: t.data is not encoded (NULL when decoded)
+ * and t.nbytes is their size; for BYTES nobody has checked them yet. */
 typedef struct gf_ipc_tensor {
     const char *name;
     gf_tensor t;
+    const char *shm_key; /* NULL: inline */
+    uint64_t shm_offset;
 } gf_ipc_tensor;
+
+/* An output the worker writes straight into a shared memory object: the
+ * span [offset, offset + size) of object key; an output larger than size
+ * is the request's error (GF_ERR_INVALID). */
+typedef struct gf_ipc_shm_dest {
+    uint32_t output; /* the manifest's output index; each at most once */
+    const char *key;
+    uint64_t offset, size;
+} gf_ipc_shm_dest;
 
 typedef struct gf_ipc_ready {
     uint32_t protocol_version; /* GF_IPC_VERSION of the worker */
@@ -286,8 +309,12 @@ typedef struct gf_ipc_infer {
     uint32_t n;       /* tensors */
     gf_ipc_tensor *t; /* decoded: malloc'd array (gf_ipc_infer_deinit) */
     uint64_t outputs; /* the outputs to copy back and return: bit i = the manifest's
-                       * output i; 0 = all. On the wire an optional trailing u64,
-                       * written only when not 0 */
+                       * output i; 0 = all. On the wire an optional u64 after the
+                       * tensors, written only when not 0 */
+    uint32_t n_dests;  /* outputs placed in shared memory (each among `outputs`, which
+                        * must then not be 0). On the wire an optional u32 count and
+                        * the dests after the mask, written only when not 0 */
+    gf_ipc_shm_dest *dests; /* decoded: malloc'd array (gf_ipc_infer_deinit) */
 } gf_ipc_infer;
 
 typedef struct gf_ipc_result {

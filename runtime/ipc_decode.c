@@ -178,6 +178,8 @@ static bool get_tensor(dec *d, gf_ipc_tensor *out)
     uint32_t rank = get_u32(d, "rank");
     if (d->st != GF_OK)
         return false;
+    bool in_shm = (dtype & GF_IPC_TENSOR_SHM) != 0;
+    dtype &= ~GF_IPC_TENSOR_SHM;
     if (dtype >= GF_DT_COUNT_ || !gf_dtype_known((gf_dtype)dtype))
         return dec_fail(d, "dtype", "tensor '%s': %u is not a dtype", out->name, dtype);
     if (rank > GF_MAX_RANK)
@@ -207,6 +209,19 @@ static bool get_tensor(dec *d, gf_ipc_tensor *out)
     if (t->dtype != GF_DT_BYTES && want != nbytes)
         return dec_fail(d, "nbytes", "tensor '%s': %llu bytes but its shape and dtype need %llu",
                         out->name, (unsigned long long)nbytes, (unsigned long long)want);
+    if (in_shm) { /* the bytes are in the object: checked by whoever maps it */
+        out->shm_key = get_str(d, GF_IPC_MAX_SHM_KEY, false, NULL, "shm_key");
+        out->shm_offset = get_u64(d, "shm_offset");
+        if (d->st != GF_OK)
+            return false;
+        if (out->shm_key[0] == '\0')
+            return dec_fail(d, "shm_key", "tensor '%s': an empty shared memory key", out->name);
+        if (nbytes > SIZE_MAX || out->shm_offset > UINT64_MAX - nbytes)
+            return dec_fail(d, "shm_offset", "tensor '%s': offset + size overflows", out->name);
+        t->nbytes = (size_t)nbytes;
+        t->data = NULL;
+        return true;
+    }
     /* data starts at the next multiple of 8 counted from the frame start */
     uint64_t pad = (8 - (d->pos + GF_IPC_HEADER_SIZE) % 8) % 8;
     if (!need(d, pad, "padding"))
@@ -348,6 +363,49 @@ gf_status gf_ipc_decode_residency(const gf_ipc_frame *f, gf_ipc_residency *out, 
     return dec_end(&d);
 }
 
+/* INFER's shared memory destinations (after its outputs mask). */
+static bool get_dests(dec *d, gf_ipc_infer *out)
+{
+    uint32_t n = get_u32(d, "n_dests");
+    if (d->st != GF_OK)
+        return false;
+    if (n == 0 || n > GF_IPC_MAX_TENSORS)
+        return dec_fail(d, "n_dests", "%u destinations: 1 to %u (none is the count left out)",
+                        n, GF_IPC_MAX_TENSORS);
+    /* u32 output, str key (>= 2 bytes), u64 offset, u64 size */
+    if ((uint64_t)n * (4 + 4 + 2 + 16) > d->len - d->pos)
+        return dec_fail(d, "n_dests", "%u destinations cannot fit in the %llu bytes left", n,
+                        (unsigned long long)(d->len - d->pos));
+    gf_ipc_shm_dest *ds = calloc(n, sizeof *ds);
+    if (ds == NULL) {
+        d->st = gf_err_set(d->err, GF_ERR_NOMEM, "%s frame: out of memory for %u destinations",
+                           d->msg, n);
+        return false;
+    }
+    out->dests = ds;
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        ds[i].output = get_u32(d, "dest output");
+        ds[i].key = get_str(d, GF_IPC_MAX_SHM_KEY, false, NULL, "dest shm_key");
+        ds[i].offset = get_u64(d, "dest shm_offset");
+        ds[i].size = get_u64(d, "dest shm_size");
+        if (d->st != GF_OK)
+            return false;
+        uint32_t o = ds[i].output;
+        if (o >= 64 || (out->outputs >> o & 1) == 0)
+            return dec_fail(d, "dest output", "output %u is not among those asked for", o);
+        if (seen >> o & 1)
+            return dec_fail(d, "dest output", "output %u has two destinations", o);
+        seen |= (uint64_t)1 << o;
+        if (ds[i].key[0] == '\0')
+            return dec_fail(d, "dest shm_key", "an empty shared memory key");
+        if (ds[i].offset > UINT64_MAX - ds[i].size)
+            return dec_fail(d, "dest shm_offset", "offset + size overflows");
+    }
+    out->n_dests = n;
+    return true;
+}
+
 gf_status gf_ipc_decode_infer(const gf_ipc_frame *f, gf_ipc_infer *out, gf_err *err)
 {
     dec d;
@@ -361,6 +419,8 @@ gf_status gf_ipc_decode_infer(const gf_ipc_frame *f, gf_ipc_infer *out, gf_err *
         if (d.st == GF_OK && out->outputs == 0)
             dec_fail(&d, "outputs", "an outputs mask of 0 (all outputs is the mask left out)");
     }
+    if (d.st == GF_OK && d.pos < d.len)
+        get_dests(&d, out);
     gf_status st = dec_end(&d);
     if (st == GF_OK)
         count_read_copies(GF_COPY_IN, f, out->t, out->n);
@@ -442,6 +502,9 @@ void gf_ipc_infer_deinit(gf_ipc_infer *m)
     free(m->t);
     m->t = NULL;
     m->n = 0;
+    free(m->dests);
+    m->dests = NULL;
+    m->n_dests = 0;
 }
 
 void gf_ipc_result_deinit(gf_ipc_result *m)

@@ -15,12 +15,14 @@ static inline uint64_t gf_ipc_le_get(const unsigned char *p, int n)
     return v;
 }
 
-/* The sum of the data bytes of n tensors. */
+/* The sum of the data bytes of n tensors that travel in the frame (not
+ * those in shared memory). */
 static inline uint64_t gf_ipc_tensor_bytes(const gf_ipc_tensor *t, uint32_t n)
 {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < n; i++)
-        sum += t[i].t.nbytes;
+        if (t[i].shm_key == NULL)
+            sum += t[i].t.nbytes;
     return sum;
 }
 

@@ -20,10 +20,14 @@ void gf_gw_tensors_free(gf_gw_tensor *t, size_t n)
         return;
     for (size_t i = 0; i < n; i++) {
         free(t[i].name);
-        if (t[i].hold != NULL)
+        if (t[i].shm.key != NULL) {
+            if (t[i].shm.put != NULL)
+                t[i].shm.put(t[i].shm.hold);
+        } else if (t[i].hold != NULL) {
             gf_hold_unref(t[i].hold);
-        else
+        } else {
             free(t[i].t.data);
+        }
     }
     free(t);
 }
@@ -44,6 +48,7 @@ static void req_free(gf_gw *gw, gw_req *q)
     gf_gw_tensors_free(q->inputs, q->v->mf->n_inputs);
     gf_gw_result_free(q->res);
     gw_version_unref(q->v);
+    free(q->dests);
     free(q);
 }
 
@@ -152,6 +157,9 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, gf_hold *
                     outs[j] = &r->t[k];
             if (outs[j] == NULL)
                 snprintf(why, sizeof why, "the worker did not return output '%s'", name);
+            else if (outs[j]->shm_key != NULL && b->n_reqs != 1)
+                snprintf(why, sizeof why, "the worker placed output '%s' of a batch in shared "
+                         "memory", name);
             else if (b->n_reqs > 1 &&
                      (outs[j]->t.rank < 1 || outs[j]->t.shape[0] != b->rows))
                 snprintf(why, sizeof why, "output '%s' does not have one row per input row",
@@ -180,6 +188,13 @@ void gw_batch_complete(gf_gw *gw, gw_batch *b, const gf_ipc_result *r, gf_hold *
             const gf_tensor *src = &outs[i]->t;
             gf_tensor t = *src;
             size_t off = 0, len = src->nbytes;
+            if (outs[i]->shm_key != NULL) { /* in its destination already: no bytes here */
+                t.data = NULL;
+                o[i].placed = true;
+                o[i].t = t;
+                ok = (o[i].name = strdup(mf->outputs[idx[i]].name)) != NULL;
+                continue;
+            }
             if (b->n_reqs > 1 && src->dtype == GF_DT_BYTES) {
                 /* checked when the RESULT was decoded: find the rows' elements */
                 uint64_t per_row = src->shape[0] > 0 ? gf_tensor_numel(src) /
@@ -437,7 +452,8 @@ gw_batch *gw_take_batch(gw_version *v)
                                                              : GW_BATCH_SCAN;
     for (int64_t looked = 0; q != NULL; looked++) {
         gw_req *next = q->next;
-        bool take = q == first || (v->batchable && compatible(v->mf, first, q) &&
+        bool take = q == first || (v->batchable && !first->alone && !q->alone &&
+                                   compatible(v->mf, first, q) &&
                                    b->rows + q->rows <= v->mf->max_batch_size);
         if (take) {
             if (q == v->q_tail) /* the tail leaves: the last one kept is the tail */
@@ -480,8 +496,13 @@ static gf_status encode_batch(gf_gw *gw, gw_batch *b, gf_err *err)
     for (size_t i = 0; i < n && st == GF_OK; i++) {
         t[i].name = mf->inputs[i].name;
         t[i].t = b->reqs->inputs[i].t;
-        if (b->n_reqs == 1) {
+        if (b->n_reqs == 1) { /* by reference when in shared memory (such a request is
+                               * alone: its bytes are never concatenated) */
             gf_gw_tensor *in = &b->reqs->inputs[i];
+            t[i].shm_key = in->shm.key;
+            t[i].shm_offset = in->shm.offset;
+            if (in->shm.key != NULL)
+                continue; /* no bytes in the frame */
             if (in->hold == NULL && (in->hold = gf_hold_of_malloc(in->t.data)) == NULL) {
                 st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
                 break;
@@ -515,9 +536,13 @@ static gf_status encode_batch(gf_gw *gw, gw_batch *b, gf_err *err)
         b->want = 0;
         for (gw_req *q = b->reqs; q != NULL; q = q->next)
             b->want |= q->want;
-        /* only the outputs asked for come back (0: all of them) */
-        uint64_t outputs = b->want == gw_all_outputs(mf) ? 0 : b->want;
-        gf_ipc_infer m = {.key = b->v->key, .n = (uint32_t)n, .t = t, .outputs = outputs};
+        /* only the outputs asked for come back (0: all of them); those with
+         * a destination (a request alone) go straight into shared memory */
+        const gw_req *one = b->n_reqs == 1 ? b->reqs : NULL;
+        uint32_t n_dests = one != NULL ? one->n_dests : 0;
+        uint64_t outputs = b->want == gw_all_outputs(mf) && n_dests == 0 ? 0 : b->want;
+        gf_ipc_infer m = {.key = b->v->key, .n = (uint32_t)n, .t = t, .outputs = outputs,
+                          .n_dests = n_dests, .dests = n_dests > 0 ? one->dests : NULL};
         gf_buf buf;
         gf_buf_init(&buf);
         st = gf_ipc_encode_infer_gather(&buf, g, b->id, &m, err);
@@ -539,11 +564,14 @@ out:
 }
 
 /* Let go of q's inputs once its batch's frame holds them (the frame keeps
- * its own references). */
+ * its own references), but for those in shared memory, which stay
+ * registered until q is answered. */
 static void req_inputs_release(gw_req *q)
 {
     for (size_t i = 0; i < q->v->mf->n_inputs; i++) {
         gf_gw_tensor *in = &q->inputs[i];
+        if (in->shm.key != NULL)
+            continue;
         if (in->hold != NULL)
             gf_hold_unref(in->hold);
         else

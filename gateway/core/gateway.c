@@ -451,11 +451,16 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
     /* the outputs asked for, before any work: a wrong name is the request's
      * fault, and the model must not run for it */
     uint64_t want = req->n_outputs == 0 ? gw_all_outputs(mf) : 0;
+    gf_ipc_shm_dest dests[GF_MANIFEST_MAX_IO];
+    uint32_t n_dests = 0;
     for (size_t i = 0; i < req->n_outputs; i++) {
         const char *o = req->outputs[i];
         int k = o != NULL ? gf_manifest_output_index(mf, o) : -1;
         if (k >= 0) {
             want |= (uint64_t)1 << k; /* < GF_MANIFEST_MAX_IO = 64 */
+            const gf_gw_shm *d = req->out_shm != NULL ? &req->out_shm[i] : NULL;
+            if (d != NULL && d->key != NULL && n_dests < GF_MANIFEST_MAX_IO)
+                dests[n_dests++] = (gf_ipc_shm_dest){(uint32_t)k, d->key, d->offset, d->size};
             continue;
         }
         gf_buf names;
@@ -474,6 +479,19 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
         st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    if (n_dests > 0 && (q->dests = malloc(n_dests * sizeof *q->dests)) == NULL) {
+        free(res);
+        free(q);
+        q = NULL;
+        st = gf_err_set(err, GF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (n_dests > 0)
+        memcpy(q->dests, dests, n_dests * sizeof *q->dests);
+    q->n_dests = n_dests;
+    q->alone = n_dests > 0;
+    for (size_t i = 0; i < mf->n_inputs; i++)
+        q->alone |= ordered[i].shm.key != NULL;
     q->v = v;
     q->inputs = ordered;
     q->rows = v->batchable ? rows : 1;
@@ -508,6 +526,7 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
                               "(--queue-limit-total): try again shortly", held_all);
         q->inputs = NULL;
         free(q->res);
+        free(q->dests);
         free(q);
         q = NULL;
         goto fail;
@@ -520,6 +539,7 @@ gf_status gw_submit(gf_gw *gw, gf_gw_infer_req *req, bool may_park, gf_err *err)
         atomic_fetch_sub(&gw->inflight_reqs, 1);
         q->inputs = NULL;
         free(q->res);
+        free(q->dests);
         free(q);
         q = NULL;
         goto fail;

@@ -124,17 +124,35 @@ const char *gf_gw_upload_dir(gf_gw *gw);
 
 /* ---- inference ------------------------------------------------------------ */
 
+/* A span of a system shared memory object (Triton's system shared memory
+ * extension) that a tensor's bytes are in, or go to: the worker maps the
+ * object itself, so the bytes never cross its socket. */
+typedef struct gf_gw_shm {
+    const char *key;  /* the object's shm_open name, kept alive by hold; NULL: none */
+    uint64_t offset;  /* from the object's start */
+    uint64_t size;    /* bytes of the span */
+    void *hold;       /* what keeps the span registered and mapped (a region
+                         reference), given back with put(hold) when the tensor is freed */
+    void (*put)(void *hold);
+} gf_gw_shm;
+
 /* A named host tensor; data is malloc'd and owned by whoever owns the
- * struct. */
+ * struct. With shm.key set the bytes are in shared memory instead: data
+ * then points at the gateway's mapping of the span (not owned), and the
+ * tensor goes to the worker by reference. */
 typedef struct gf_gw_tensor {
     char *name;
     gf_tensor t;
-    gf_hold *hold; /* NULL: t.data is malloc'd and the tensor's own; else t.data is a
-                      slice of a buffer this reference keeps alive (a request body, a
-                      RESULT frame's payload): zero copy (issue 16) */
+    gf_gw_shm shm;
+    bool placed; /* an output the worker wrote into its shared memory destination:
+                    t has no data, only the descriptor */
+    gf_hold *hold; /* NULL: t.data is malloc'd and the tensor's own (but for shm); else
+                      t.data is a slice of a buffer this reference keeps alive (a request
+                      body, a RESULT frame's payload): zero copy (issue 16) */
 } gf_gw_tensor;
 
-/* Free n tensors (names, and data or their hold's reference) and the array.
+/* Free n tensors (names, owned data or their hold's reference, shared memory
+ * holds) and the array.
  * NULL is a no-op. */
 void gf_gw_tensors_free(gf_gw_tensor *t, size_t n);
 
@@ -165,6 +183,9 @@ typedef struct gf_gw_infer_req {
     const char *const *outputs; /* the outputs the request asks for by name (borrowed for
                                    the call); NULL with n_outputs 0 = all */
     size_t n_outputs;
+    const gf_gw_shm *out_shm; /* NULL, or per requested output the span the worker writes
+                                 it into (key NULL: none); the keys are borrowed until
+                                 done is called. Such an output comes back placed */
     gf_gw_done_fn done;      /* called once, later, from a core thread */
     void *done_arg;
     uint64_t t0_us;          /* when the request arrived (monotonic); 0 = now */

@@ -34,6 +34,10 @@ typedef struct gw_req {
     gf_gw_tensor *inputs;    /* manifest order, owned */
     int64_t rows;            /* its share of the batch dimension (1 without one) */
     uint64_t want;           /* the outputs it asked for: bit i = manifest output i */
+    gf_ipc_shm_dest *dests;  /* its outputs placed in shared memory (keys borrowed from
+                                the submitter until answered), malloc'd; NULL: none */
+    uint32_t n_dests;
+    bool alone;              /* shared memory by reference: never batched with others */
     gf_gw_done_fn done;
     void *done_arg;
     uint64_t t_submit_us;

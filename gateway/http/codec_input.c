@@ -229,7 +229,9 @@ static gf_status tensor_make(gf_tensor *t, const gf_input_acc *in, void *data, s
     return st;
 }
 
-/* An input whose bytes are in a shared memory region: copied from it. */
+/* An input whose bytes are in a shared memory region: a reference to them
+ * (the worker reads them there), which keeps the region until the request
+ * is done. */
 static gf_status input_from_shm(gf_parse_ctx *c, gf_input_acc *in, uint64_t nbytes,
                                 gf_gw_tensor *out)
 {
@@ -250,20 +252,17 @@ static gf_status input_from_shm(gf_parse_ctx *c, gf_input_acc *in, uint64_t nbyt
     if (r == NULL)
         return gf_err_set(err, GF_ERR_INVALID, "%s: no shared memory region '%s' is registered",
                           what, in->shm.region);
-    const void *src = gf_shm_span(r, in->shm.offset, nbytes, what, err);
-    void *data = src != NULL ? malloc(nbytes > 0 ? (size_t)nbytes : 1) : NULL;
-    gf_status st = src == NULL ? GF_ERR_INVALID : data == NULL ? gf_codec_nomem(&c->j) : GF_OK;
+    void *src = gf_shm_span(r, in->shm.offset, nbytes, what, err);
+    gf_status st = src == NULL ? GF_ERR_INVALID : GF_OK;
     if (st == GF_OK) {
-        memcpy(data, src, (size_t)nbytes);
         memset(out, 0, sizeof *out);
-        st = tensor_make(&out->t, in, data, (size_t)nbytes, err);
+        st = tensor_make(&out->t, in, src, (size_t)nbytes, err); /* BYTES: checked here too */
     }
-    gf_shm_put(r);
     if (st != GF_OK) {
-        free(data);
+        gf_shm_put(r);
         return st;
     }
-    gf_copies_add(GF_COPY_IN, nbytes); /* the memcpy out of the region */
+    out->shm = gf_shm_tensor_ref(r, in->shm.offset, nbytes, true); /* r's reference passes to it */
     out->name = in->name;
     in->name = NULL;
     return GF_OK;

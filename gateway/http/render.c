@@ -221,12 +221,14 @@ static gf_status put_output_shm(gf_buf *b, const gf_gw_tensor *o, const gf_codec
     if (o->t.nbytes > sel->shm_size)
         return gf_err_set(err, GF_ERR_INVALID, "%s has %zu bytes, more than its "
                           "shared_memory_byte_size %" PRIu64, what, o->t.nbytes, sel->shm_size);
-    void *dst = gf_shm_span(sel->shm, sel->shm_offset, o->t.nbytes, what, err);
-    if (dst == NULL)
-        return GF_ERR_INVALID;
-    if (o->t.nbytes > 0)
-        memcpy(dst, o->t.data, o->t.nbytes);
-    gf_copies_add(GF_COPY_OUT, o->t.nbytes);
+    if (!o->placed) { /* it came over the socket (a request the core resubmitted) */
+        void *dst = gf_shm_span(sel->shm, sel->shm_offset, o->t.nbytes, what, err);
+        if (dst == NULL)
+            return GF_ERR_INVALID;
+        if (o->t.nbytes > 0)
+            memcpy(dst, o->t.data, o->t.nbytes);
+        gf_copies_add(GF_COPY_OUT, o->t.nbytes);
+    }
     gf_status st = gf_buf_append_str(b, "{\"name\":");
     if (st == GF_OK)
         st = gf_buf_append_json_str(b, o->name, strlen(o->name));

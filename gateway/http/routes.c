@@ -275,10 +275,19 @@ static void infer_start(gf_http_req *r, bool v1)
     }
     gf_buf_deinit(&r->body); /* the inputs hold copies or slices */
     const char *outputs[GF_MANIFEST_MAX_IO];
+    gf_gw_shm out_shm[GF_MANIFEST_MAX_IO];
+    bool any_shm = false;
     size_t n_outputs = r->creq.n_outputs < GF_MANIFEST_MAX_IO ? r->creq.n_outputs
                                                               : GF_MANIFEST_MAX_IO;
-    for (size_t i = 0; i < n_outputs; i++)
-        outputs[i] = r->creq.outputs[i].name;
+    for (size_t i = 0; i < n_outputs; i++) {
+        const gf_codec_output_sel *o = &r->creq.outputs[i];
+        outputs[i] = o->name;
+        /* into its region by the worker (a classified one is rendered here) */
+        bool placed = o->shm != NULL && o->classify == 0;
+        out_shm[i] = placed ? gf_shm_tensor_ref(o->shm, o->shm_offset, o->shm_size, false)
+                            : (gf_gw_shm){0};
+        any_shm |= placed;
+    }
     gf_gw_infer_req q = {
         .function = r->name,
         .version = r->version,
@@ -286,6 +295,7 @@ static void infer_start(gf_http_req *r, bool v1)
         .n_inputs = r->creq.n_inputs,
         .outputs = outputs,
         .n_outputs = n_outputs,
+        .out_shm = any_shm ? out_shm : NULL, /* r->creq holds the regions until answered */
         .done = infer_done,
         .done_arg = r,
         .t0_us = r->t0_ns / 1000,

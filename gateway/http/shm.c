@@ -234,3 +234,17 @@ void *gf_shm_span(gf_shm_region *r, uint64_t offset, uint64_t size, const char *
     }
     return r->base + offset;
 }
+
+static void put_hold(void *hold)
+{
+    gf_shm_put(hold);
+}
+
+gf_gw_shm gf_shm_tensor_ref(gf_shm_region *r, uint64_t offset, uint64_t size, bool hold)
+{
+    return (gf_gw_shm){.key = r->key,
+                       .offset = r->offset + offset, /* both checked against the object */
+                       .size = size,
+                       .hold = hold ? r : NULL,
+                       .put = hold ? put_hold : NULL};
+}

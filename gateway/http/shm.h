@@ -5,8 +5,11 @@
  * utils.shared_memory, perf_analyzer --shared-memory system), registers
  * byte_size bytes of it from offset under a name, and then names the region
  * in an inference's inputs and outputs instead of sending the bytes over
- * HTTP. The gateway maps each region once, at register; inputs are copied
- * from the mapping and outputs written into it.
+ * HTTP. The gateway maps each region once, at register, to check spans;
+ * the tensors go to the worker by reference (gf_shm_tensor_ref: the object's key
+ * and the span's offset in it), and the worker maps the object itself,
+ * reads its inputs there and writes its outputs there: their bytes never
+ * cross the worker's socket, nor are they copied in the gateway.
  *
  * Regions are reference-counted: a request that named one keeps it mapped
  * until it is done, even when it is unregistered meanwhile. Thread-safe.
@@ -20,6 +23,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "gateway/core/gateway.h"
 
 #define GF_SHM_MAX_REGIONS 256
 #define GF_SHM_NAME_MAX 63
@@ -63,5 +67,12 @@ void gf_shm_put(gf_shm_region *r);
  * it. what names the tensor in the message ("input 'x'"). */
 void *gf_shm_span(gf_shm_region *r, uint64_t offset, uint64_t size, const char *what,
                   gf_err *err);
+
+/* The span [offset, offset + size) of region r as a tensor's shared memory
+ * reference: the object's key and the offset from the object's start (the
+ * region's offset + offset). With hold, the reference keeps r registered
+ * and mapped (the caller's reference to r passes to it: gf_gw_tensors_free
+ * puts it); without, it borrows r's key for as long as the caller holds r. */
+gf_gw_shm gf_shm_tensor_ref(gf_shm_region *r, uint64_t offset, uint64_t size, bool hold);
 
 #endif /* GF_GATEWAY_HTTP_SHM_H */

@@ -3,12 +3,16 @@
  * requests run in (ready-first), and INFER on the compute stream. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/clock.h"
+#include "core/copies.h"
 #include "core/ema.h"
 #include "core/log.h"
+#include "core/tensor.h"
 #include "worker/worker_impl.h"
 
 /* ---- executor: INFER ------------------------------------------------------------------ */
@@ -203,6 +207,80 @@ static gf_status map_inputs(const wmodel *m, const gf_ipc_infer *msg, gf_tensor 
     return GF_OK;
 }
 
+/* The shared memory a request's tensors use (inputs by reference, outputs
+ * placed): the mappings it holds, and the BYTES inputs copied out. */
+typedef struct req_shm {
+    wk_shm_map *held[2 * GF_MANIFEST_MAX_IO];
+    size_t n_held;
+    void *owned[GF_MANIFEST_MAX_IO];
+    size_t n_owned;
+    gf_fn_dest dest[GF_MANIFEST_MAX_IO]; /* manifest order */
+    bool any_dest;
+} req_shm;
+
+/* Point cur's inputs by reference at their mappings, and map its outputs'
+ * destinations. A BYTES input is copied out of the object and checked (the
+ * client may write the object while the function reads it); other inputs
+ * are read straight from it (the host-to-device copy is the one copy). */
+static gf_status shm_resolve(gf_worker *w, wreq *cur, req_shm *rs, gf_err *err)
+{
+    gf_ipc_infer *msg = &cur->msg;
+    char what[GF_IPC_MAX_NAME + 32];
+    for (uint32_t i = 0; i < msg->n; i++) {
+        gf_ipc_tensor *t = &msg->t[i];
+        if (t->shm_key == NULL)
+            continue;
+        snprintf(what, sizeof what, "input '%s'", t->name);
+        void *p;
+        gf_status st = wk_shm_span(&w->shm, what, t->shm_key, t->shm_offset, t->t.nbytes, &p,
+                                   &rs->held[rs->n_held], err);
+        if (st != GF_OK)
+            return st;
+        rs->n_held++;
+        t->t.data = p;
+        if (t->t.dtype != GF_DT_BYTES)
+            continue;
+        void *copy = malloc(t->t.nbytes > 0 ? t->t.nbytes : 1);
+        if (copy == NULL)
+            return gf_err_set(err, GF_ERR_NOMEM, "out of memory for %s", what);
+        rs->owned[rs->n_owned++] = copy;
+        memcpy(copy, p, t->t.nbytes);
+        gf_copies_add(GF_COPY_IN, t->t.nbytes);
+        t->t.data = copy;
+        uint64_t numel = gf_tensor_numel(&t->t);
+        if ((st = gf_bytes_check(copy, t->t.nbytes, numel, err)) != GF_OK) {
+            gf_err_prefix(err, "%s (in shared memory '%s')", what, t->shm_key);
+            return st;
+        }
+    }
+    const gf_manifest *mf = cur->m->mf;
+    for (uint32_t i = 0; i < msg->n_dests; i++) {
+        const gf_ipc_shm_dest *d = &msg->dests[i];
+        if (d->output >= mf->n_outputs)
+            return gf_err_set(err, GF_ERR_INVALID, "a shared memory destination for output %u "
+                              "of function '%s', which has %zu", d->output, cur->m->key,
+                              mf->n_outputs);
+        snprintf(what, sizeof what, "output '%s'", mf->outputs[d->output].name);
+        void *p;
+        gf_status st = wk_shm_span(&w->shm, what, d->key, d->offset, d->size, &p,
+                                   &rs->held[rs->n_held], err);
+        if (st != GF_OK)
+            return st;
+        rs->n_held++;
+        rs->dest[d->output] = (gf_fn_dest){.data = p, .size = (size_t)d->size};
+        rs->any_dest = true;
+    }
+    return GF_OK;
+}
+
+static void shm_done(gf_worker *w, req_shm *rs)
+{
+    for (size_t i = 0; i < rs->n_held; i++)
+        wk_shm_release(&w->shm, rs->held[i]);
+    for (size_t i = 0; i < rs->n_owned; i++)
+        free(rs->owned[i]);
+}
+
 /* Run cur and leave its answer (RESULT or ERROR) encoded in b, unsent: the
  * caller first marks the device free, so that the next request, which may
  * arrive as soon as the answer is out, finds it so. */
@@ -215,21 +293,26 @@ void wk_run_request(gf_worker *w, wreq *cur, wk_answer *a)
     gf_err err;
     gf_err_clear(&err);
     gf_status st = GF_OK;
-    gf_fn_outputs outs = {0, NULL};
+    gf_fn_outputs outs = {0, NULL, 0};
     gf_fn_timing timing = {0};
     gf_tensor in[GF_MANIFEST_MAX_IO];
+    req_shm rs;
+    rs.n_held = rs.n_owned = 0;
+    rs.any_dest = false;
+    memset(rs.dest, 0, sizeof rs.dest);
     if (m->prep == WM_FAILED) {
         st = gf_err_set(&err, m->fail_code, "function version '%s' failed to load: %s", m->key,
                         m->fail_msg);
         goto reply;
     }
-    if ((st = map_inputs(m, &cur->msg, in, &err)) != GF_OK)
+    if ((st = shm_resolve(w, cur, &rs, &err)) != GF_OK ||
+        (st = map_inputs(m, &cur->msg, in, &err)) != GF_OK)
         goto reply;
     if (cur->lease == NULL && (st = acquire_wait(w, cur, &err)) != GF_OK)
         goto reply;
     wk_lease_ahead(w);
-    st = gf_fn_infer_outputs(m->plan, w->be, w->cache, cur->lease, in, m->mf->n_inputs,
-                             cur->msg.outputs, &outs, &timing, &err);
+    st = gf_fn_infer_into(m->plan, w->be, w->cache, cur->lease, in, m->mf->n_inputs,
+                          cur->msg.outputs, rs.any_dest ? rs.dest : NULL, &outs, &timing, &err);
     wk_device_lost(w, st, &err);
     if (st == GF_OK) {
         pthread_mutex_lock(&w->lock);
@@ -265,6 +348,13 @@ reply:;
                 if (want != 0 && (want >> i & 1) == 0)
                     continue; /* not asked for: neither copied back nor sent */
                 ot[k].name = m->mf->outputs[i].name;
+                ot[k].shm_key = NULL;
+                ot[k].shm_offset = 0;
+                for (uint32_t d = 0; (outs.placed >> i & 1) != 0 && d < cur->msg.n_dests; d++)
+                    if (cur->msg.dests[d].output == i) { /* written there: sent by reference */
+                        ot[k].shm_key = cur->msg.dests[d].key;
+                        ot[k].shm_offset = cur->msg.dests[d].offset;
+                    }
                 ot[k++].t = outs.t[i];
             }
             gf_ipc_result res = {
@@ -282,9 +372,10 @@ reply:;
         }
     }
     if (st == GF_OK)
-        a->outs = outs;
+        a->outs = outs; /* sent from there (placed ones are not freed) */
     else
         gf_fn_outputs_free(&outs);
+    shm_done(w, &rs); /* the RESULT's segments never point into a mapping */
     if (st != GF_OK) {
         pthread_mutex_lock(&w->lock);
         w->n_errors++;
@@ -322,7 +413,7 @@ void *wk_exec_main(void *arg)
     b.limit = (size_t)(GF_IPC_HEADER_SIZE + w->cfg.max_frame);
     gf_ipc_gather g;
     g.n = 0;
-    wk_answer ans = {&b, &g, {0, NULL}};
+    wk_answer ans = {&b, &g, {0, NULL, 0}};
     pthread_mutex_lock(&w->lock);
     for (;;) {
         wreq *cur = NULL;

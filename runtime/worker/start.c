@@ -215,6 +215,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
     pthread_mutex_init(&w->lock, NULL);
     pthread_mutex_init(&w->wlock, NULL);
     pthread_mutex_init(&w->ev_lock, NULL);
+    wk_shm_init(&w->shm);
     pthread_cond_init(&w->exec_cond, NULL);
     pthread_cond_init(&w->admin_cond, NULL);
     pthread_cond_init(&w->progress_cond, NULL);
@@ -429,6 +430,7 @@ void gf_worker_free(gf_worker *w)
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->wlock);
     pthread_mutex_destroy(&w->ev_lock);
+    wk_shm_deinit(&w->shm);
     pthread_cond_destroy(&w->exec_cond);
     pthread_cond_destroy(&w->admin_cond);
     pthread_cond_destroy(&w->progress_cond);

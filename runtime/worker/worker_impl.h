@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cache/cache.h"
 #include "core/buf.h"
@@ -94,6 +95,24 @@ typedef struct wreq {
     uint64_t t_swap_wait_us; /* when ready-first first held it back for its swap-in (0: never) */
 } wreq;
 
+/* A mapping of a system shared memory object (shm.c). */
+#define WK_SHM_MAPS 16
+typedef struct wk_shm_map {
+    char key[GF_IPC_MAX_SHM_KEY + 1];
+    dev_t dev;
+    ino_t ino;
+    void *base; /* the whole object; NULL: a free slot */
+    size_t len;
+    uint64_t used; /* when last used (the cache's tick) */
+    int users;     /* requests using it now: not unmapped meanwhile */
+} wk_shm_map;
+
+typedef struct wk_shm_cache {
+    pthread_mutex_t lock;
+    wk_shm_map m[WK_SHM_MAPS];
+    uint64_t tick;
+} wk_shm_cache;
+
 typedef enum { JOB_LOAD = 0, JOB_UNLOAD = 1, JOB_RESIDENCY = 2 } job_kind;
 
 typedef struct wjob {
@@ -145,6 +164,8 @@ struct gf_worker {
     bool exec_acquiring; /* the executor waits for room: take nothing ahead */
     wmodel *running;     /* the model of the request running now (executor or reader) */
     bool reader_running; /* the reader runs a quick request itself (see handle_infer) */
+
+    wk_shm_cache shm; /* shared memory objects of tensors sent by reference */
 
     pthread_mutex_t wlock;
     bool write_failed; /* under wlock */
@@ -265,6 +286,23 @@ void wk_request_free(gf_worker *w, wreq *r);
  * caller first marks the device free, so that the next request, which may
  * arrive as soon as the answer is out, finds it so. */
 void wk_run_request(gf_worker *w, wreq *cur, wk_answer *a);
+
+/* ---- shm.c ---- */
+
+void wk_shm_init(wk_shm_cache *c);
+void wk_shm_deinit(wk_shm_cache *c);
+
+/* The span [offset, offset + size) of shared memory object key, mapped
+ * read-write: *out points at it and *held is the mapping it lies in (NULL
+ * for an empty object), to give back with wk_shm_release when the request
+ * is done. GF_ERR_INVALID (the request's: naming `what`, the object and the
+ * sizes) when the object cannot be opened or mapped or the span lies past
+ * its end now; GF_ERR_BUSY when WK_SHM_MAPS mappings are all in use. */
+gf_status wk_shm_span(wk_shm_cache *c, const char *what, const char *key, uint64_t offset,
+                      uint64_t size, void **out, wk_shm_map **held, gf_err *err);
+
+/* NULL is a no-op. */
+void wk_shm_release(wk_shm_cache *c, wk_shm_map *m);
 
 /* ---- reader.c ---- */
 

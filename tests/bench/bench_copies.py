@@ -17,6 +17,9 @@ divided by the tensor bytes sent and received:
   requested_copies_out_gateway            (an ONNX graph): copies of that output's
                                           bytes; the others are neither copied
                                           back from the device nor sent
+  shm_copies_in_gateway, ..._worker       input and output in system shared memory
+  shm_copies_out_gateway, ..._worker      (tritonclient.utils.shared_memory): the
+                                          worker reads and writes the region itself
   refused_once                            1: a request that does not match the
                                           manifest gets one 400 with the one
                                           message, from the gateway, and nothing
@@ -68,6 +71,10 @@ EXPECT_JSON = {"copies_in_gateway": 2, "copies_in_worker": 0,
 # A request naming one output of three: only its bytes are copied back and
 # sent (counted against that output's bytes, as the copies above).
 EXPECT_REQUESTED = {"requested_copies_out_worker": 0, "requested_copies_out_gateway": 0}
+# Input and output in system shared memory: none at all (the worker's H2D
+# reads the region, its D2H writes it; no byte crosses the socket).
+EXPECT_SHM = {"shm_copies_in_gateway": 0, "shm_copies_in_worker": 0,
+              "shm_copies_out_worker": 0, "shm_copies_out_gateway": 0}
 
 
 def metrics(addr):
@@ -206,6 +213,49 @@ def refused_once(addr, c, fig):
         print(f"refused_once: the answer was {msg!r}")
 
 
+def shm_requests(addr, c, n, fig):
+    """Input and output in system shared memory, registered as tritonclient does."""
+    import tritonclient.utils.shared_memory as shm
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    x = np.linspace(-1, 1, IN, dtype=np.float32).reshape(1, IN)
+    key_in, key_out = f"/gf_copies_in_{os.getpid()}", f"/gf_copies_out_{os.getpid()}"
+    h_in = shm.create_shared_memory_region("cin", key_in, x.nbytes)
+    h_out = shm.create_shared_memory_region("cout", key_out, OUT * 4)
+    try:
+        shm.set_shared_memory_region(h_in, [x])
+        c.register_system_shared_memory("cin", key_in, x.nbytes, headers=admin)
+        c.register_system_shared_memory("cout", key_out, OUT * 4, headers=admin)
+        i = httpclient.InferInput("x", [1, IN], "FP32")
+        i.set_shared_memory("cin", x.nbytes)
+        o = httpclient.InferRequestedOutput("y")
+        o.set_shared_memory("cout", OUT * 4)
+        r = c.infer("ref-mlp", [i], outputs=[o])  # warm, and checked below
+        ref = shm.get_contents_as_numpy(h_out, np.float32, [1, OUT]).copy()
+        out = r.get_output("y")
+        assert "data" not in out and "parameters" not in out, f"no data for shm: {out}"
+        j = httpclient.InferInput("x", [1, IN], "FP32")
+        j.set_data_from_numpy(x, binary_data=True)
+        inline = c.infer("ref-mlp", [j]).as_numpy("y")
+        assert np.allclose(ref, inline, rtol=1e-6, atol=1e-7), (ref, inline)
+        before = settled(addr)
+        for _ in range(n):
+            c.infer("ref-mlp", [i], outputs=[o])
+        after = settled(addr)
+        got = shm.get_contents_as_numpy(h_out, np.float32, [1, OUT])
+        assert np.allclose(got, inline, rtol=1e-6, atol=1e-7)
+        c.unregister_system_shared_memory(headers=admin)
+    finally:
+        shm.destroy_shared_memory_region(h_in)
+        shm.destroy_shared_memory_region(h_out)
+
+    def d(proc, way):
+        return after.get((proc, way), 0) - before.get((proc, way), 0)
+    fig["shm_copies_in_gateway"] = d("gateway", "in") / (n * IN * 4)
+    fig["shm_copies_in_worker"] = d("worker0", "in") / (n * IN * 4)
+    fig["shm_copies_out_worker"] = d("worker0", "out") / (n * OUT * 4)
+    fig["shm_copies_out_gateway"] = d("gateway", "out") / (n * OUT * 4)
+
+
 def run(addr, model, a, fig):
     deploy(addr, model)
     refused_once(addr, httpclient.InferenceServerClient(url=addr), fig)
@@ -214,6 +264,7 @@ def run(addr, model, a, fig):
     per_request(addr, c, 2, True)  # warm: the model is loaded
     b = per_request(addr, c, a.requests, True)
     j = per_request(addr, c, a.requests, False)
+    shm_requests(addr, c, a.requests, fig)
     fig.update(b)
     fig["copies_in"] = b["copies_in_gateway"] + b["copies_in_worker"]
     fig["copies_out"] = b["copies_out_gateway"] + b["copies_out_worker"]
@@ -240,14 +291,16 @@ def main():
               device_memory="256M", host_memory="256M")
     for k in ("copies_in", "copies_out", "copies_in_gateway", "copies_in_worker",
               "copies_out_gateway", "copies_out_worker", "copies_in_json", "copies_out_json",
-              "requested_copies_out_worker", "requested_copies_out_gateway", "refused_once"):
+              "requested_copies_out_worker", "requested_copies_out_gateway",
+              "shm_copies_in_gateway", "shm_copies_in_worker", "shm_copies_out_worker",
+              "shm_copies_out_gateway", "refused_once"):
         print(f"{k}={fig[k]:g}")
     if a.check:
         bad = [f"{k}: {fig[k]:g}, expected {v}" for k, v in EXPECT.items() if fig[k] != v]
         bad += [f"{k}_json: {fig[k + '_json']:g}, expected {v}" for k, v in EXPECT_JSON.items()
                 if fig[k + "_json"] != v]
-        bad += [f"{k}: {fig[k]:g}, expected {v}" for k, v in EXPECT_REQUESTED.items()
-                if fig[k] != v]
+        bad += [f"{k}: {fig[k]:g}, expected {v}" for k, v in
+                list(EXPECT_REQUESTED.items()) + list(EXPECT_SHM.items()) if fig[k] != v]
         if fig["refused_once"] != 1:
             bad.append("a request that does not match the manifest was not refused once, by "
                        "the gateway, with the one message")

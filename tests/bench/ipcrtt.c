@@ -57,7 +57,7 @@ static int time_infers(gf_wh *w, int warmup, int rounds, double *lat, double *q_
     gf_err_clear(&e);
     if (gf_tensor_init(&t.t, GF_DT_F32, 2, (int64_t[]){1, 16}, x, GF_MEM_HOST, -1, &e) != GF_OK)
         return 1;
-    gf_ipc_infer req = {"tiny@1", 1, &t, 0};
+    gf_ipc_infer req = {"tiny@1", 1, &t, 0, 0, NULL};
     for (int i = 0; i < warmup + rounds; i++) {
         double t0 = now_us();
         gf_ipc_frame f;

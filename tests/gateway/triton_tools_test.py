@@ -344,6 +344,12 @@ def check_shm(c, addr, x, want):
             j = httpclient.InferInput("x", list(x.shape), "FP32")
             j.set_shared_memory(region, size, offset=offset)
             expect_fail(what, code, words, c.infer, "ref-mlp", [j])
+        # HTTP input, output into shm
+        r = c.infer("ref-mlp", [_inp(x)], outputs=[o])
+        y = shm.get_contents_as_numpy(h_out, np.float32, list(want.shape))
+        check(np.allclose(y, want, rtol=1e-4, atol=1e-5), "HTTP input, shm output")
+        check_shm_concurrent(addr, x, want)
+        check_shm_gone(c, x, want)
         bad_infer("nope", x.nbytes, 0, "shm: unknown region", ["nope", "registered"])
         bad_infer("in", x.nbytes, 128, "shm: offset past the end", ["past the end", "in"])
         bad_infer("in", x.nbytes - 4, 0, "shm: wrong byte size", ["shared_memory_byte_size"])
@@ -374,6 +380,72 @@ def check_shm(c, addr, x, want):
     finally:
         shm.destroy_shared_memory_region(h_in)
         shm.destroy_shared_memory_region(h_out)
+
+
+def check_shm_concurrent(addr, x, want):
+    """Requests in flight together, each reading and writing its own spans of
+    one region pair: each gets its own answer (never batched together), and an
+    unregister while some are in flight answers them or refuses them cleanly."""
+    import tritonclient.utils.shared_memory as shm
+    n, row = 6, x.nbytes
+    key = f"/gf_cc_{os.getpid()}"
+    xs = [x * (k + 1) for k in range(n)]
+    h = shm.create_shared_memory_region("cc", key, 2 * n * row + n * want.nbytes)
+    c = httpclient.InferenceServerClient(url=addr, concurrency=n)
+    try:
+        for k in range(n):
+            shm.set_shared_memory_region(h, [xs[k]], offset=k * row)
+        c.register_system_shared_memory("cc", key, 2 * n * row + n * want.nbytes, headers=ADMIN)
+
+        def send(k):
+            i = httpclient.InferInput("x", list(x.shape), "FP32")
+            i.set_shared_memory("cc", row, offset=k * row)
+            o = httpclient.InferRequestedOutput("y")
+            o.set_shared_memory("cc", want.nbytes, offset=2 * n * row + k * want.nbytes)
+            return c.async_infer("ref-mlp", [i], outputs=[o])
+        refs = [c.infer("ref-mlp", [_inp(xs[k])]).as_numpy("y") for k in range(n)]
+        for f in [send(k) for k in range(n)]:
+            f.get_result()
+        ok = all(np.allclose(shm.get_contents_as_numpy(h, np.float32, list(want.shape),
+                                                       offset=2 * n * row + k * want.nbytes),
+                             refs[k], rtol=1e-5, atol=1e-6) for k in range(n))
+        check(ok, "shm: concurrent requests each read and wrote their own spans")
+        # unregistered while in flight: each answered (200) or refused with a 4xx
+        futs = [send(k) for k in range(n)]
+        c.unregister_system_shared_memory("cc", headers=ADMIN)
+        codes = []
+        for f in futs:
+            try:
+                f.get_result()
+                codes.append("200")
+            except InferenceServerException as e:
+                codes.append(e.status())
+        check(all(k == "200" or k.startswith("4") for k in codes),
+              f"shm: unregister mid-flight answers 200 or 4xx ({codes})")
+        r = c.infer("ref-mlp", [_inp(x)])
+        check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5),
+              "shm: serving after an unregister mid-flight")
+    finally:
+        c.close()
+        shm.destroy_shared_memory_region(h)
+
+
+def check_shm_gone(c, x, want):
+    """A registered object unlinked by its client: the worker cannot open it,
+    the request gets a 400 naming it, and the server keeps serving."""
+    import tritonclient.utils.shared_memory as shm
+    key = f"/gf_gone_{os.getpid()}"
+    h = shm.create_shared_memory_region("gone", key, x.nbytes)
+    shm.set_shared_memory_region(h, [x])
+    c.register_system_shared_memory("gone", key, x.nbytes, headers=ADMIN)
+    shm.destroy_shared_memory_region(h)  # unlinked (the gateway's mapping stays)
+    i = httpclient.InferInput("x", list(x.shape), "FP32")
+    i.set_shared_memory("gone", x.nbytes)
+    expect_fail("shm: an object unlinked since it was registered", "400", [key, "cannot open"],
+                c.infer, "ref-mlp", [i])
+    c.unregister_system_shared_memory("gone", headers=ADMIN)
+    r = c.infer("ref-mlp", [_inp(x)])
+    check(np.allclose(r.as_numpy("y"), want, rtol=1e-4, atol=1e-5), "shm: serving after")
 
 
 def _inp(x):

@@ -46,7 +46,7 @@ void ti_encode_sample_infer(gf_buf *b, uint64_t id)
     ck_assert_int_eq(
         gf_tensor_init(&t[1].t, GF_DT_I32, 1, (int64_t[]){3}, (void *)idata, GF_MEM_HOST, -1, &e),
         GF_OK);
-    gf_ipc_infer m = {"digits@3", 2, t, 0};
+    gf_ipc_infer m = {"digits@3", 2, t, 0, 0, NULL};
     ck_assert_int_eq(gf_ipc_encode_infer(b, id, &m, &e), GF_OK);
 }
 
@@ -439,13 +439,19 @@ START_TEST(test_decoder_rules)
     b.p[b.n++] = 0;
     ck_assert_int_eq(decode_infer_payload(&b, msg), GF_ERR_PROTOCOL);
     ck_assert_ptr_nonnull(strstr(msg, "outputs"));
-    /* the mask, then one byte more: left over */
+    /* the mask, then one byte more: too short for the destinations' count */
     b.n--;
     p_u64(&b, 1);
     b.p[b.n++] = 0;
     ck_assert_int_eq(decode_infer_payload(&b, msg), GF_ERR_PROTOCOL);
-    ck_assert_ptr_nonnull(strstr(msg, "left over"));
-    b.n -= 9;
+    ck_assert_ptr_nonnull(strstr(msg, "n_dests"));
+    /* a count of 0 destinations is the count left out */
+    b.p[b.n++] = 0;
+    b.p[b.n++] = 0;
+    b.p[b.n++] = 0;
+    ck_assert_int_eq(decode_infer_payload(&b, msg), GF_ERR_PROTOCOL);
+    ck_assert_ptr_nonnull(strstr(msg, "n_dests"));
+    b.n -= 12;
     /* every truncation */
     size_t full = b.n;
     for (size_t n = 0; n < full; n++) {

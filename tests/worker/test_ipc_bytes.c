@@ -38,7 +38,7 @@ START_TEST(test_bytes_round_trip)
     int32_t n = 7;
     ck_assert_int_eq(gf_tensor_init(&t[1].t, GF_DT_I32, 1, (int64_t[]){1}, &n, GF_MEM_HOST, -1, &e),
                      GF_OK);
-    gf_ipc_infer m = {"strings@1", 2, t, 0};
+    gf_ipc_infer m = {"strings@1", 2, t, 0, 0, NULL};
     gf_buf b;
     gf_buf_init(&b);
     ck_assert_msg(gf_ipc_encode_infer(&b, 9, &m, &e) == GF_OK, "%s", e.msg);

@@ -211,7 +211,7 @@ START_TEST(test_gather_writev)
     gf_tensor_init(&t[0].t, GF_DT_F32, 2, (int64_t[]){10, 100}, x, GF_MEM_HOST, -1, NULL);
     gf_tensor_init(&t[1].t, GF_DT_I32, 1, (int64_t[]){7}, m, GF_MEM_HOST, -1, NULL);
     gf_tensor_init(&t[2].t, GF_DT_F32, 1, (int64_t[]){0}, x, GF_MEM_HOST, -1, NULL);
-    gf_ipc_infer inf = {"fn@1", 3, t, 0x5};
+    gf_ipc_infer inf = {"fn@1", 3, t, 0x5, 0, NULL};
     gf_ipc_result res = {GF_IPC_RESULT_COLD, 2, 1, 2, 3, 3, t};
     gf_buf copy, head;
     gf_buf_init(&copy);

@@ -136,7 +136,7 @@ static uint64_t encode_infer(gf_wh *w, const tmodel *t, const float *x, int64_t 
     int64_t shape[2] = {batch, t->m.dims[0]};
     ck_assert_int_eq(gf_tensor_init(&in.t, GF_DT_F32, 2, shape, (void *)x, GF_MEM_HOST, -1, &e),
                      GF_OK);
-    gf_ipc_infer msg = {t->key, 1, &in, 0};
+    gf_ipc_infer msg = {t->key, 1, &in, 0, 0, NULL};
     uint64_t id = gf_wh_id(w);
     ck_assert_msg(gf_ipc_encode_infer(&w->out, id, &msg, &e) == GF_OK, "%s", e.msg);
     return id;
@@ -416,7 +416,7 @@ static uint64_t encode_infer_tensor(gf_wh *w, const char *key, const char *name,
     ck_assert_int_eq(gf_tensor_init(&in.t, dt, rank, shape, NULL, GF_MEM_HOST, -1, &e), GF_OK);
     void *data = calloc(1, in.t.nbytes + 1);
     in.t.data = data;
-    gf_ipc_infer msg = {key, 1, &in, 0};
+    gf_ipc_infer msg = {key, 1, &in, 0, 0, NULL};
     uint64_t id = gf_wh_id(w);
     ck_assert_msg(gf_ipc_encode_infer(&w->out, id, &msg, &e) == GF_OK, "%s", e.msg);
     free(data);
@@ -465,7 +465,7 @@ START_TEST(test_request_errors)
         gf_ipc_tensor two[2] = {{.name = "x"}, {.name = "x"}};
         gf_tensor_init(&two[0].t, GF_DT_F32, 2, s_ok, z, GF_MEM_HOST, -1, &e);
         two[1].t = two[0].t;
-        gf_ipc_infer m2 = {a.key, 2, two, 0};
+        gf_ipc_infer m2 = {a.key, 2, two, 0, 0, NULL};
         id = gf_wh_id(&w);
         ck_assert_int_eq(gf_ipc_encode_infer(&w.out, id, &m2, &e), GF_OK);
         send_or_fail(&w);

@@ -82,7 +82,7 @@ START_TEST(test_device_lost_fails_queued_work_and_exits)
         ck_assert_int_eq(gf_tensor_init(&in.t, GF_DT_F32, 2, (int64_t[]){1, 16}, x, GF_MEM_HOST,
                                         -1, &e),
                          GF_OK);
-        gf_ipc_infer msg = {"lost@1", 1, &in, 0};
+        gf_ipc_infer msg = {"lost@1", 1, &in, 0, 0, NULL};
         ids[r] = gf_wh_id(&w);
         ck_assert_int_eq(gf_ipc_encode_infer(&w.out, ids[r], &msg, &e), GF_OK);
     }

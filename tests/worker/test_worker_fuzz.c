@@ -163,7 +163,7 @@ static void fz_random_infer(fuzz *z)
     else
         rand_ascii(r, key, 1 + gf_test_rng_below(r, 8));
     uint32_t n = gf_test_rng_below(r, 8) == 0 ? (uint32_t)gf_test_rng_below(r, 3) : 1;
-    gf_ipc_tensor t[2];
+    gf_ipc_tensor t[2] = {{0}, {0}};
     void *data[2] = {NULL, NULL};
     for (uint32_t i = 0; i < n; i++) {
         bool good = gf_test_rng_below(r, 2) == 0;
@@ -194,7 +194,7 @@ static void fz_random_infer(fuzz *z)
         }
         t[i].t.data = data[i];
     }
-    gf_ipc_infer m = {key, n, t, 0};
+    gf_ipc_infer m = {key, n, t, 0, 0, NULL};
     uint64_t id = gf_wh_id(&z->w);
     ck_assert_int_eq(gf_ipc_encode_infer(&z->w.out, id, &m, NULL), GF_OK);
     ck_assert_int_eq(gf_wh_send(&z->w, NULL), GF_OK);
@@ -215,7 +215,7 @@ static void fz_mutated_infer(fuzz *z)
         x[i] = gf_test_rng_float(r, -2, 2);
     gf_ipc_tensor t = {.name = "x"};
     gf_tensor_init(&t.t, GF_DT_F32, 2, (int64_t[]){batch, z->m.dims[0]}, x, GF_MEM_HOST, -1, NULL);
-    gf_ipc_infer m = {KEY, 1, &t, 0};
+    gf_ipc_infer m = {KEY, 1, &t, 0, 0, NULL};
     uint64_t id = gf_wh_id(&z->w);
     gf_buf *b = &z->w.out;
     ck_assert_int_eq(gf_ipc_encode_infer(b, id, &m, NULL), GF_OK);
@@ -304,7 +304,7 @@ static void fz_truncated(fuzz *z)
     float x[16] = {0};
     gf_ipc_tensor t = {.name = "x"};
     gf_tensor_init(&t.t, GF_DT_F32, 2, (int64_t[]){1, 16}, x, GF_MEM_HOST, -1, NULL);
-    gf_ipc_infer m = {KEY, 1, &t, 0};
+    gf_ipc_infer m = {KEY, 1, &t, 0, 0, NULL};
     ck_assert_int_eq(gf_ipc_encode_infer(b, gf_wh_id(&z->w), &m, NULL), GF_OK);
     size_t cut = 1 + gf_test_rng_below(r, b->len - 1);
     ck_assert_int_eq(gf_wh_send_raw(&z->w, b->data, cut, NULL), GF_OK);

@@ -107,7 +107,7 @@ static bool infer_cold(gf_wh *w, const rmodel *t)
     int64_t shape[2] = {1, 16};
     ck_assert_int_eq(gf_tensor_init(&in.t, GF_DT_F32, 2, shape, x, GF_MEM_HOST, -1, NULL),
                      GF_OK);
-    gf_ipc_infer msg = {t->key, 1, &in, 0};
+    gf_ipc_infer msg = {t->key, 1, &in, 0, 0, NULL};
     uint64_t id = gf_wh_id(w);
     ck_assert_int_eq(gf_ipc_encode_infer(&w->out, id, &msg, NULL), GF_OK);
     gf_ipc_frame f;
