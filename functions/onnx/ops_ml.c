@@ -468,6 +468,109 @@ static gf_status imputer_run(const gf_onnx_run_ctx *c)
 
 /* ---- the table ------------------------------------------------------------------ */
 
+/* ---- LabelEncoder: numbers mapped through a table ------------------------------ *
+ * Y[i] = values[k] for the first k with keys[k] == X[i], else the default
+ * (IsolationForest's path lengths from its trees' leaf ids). Per block of
+ * elements: X compared with every key ([m, K] BOOL), the first match by
+ * ArgMax over the 0/1 matches, whether there is one by Max, then a gather of
+ * the values and a where with the default. Numeric keys and values only. */
+#define LE_BLOCK ((size_t)4 << 20)
+
+/* inputs: 1 keys_floats, 2 keys_int64s, 3 values_floats, 4 values_int64s.
+ * aux: [0] n, [1] K, [2] block, [3] keys input, [4] values input, [5] value
+ * dtype, [6] default (F32 bits or I64), scratch offsets [7] matches F32,
+ * [8] first match, [9] found F32, [10] found BOOL, [11] values, [12] default */
+static gf_status labelenc_infer(gf_onnx_infer_ctx *c)
+{
+    if (gf_onnx_attr_find(c->n, "keys_strings") != NULL ||
+        gf_onnx_attr_find(c->n, "values_strings") != NULL)
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "string keys or values are not supported "
+                            "(numbers to numbers only)");
+    int64_t kf, ki, vf, vi;
+    gf_status st;
+    if ((st = gf_onnx_ml_weight_in(c, 1, GF_DT_F32, "keys_floats", &kf)) != GF_OK ||
+        (st = gf_onnx_ml_weight_in(c, 2, GF_DT_I64, "keys_int64s", &ki)) != GF_OK ||
+        (st = gf_onnx_ml_weight_in(c, 3, GF_DT_F32, "values_floats", &vf)) != GF_OK ||
+        (st = gf_onnx_ml_weight_in(c, 4, GF_DT_I64, "values_int64s", &vi)) != GF_OK)
+        return st;
+    if ((kf > 0) == (ki > 0) || (vf > 0) == (vi > 0))
+        return gf_onnx_fail(c, GF_ERR_INVALID, "give one of keys_floats and keys_int64s and one "
+                            "of values_floats and values_int64s, not empty");
+    int64_t nk = kf ? kf : ki;
+    if ((vf ? vf : vi) != nk)
+        return gf_onnx_fail(c, GF_ERR_INVALID, "%" PRId64 " keys and %" PRId64 " values",
+                            nk, vf ? vf : vi);
+    const gf_onnx_tinfo *x = c->in[0];
+    gf_dtype kdt = kf ? GF_DT_F32 : GF_DT_I64, vdt = vf ? GF_DT_F32 : GF_DT_I64;
+    if (x->dtype != kdt)
+        return gf_onnx_fail(c, GF_ERR_INVALID, "X is %s; the keys are %s",
+                            gf_dtype_st_name(x->dtype), gf_dtype_st_name(kdt));
+    int64_t n = gf_onnx_numel(x);
+    int64_t block = (int64_t)(LE_BLOCK / ((size_t)nk * 5));
+    block = block < 1 ? 1 : block > n ? (n > 0 ? n : 1) : block;
+    size_t m = (size_t)block, at = align256(m * (size_t)nk);
+    c->aux[0] = n;
+    c->aux[1] = nk;
+    c->aux[2] = block;
+    c->aux[3] = kf ? 1 : 2;
+    c->aux[4] = vf ? 3 : 4;
+    c->aux[5] = vdt;
+    if (vf) {
+        float d = gf_onnx_attr_float(c->n, "default_float", -0.0f);
+        uint32_t bits;
+        memcpy(&bits, &d, 4);
+        c->aux[6] = bits;
+    } else {
+        c->aux[6] = gf_onnx_attr_int(c->n, "default_int64", -1);
+    }
+    c->aux[7] = (int64_t)at, at += align256(m * (size_t)nk * 4);
+    c->aux[8] = (int64_t)at, at += align256(m * 8);
+    c->aux[9] = (int64_t)at, at += align256(m * 4);
+    c->aux[10] = (int64_t)at, at += align256(m);
+    c->aux[11] = (int64_t)at, at += align256(m * 8);
+    c->aux[12] = (int64_t)at, at += 256;
+    c->scratch = at;
+    gf_onnx_set_out(c, 0, vdt, x->rank, x->shape);
+    return GF_OK;
+}
+
+static gf_status labelenc_run(const gf_onnx_run_ctx *c)
+{
+    int64_t n = c->aux[0], nk = c->aux[1], block = c->aux[2];
+    gf_dtype kdt = c->in[c->aux[3]].t->dtype, vdt = (gf_dtype)c->aux[5];
+    int64_t ke = (int64_t)gf_dtype_size(kdt), ve = (int64_t)gf_dtype_size(vdt);
+    char *sc = c->scratch;
+    unsigned char *eq = (unsigned char *)sc, *foundb = (unsigned char *)(sc + c->aux[10]);
+    float *eqf = (float *)(sc + c->aux[7]), *found = (float *)(sc + c->aux[9]);
+    int64_t *first = (int64_t *)(sc + c->aux[8]);
+    void *vals = sc + c->aux[11], *dflt = sc + c->aux[12];
+    const gf_kernels *k = c->k;
+    int64_t dv = c->aux[6];
+    uint32_t fbits = (uint32_t)dv;
+    int rc = k->fill(k->ctx, c->s, dflt, 1, vdt == GF_DT_F32 ? (const void *)&fbits : &dv, ve);
+    for (int64_t b0 = 0; rc == 0 && b0 < n; b0 += block) {
+        int64_t m = n - b0 < block ? n - b0 : block;
+        int64_t shape[2] = {m, nk}, sx[2] = {1, 0}, sk[2] = {0, 1}, one[1] = {1}, zero[1] = {0};
+        rc = k->binary(k->ctx, c->s, GF_BINARY_EQUAL, 2, shape, eq,
+                       (const char *)c->in[0].data + b0 * ke, sx, c->in[c->aux[3]].data, sk, kdt);
+        if (rc == 0)
+            rc = k->cast_ex(k->ctx, c->s, eqf, GF_DT_F32, eq, GF_DT_BOOL, m * nk);
+        if (rc == 0)
+            rc = k->reduce(k->ctx, c->s, GF_REDUCE_ARGMAX, first, eqf, m, nk, 1);
+        if (rc == 0)
+            rc = k->reduce(k->ctx, c->s, GF_REDUCE_MAX, found, eqf, m, nk, 1);
+        if (rc == 0)
+            rc = k->cast_ex(k->ctx, c->s, foundb, GF_DT_BOOL, found, GF_DT_F32, m);
+        if (rc == 0)
+            rc = k->gather(k->ctx, c->s, vals, c->in[c->aux[4]].data, 1, nk, 1, first,
+                           GF_DT_I64, m, ve);
+        if (rc == 0)
+            rc = k->where(k->ctx, c->s, 1, &m, (char *)c->out[0].data + b0 * ve, foundb, one,
+                          vals, one, dflt, zero, ve);
+    }
+    return rc ? gf_onnx_kfail(c, rc) : GF_OK;
+}
+
 #define ML "ai.onnx.ml"
 
 const gf_onnx_op gf_onnx_ops_ml[] = {
@@ -484,6 +587,10 @@ const gf_onnx_op gf_onnx_ops_ml[] = {
      "numbers and BOOL; indices checked", 0},
     {ML, "Binarizer", {1}, 1, 1, 1, 1, "threshold:f", 0, 0, binarizer_infer, binarizer_run,
      "F32", 0},
+    {ML, "LabelEncoder", {2, 4}, 1, 5, 1, 1, "keys_floats:W,keys_int64s:J,values_floats:W,"
+     "values_int64s:J,default_float:f,default_int64:i,default_string:s,keys_strings:S,"
+     "values_strings:S", 0, 0, labelenc_infer, labelenc_run, "numeric keys (F32 or I64, X of "
+     "their type) and values (F32 or I64); no strings, no *_tensor attributes", 0},
     {ML, "Imputer", {1}, 1, 3, 1, 1, "imputed_value_floats:W,imputed_value_int64s:J,"
      "replaced_value_float:f,replaced_value_int64:i", 0, 0, imputer_infer, imputer_run,
      "X [N, C], F32 or I64", 0},

@@ -138,6 +138,17 @@ def gen_ml(out):
                  coefficients=[0.5, -0.25, 1.0, 0.75], rho=[-0.4], kernel_type="RBF",
                  kernel_params=[0.3, 0.0, 3.0], n_supports=4, one_class=1,
                  support_vectors=sv.ravel().tolist()), [xc])
+    # LabelEncoder, numbers to numbers (IsolationForest maps its trees' leaves with it)
+    I64 = TensorProto.INT64
+    cases["labelencoder_int_float"] = (
+        one_node("LabelEncoder", [("x", I64, [None, 3])], [("y", F, [None, 3])],
+                 keys_int64s=[3, -1, 7, 3, 12], values_floats=[0.5, -2.0, 7.25, 9.0, 1e6],
+                 default_float=-4.5),
+        [np.array([[3, 7, 5], [-1, 12, 0], [7, 7, 3]], np.int64)])
+    cases["labelencoder_float_int"] = (
+        one_node("LabelEncoder", [("x", F, [None])], [("y", I64, [None])],
+                 keys_floats=[0.5, -1.25, 3.0], values_int64s=[10, 20, 30]),
+        [np.array([3.0, 0.5, 0.25, -1.25, 3.0, 8.0], np.float32)])
     cases.update(scan_topk_cases(rng))
     for name, (m, ins) in cases.items():
         write_case(os.path.join(out, "test_" + name), m, ins)
@@ -379,6 +390,9 @@ def gen_sklearn(out):
         "hist_gradient_boosting_regressor": (HistGradientBoostingRegressor(
             max_iter=8, random_state=0), Xrn, yr),
     })
+    # IsolationForest: tree ensembles, LabelEncoder (leaf -> path length), Log, Pow
+    from sklearn.ensemble import IsolationForest
+    models["isolation_forest"] = (IsolationForest(n_estimators=5, random_state=0), X, None)
     # string class labels (tensor(string) outputs: BYTES)
     names = np.array(["zero", "one", "two", "three", "four", "f\u00fcnf", "six", "seven",
                       "eight", "nine"])
