@@ -176,6 +176,9 @@ static void export_case(const rig *r, const char *key, const char *test, const c
                         const gf_fn_outputs *fo)
 {
     char d[4096], p[4200];
+    for (size_t i = 0; i < fo->n; i++)
+        if (fo->t[i].dtype == GF_DT_BYTES)
+            return; /* strings have no safetensors form: the cuda check runs without it */
     snprintf(d, sizeof d, "%s/%s_%s", r->export_dir, key, test);
     mkdir(d, 0755);
     gf_err err;
