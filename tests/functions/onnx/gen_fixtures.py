@@ -390,6 +390,23 @@ def gen_sklearn(out):
         "hist_gradient_boosting_regressor": (HistGradientBoostingRegressor(
             max_iter=8, random_state=0), Xrn, yr),
     })
+    # more of what skl2onnx exports from standard ops: clustering, naive Bayes,
+    # discriminant analysis, boosting and bagging, calibration
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.cluster import KMeans
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+    from sklearn.ensemble import AdaBoostClassifier, BaggingClassifier
+    from sklearn.naive_bayes import GaussianNB, MultinomialNB
+    from sklearn.svm import LinearSVC
+    models.update({
+        "kmeans": (KMeans(4, random_state=0, n_init=2), X, None),
+        "gaussian_nb": (GaussianNB(), X, y),
+        "multinomial_nb": (MultinomialNB(), X, y),
+        "lda": (LinearDiscriminantAnalysis(), X, y),
+        "adaboost": (AdaBoostClassifier(n_estimators=5, random_state=0), X, y),
+        "bagging": (BaggingClassifier(n_estimators=3, random_state=0), X, y),
+        "calibrated_linear_svc": (CalibratedClassifierCV(LinearSVC(random_state=0), cv=2), X, y),
+    })
     # IsolationForest: tree ensembles, LabelEncoder (leaf -> path length), Log, Pow
     from sklearn.ensemble import IsolationForest
     models["isolation_forest"] = (IsolationForest(n_estimators=5, random_state=0), X, None)
