@@ -185,7 +185,8 @@ static gf_status scan_run(const gf_onnx_run_ctx *c)
  * viewed as [outer, L, inner] and avail the elements not taken yet, a round
  * takes v = max (min) of avail's values, then the first avail element equal
  * to v (ArgMax over the 0/1 candidates), and clears it in avail. Values are
- * the v's, always sorted. Cost: K passes over x (K is small in KNN). */
+ * the v's, always sorted. Cost: K passes over x (K is small in KNN); for
+ * integers each pass takes log2 L halving steps (int_extreme). */
 
 /* aux: [0] outer, [1] L, [2] inner, [3] K, [4] largest, scratch offsets:
  * [5] cand, [6] candf, [7] avail, [8] vals, [9] idx, [10] fill value */
@@ -202,9 +203,10 @@ static gf_status topk_infer(gf_onnx_infer_ctx *c)
                                 "the plan is made (a constant)");
         k = gf_onnx_const_i64(kt->host, 0);
     }
-    if (x->dtype != GF_DT_F32)
-        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "X is %s; gpufaas computes TopK on F32",
-                            gf_dtype_st_name(x->dtype));
+    if (!((1u << x->dtype) & MASK))
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "X is %s; gpufaas computes TopK on F32, I32 "
+                            "and I64", gf_dtype_st_name(x->dtype));
+    size_t es = gf_dtype_size(x->dtype);
     int64_t axis;
     if (x->rank < 1 || !gf_onnx_axis(gf_onnx_attr_int(c->n, "axis", -1), x->rank, false, &axis))
         return gf_onnx_fail(c, GF_ERR_INVALID, "axis out of range");
@@ -219,13 +221,17 @@ static gf_status topk_infer(gf_onnx_infer_ctx *c)
     c->aux[2] = inner;
     c->aux[3] = k;
     c->aux[4] = gf_onnx_attr_int(c->n, "largest", 1) != 0;
-    size_t at = align256(n * 4);                     /* masked values (F32) */
+    size_t half = (size_t)(outer * ((len + 1) / 2) * inner) * es;
+    size_t at = align256(n * es);                    /* masked values */
     c->aux[5] = (int64_t)at, at += align256(n);      /* candidates (BOOL) */
     c->aux[6] = (int64_t)at, at += align256(n * 4);  /* candidates (F32) */
     c->aux[7] = (int64_t)at, at += align256(n);      /* avail (BOOL) */
-    c->aux[8] = (int64_t)at, at += align256((size_t)k * q * 4); /* values by round */
-    c->aux[9] = (int64_t)at, at += align256((size_t)k * q * 8); /* indices by round */
+    c->aux[8] = (int64_t)at, at += align256((size_t)k * q * es); /* values by round */
+    c->aux[9] = (int64_t)at, at += align256((size_t)k * q * 8);  /* indices by round */
     c->aux[10] = (int64_t)at, at += 256;
+    bool ints = x->dtype != GF_DT_F32;
+    c->aux[11] = (int64_t)at, at += ints ? align256(half) : 0; /* pairwise max, two halves */
+    c->aux[12] = (int64_t)at, at += ints ? align256(half) : 0;
     c->scratch = at;
     /* 0 .. L-1, to clear the element a round took */
     gf_status st = gf_onnx_const_new(GF_DT_I64, 1, &len, &c->step_const, c->err);
@@ -236,9 +242,37 @@ static gf_status topk_infer(gf_onnx_infer_ctx *c)
     int64_t shape[GF_MAX_RANK];
     memcpy(shape, x->shape, sizeof shape);
     shape[axis] = k;
-    gf_onnx_set_out(c, 0, GF_DT_F32, x->rank, shape);
+    gf_onnx_set_out(c, 0, x->dtype, x->rank, shape);
     gf_onnx_set_out(c, 1, GF_DT_I64, x->rank, shape);
     return GF_OK;
+}
+
+/* v [outer, inner] = max (min) of w [outer, len, inner] along len, for the
+ * integer types reduce does not take: halving steps of binary MAX (MIN),
+ * exact; element i pairs with i + len - h (h = ceil(len / 2), so an odd
+ * middle element pairs with itself), through the two scratch halves a, b. */
+static int int_extreme(const gf_onnx_run_ctx *c, bool largest, gf_dtype dt, void *v,
+                       const void *w, int64_t outer, int64_t len, int64_t inner, char *a,
+                       char *b)
+{
+    const gf_kernels *kt = c->k;
+    int64_t es = (int64_t)gf_dtype_size(dt);
+    gf_binary_op op = largest ? GF_BINARY_MAX : GF_BINARY_MIN;
+    if (len == 1)
+        return kt->copy2d(kt->ctx, c->s, v, outer * inner * es, w, outer * inner * es,
+                          outer * inner * es, 1);
+    const char *src = w;
+    int rc = 0;
+    for (int64_t cur = len; rc == 0 && cur > 1;) {
+        int64_t h = (cur + 1) / 2;
+        int64_t shape[3] = {outer, h, inner}, st[3] = {cur * inner, inner, 1};
+        char *dst = h == 1 ? v : src == a ? b : a;
+        rc = kt->binary(kt->ctx, c->s, op, 3, shape, dst, src, st, src + (cur - h) * inner * es,
+                        st, dt);
+        src = dst;
+        cur = h;
+    }
+    return rc;
 }
 
 static gf_status topk_run(const gf_onnx_run_ctx *c)
@@ -249,29 +283,39 @@ static gf_status topk_run(const gf_onnx_run_ctx *c)
     if (k == 0 || q == 0)
         return GF_OK;
     char *sc = c->scratch;
-    float *w = (float *)sc, *candf = (float *)(sc + c->aux[6]), *fillv = (float *)(sc + c->aux[10]);
+    gf_dtype dt = c->in[0].t->dtype;
+    int64_t es = (int64_t)gf_dtype_size(dt);
+    char *w = sc, *fillv = sc + c->aux[10], *vals = sc + c->aux[8];
+    float *candf = (float *)(sc + c->aux[6]);
     unsigned char *cand = (unsigned char *)(sc + c->aux[5]), *avail = (unsigned char *)(sc + c->aux[7]);
-    float *vals = (float *)(sc + c->aux[8]);
     int64_t *idx = (int64_t *)(sc + c->aux[9]);
-    const float *x = c->in[0].data;
+    const void *x = c->in[0].data;
     const gf_kernels *kt = c->k;
     int64_t shape[3] = {outer, len, inner}, dense[3] = {len * inner, inner, 1};
     int64_t row[3] = {inner, 0, 1}, zero[3] = {0, 0, 0}, iota[3] = {0, 1, 0};
-    float fv = largest ? -INFINITY : INFINITY;
+    /* what a taken element becomes: never above (below) what is left */
+    float ff = largest ? -INFINITY : INFINITY;
+    int32_t f32 = largest ? INT32_MIN : INT32_MAX;
+    int64_t f64 = largest ? INT64_MIN : INT64_MAX;
+    const void *fv = dt == GF_DT_F32 ? (const void *)&ff : dt == GF_DT_I32 ? (const void *)&f32
+                                                                          : (const void *)&f64;
     unsigned char one = 1;
-    int rc = kt->fill(kt->ctx, c->s, fillv, 1, &fv, 4);
+    int rc = kt->fill(kt->ctx, c->s, fillv, 1, fv, es);
     if (rc == 0)
         rc = kt->fill(kt->ctx, c->s, avail, n, &one, 1);
     for (int64_t r = 0; rc == 0 && r < k; r++) {
-        float *v = vals + r * q;
+        char *v = vals + r * q * es;
         int64_t *id = idx + r * q;
-        rc = kt->where(kt->ctx, c->s, 3, shape, w, avail, dense, x, dense, fillv, zero, 4);
-        if (rc == 0)
-            rc = kt->reduce(kt->ctx, c->s, largest ? GF_REDUCE_MAX : GF_REDUCE_MIN, v, w, outer,
-                            len, inner);
+        rc = kt->where(kt->ctx, c->s, 3, shape, w, avail, dense, x, dense, fillv, zero, es);
+        if (rc == 0 && dt == GF_DT_F32)
+            rc = kt->reduce(kt->ctx, c->s, largest ? GF_REDUCE_MAX : GF_REDUCE_MIN, (float *)v,
+                            (const float *)w, outer, len, inner);
+        else if (rc == 0)
+            rc = int_extreme(c, largest, dt, v, w, outer, len, inner, sc + c->aux[11],
+                             sc + c->aux[12]);
         if (rc == 0)
             rc = kt->binary(kt->ctx, c->s, GF_BINARY_EQUAL, 3, shape, cand, x, dense, v, row,
-                            GF_DT_F32);
+                            dt);
         if (rc == 0)
             rc = kt->binary(kt->ctx, c->s, GF_BINARY_AND, 3, shape, cand, cand, dense, avail,
                             dense, GF_DT_BOOL);
@@ -290,7 +334,7 @@ static gf_status topk_run(const gf_onnx_run_ctx *c)
     int64_t oshape[3] = {outer, k, inner}, byround[3] = {inner, q, 1};
     if (rc == 0 && c->out[0].data != NULL)
         rc = kt->strided_copy(kt->ctx, c->s, 3, oshape, c->out[0].data, NULL, vals, byround, 0,
-                              4);
+                              es);
     if (rc == 0 && c->out[1].data != NULL)
         rc = kt->strided_copy(kt->ctx, c->s, 3, oshape, c->out[1].data, NULL, idx, byround, 0,
                               8);
@@ -305,7 +349,7 @@ const gf_onnx_op gf_onnx_ops_scan[] = {
      0, 0, scan_infer, scan_run, "only the body skl2onnx writes for pairwise squared Euclidean "
      "distances (KNeighbors models), F32; other bodies are refused at deploy", 0},
     {"", "TopK", {1, 10, 11, 24}, 1, 2, 2, 2, "axis:i,k:i,largest:i,sorted:i", 0x2, 0,
-     topk_infer, topk_run, "X F32 without NaN; K known when the plan is made; always sorted, "
-     "ties lower index first", 0},
+     topk_infer, topk_run, "X F32 (without NaN), I32 or I64; K known when the plan is made; "
+     "always sorted, ties lower index first", 0},
     {.type = NULL},
 };

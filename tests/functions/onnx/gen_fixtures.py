@@ -176,6 +176,22 @@ def scan_topk_cases(rng):
                               [numpy_helper.from_array(np.array([k], np.int64), "k")])
         assert k <= n
         out[name] = (helper.make_model(g, opset_imports=ML_OPSET, ir_version=8), [xt])
+    # integers (exact, through halving steps of Max/Min): ties, the extremes, odd lengths
+    big = np.iinfo(np.int64)
+    xi = np.array([[5, big.min, 5, 9, big.max, 5, -3], [0, 0, 0, 0, 0, 0, 0],
+                   [big.min, 2, big.min, 7, 1 << 40, (1 << 40) + 1, 2]], np.int64)
+    for name, x, k, axis, largest in (("topk_int64", xi, 5, 1, 1),
+                                      ("topk_int32_smallest", (xi % 1000).astype(np.int32), 2,
+                                       0, 0)):
+        node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis,
+                                largest=largest)
+        dt = helper.np_dtype_to_tensor_dtype(x.dtype)
+        shape = [3, k] if axis != 0 else [k, 7]
+        g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", dt, [3, 7])],
+                              [helper.make_tensor_value_info("values", dt, shape),
+                               helper.make_tensor_value_info("indices", I64, shape)],
+                              [numpy_helper.from_array(np.array([k], np.int64), "k")])
+        out[name] = (helper.make_model(g, opset_imports=ML_OPSET, ir_version=8), [x])
     ref = rng.normal(size=(9, 5)).astype(np.float32)
     xq = rng.normal(size=(4, 5)).astype(np.float32)
     for name, opset in (("scan_sqeuclidean", 17), ("scan_sqeuclidean_opset18", 18)):
