@@ -41,12 +41,10 @@ static void queue_unlink(gf_worker *w, wreq *r)
 }
 
 /* Take r's lease from it (w->lock held); the caller releases it. */
-static gf_lease *take_lease(gf_worker *w, wreq *r)
+static gf_lease *take_lease(wreq *r)
 {
     gf_lease *l = r->lease;
     r->lease = NULL;
-    if (w->ahead == r)
-        w->ahead = NULL;
     return l;
 }
 
@@ -65,47 +63,58 @@ static void lease_drop(gf_worker *w, gf_lease *l)
 static void release_lease(gf_worker *w, wreq *r)
 {
     pthread_mutex_lock(&w->lock);
-    gf_lease *l = take_lease(w, r);
+    gf_lease *l = take_lease(r);
     pthread_mutex_unlock(&w->lock);
     lease_drop(w, l);
 }
 
 /* Take queued request r's lease ahead (w->lock held on entry and on return;
- * dropped while the cache is asked). A BUSY cache leaves r without one. */
-static void lease_ahead_of(gf_worker *w, wreq *r)
+ * dropped while the cache is asked). A BUSY cache leaves r without one until
+ * the cache makes progress (ahead_gen). True when r holds its lease. */
+static bool lease_ahead_of(gf_worker *w, wreq *r)
 {
     w->ahead_pending = true; /* the executor leaves the queue alone until we are done */
     gf_cache_model *cm = r->m->cm;
+    uint64_t gen = w->progress;
     pthread_mutex_unlock(&w->lock);
     gf_lease *l = NULL;
     gf_status st = gf_cache_acquire(w->cache, cm, &l, NULL);
     pthread_mutex_lock(&w->lock);
     w->ahead_pending = false;
-    if (st == GF_OK) {
+    if (st == GF_OK)
         r->lease = l;
-        w->ahead = r;
-    }
+    else
+        r->ahead_gen = gen + 1; /* tried at this generation: again after progress */
     pthread_cond_broadcast(&w->exec_cond);
+    return st == GF_OK;
 }
 
-/* Lease the model of the first queued request of another model than the one
- * running, so that its swap-in runs on the copy stream while the compute
- * stream runs the current request (overlap across requests). At most one
- * request is leased ahead; a BUSY cache means it simply loads at its turn.
- * Called by the executor once its request holds a lease, and by the reader
- * when a request arrives while another runs. No lock held. */
+/* May r's lease be taken ahead now? w->lock held. */
+static bool ahead_due(const gf_worker *w, const wreq *r)
+{
+    return r->lease == NULL && r->m->prep == WM_READY && r->ahead_gen != w->progress + 1;
+}
+
+/* Lease the models of the first GF_WORKER_AHEAD queued requests, in queue
+ * order, so that every swap-in they need starts on the copy stream as soon
+ * as they arrive and runs while the compute stream runs the requests before
+ * them (overlap across requests), and so that no model a queued request
+ * needs is evicted to make room for another. A BUSY cache leaves a request
+ * to load at its turn (or when a lease is given back). Called by the
+ * executor once its request holds a lease, and by the reader when a request
+ * arrives. No lock held. */
 void wk_lease_ahead(gf_worker *w)
 {
     pthread_mutex_lock(&w->lock);
-    wreq *r = NULL;
-    if (w->ahead == NULL && !w->ahead_pending && !w->stopping && w->running != NULL &&
-        !w->exec_acquiring) {
-        for (wreq *q = w->q_head; q != NULL && r == NULL; q = q->next)
-            if (q->m->prep == WM_READY && q->lease == NULL && q->m != w->running)
+    while (!w->ahead_pending && !w->stopping && !w->exec_acquiring) {
+        wreq *r = NULL;
+        int k = 0;
+        for (wreq *q = w->q_head; q != NULL && k < GF_WORKER_AHEAD && r == NULL; q = q->next, k++)
+            if (ahead_due(w, q))
                 r = q;
+        if (r == NULL || !lease_ahead_of(w, r))
+            break;
     }
-    if (r != NULL)
-        lease_ahead_of(w, r);
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -123,10 +132,9 @@ static wreq *ready_first(gf_worker *w, wreq *cur)
         gf_cache_model_on_device(cur->m->cm))
         return cur;
     if (cur->lease == NULL) {
-        if (w->ahead != NULL || cur->ahead_tried)
-            return cur; /* its swap cannot start before its turn: run it in order */
+        if (!ahead_due(w, cur))
+            return cur; /* the cache had no room for it: it loads at its turn */
         cur->t_swap_wait_us = gf_mono_us();
-        cur->ahead_tried = true; /* once: a BUSY cache leaves it to load at its turn */
         lease_ahead_of(w, cur);
         return NULL;
     }
@@ -163,9 +171,14 @@ static gf_status acquire_wait(gf_worker *w, wreq *r, gf_err *err)
         }
         if ((st = gf_cache_acquire(w->cache, r->m->cm, &r->lease, err)) != GF_ERR_BUSY)
             break;
-        /* the lease we took ahead for a later request may be in the way */
+        /* the leases taken ahead for later requests may be in the way: give
+         * back the last queued one's, then try again */
         pthread_mutex_lock(&w->lock);
-        gf_lease *ahead = w->ahead != NULL ? take_lease(w, w->ahead) : NULL;
+        wreq *last = NULL;
+        for (wreq *q = w->q_head; q != NULL; q = q->next)
+            if (q->lease != NULL)
+                last = q;
+        gf_lease *ahead = last != NULL ? take_lease(last) : NULL;
         pthread_mutex_unlock(&w->lock);
         if (ahead != NULL) {
             lease_drop(w, ahead);
@@ -432,9 +445,7 @@ void *wk_exec_main(void *arg)
             break;
         if ((cur = ready_first(w, cur)) == NULL)
             continue;
-        queue_unlink(w, cur);
-        if (w->ahead == cur)
-            w->ahead = NULL; /* its turn came: it keeps its lease */
+        queue_unlink(w, cur); /* its turn came: a lease taken ahead stays its */
         w->running = cur->m;
         pthread_mutex_unlock(&w->lock);
         wk_run_request(w, cur, &ans);

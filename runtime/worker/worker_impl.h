@@ -34,6 +34,7 @@
 #define GF_WORKER_BUSY_WAIT_MS 100 /* wait for cache progress when an acquire is BUSY ... */
 #define GF_WORKER_BUSY_TRIES 50    /* ... this many times before answering ERROR */
 #define GF_WORKER_INLINE_US 100    /* warm requests this quick may run on the reader */
+#define GF_WORKER_AHEAD 8          /* queued requests whose leases are taken ahead */
 
 /* ---- state ------------------------------------------------------------------ */
 
@@ -91,7 +92,7 @@ typedef struct wreq {
     gf_ipc_infer msg;
     uint64_t t_recv_us;
     gf_lease *lease; /* (w->lock while queued) acquired ahead, or at its turn */
-    bool ahead_tried; /* ready-first took (or tried to take) its lease ahead */
+    uint64_t ahead_gen; /* w->progress + 1 when a lease ahead found the cache BUSY (0: never) */
     uint64_t t_swap_wait_us; /* when ready-first first held it back for its swap-in (0: never) */
 } wreq;
 
@@ -159,7 +160,6 @@ struct gf_worker {
     char stop_why[192]; /* why requests are refused while stopping ("" = the default) */
     bool exec_done, admin_done;
     uint64_t n_requests, n_errors;
-    wreq *ahead;         /* the queued request holding a lease taken ahead, or NULL */
     bool ahead_pending;  /* a lease ahead is being acquired: the queue must stay */
     bool exec_acquiring; /* the executor waits for room: take nothing ahead */
     wmodel *running;     /* the model of the request running now (executor or reader) */
@@ -272,12 +272,14 @@ void wk_release_model_state(gf_worker *w, wmodel *m);
 
 void *wk_exec_main(void *arg);
 
-/* Lease the model of the first queued request of another model than the one
- * running, so that its swap-in runs on the copy stream while the compute
- * stream runs the current request (overlap across requests). At most one
- * request is leased ahead; a BUSY cache means it simply loads at its turn.
- * Called by the executor once its request holds a lease, and by the reader
- * when a request arrives while another runs. No lock held. */
+/* Lease the models of the first GF_WORKER_AHEAD queued requests, in queue
+ * order, so that every swap-in they need starts on the copy stream as soon
+ * as they arrive and runs while the compute stream runs the requests before
+ * them (overlap across requests), and so that no model a queued request
+ * needs is evicted to make room for another. A BUSY cache leaves a request
+ * to load at its turn (or when a lease is given back). Called by the
+ * executor once its request holds a lease, and by the reader when a request
+ * arrives. No lock held. */
 void wk_lease_ahead(gf_worker *w);
 
 void wk_request_free(gf_worker *w, wreq *r);
