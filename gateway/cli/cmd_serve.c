@@ -43,6 +43,7 @@ enum {
     F_POLICY,
     F_REPLICATE,
     F_SCHEDULE,
+    F_SWAP_ORDER,
     F_DRAIN_TIMEOUT,
     F_HTTP_THREADS,
     F_MAX_CONNS,
@@ -121,6 +122,9 @@ static const struct {
     [F_SCHEDULE] = {"schedule", "GPUFAAS_SCHEDULE", "ready-first|fifo", D_TEXT, "ready-first", 0,
                     "a worker's order: a request whose model is on the device may run while "
                     "the one ahead waits for its swap-in, or strictly arrival order"},
+    [F_SWAP_ORDER] = {"swap-order", "GPUFAAS_SWAP_ORDER", "deadline|arrival", D_TEXT, "deadline",
+                      0, "the order a worker's swap-ins share its link in: the one due soonest "
+                      "(its request's arrival + SLO) first, a slice at a time, or as they began"},
     [F_DRAIN_TIMEOUT] = {"drain-timeout", "GPUFAAS_DRAIN_TIMEOUT", "SECONDS", D_UINT, NULL,
                          GF_GW_DEFAULT_DRAIN_TIMEOUT_MS / 1000,
                          "on SIGTERM, how long in-flight requests may finish"},
@@ -314,6 +318,9 @@ int gf_cmd_serve(int argc, char **argv)
     if (strcmp(val[F_SCHEDULE], "fifo") != 0 && strcmp(val[F_SCHEDULE], "ready-first") != 0)
         return serve_bad("schedule", "expected ready-first or fifo");
     gc.schedule_fifo = strcmp(val[F_SCHEDULE], "fifo") == 0;
+    if (strcmp(val[F_SWAP_ORDER], "deadline") != 0 && strcmp(val[F_SWAP_ORDER], "arrival") != 0)
+        return serve_bad("swap-order", "expected deadline or arrival");
+    gc.swap_order_arrival = strcmp(val[F_SWAP_ORDER], "arrival") == 0;
     if (val[F_CPU_COPY_BANDWIDTH] != NULL &&
         gf_size_parse(val[F_CPU_COPY_BANDWIDTH], &gc.cpu_copy_bandwidth, &err) != GF_OK)
         return serve_bad("cpu-copy-bandwidth", gf_err_msg(&err));

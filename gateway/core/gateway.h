@@ -89,6 +89,8 @@ typedef struct gf_gw_config {
                                     wait passes half its SLO (benchmarks measure the lever) */
     bool schedule_fifo;          /* workers run requests strictly in arrival order (else
                                     ready-first; benchmarks measure the lever) */
+    bool swap_order_arrival;     /* workers' swap-ins take the link in the order they began
+                                    (else the earliest due first; benchmarks' control) */
     const char *const *plugins;  /* shared objects of plugin kinds the workers may load
                                     (needs allow_native); may be NULL */
     size_t n_plugins;

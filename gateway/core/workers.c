@@ -98,6 +98,10 @@ static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
         argv[a++] = "--schedule";
         argv[a++] = "fifo";
     }
+    if (gw->cfg.swap_order_arrival) {
+        argv[a++] = "--swap-order";
+        argv[a++] = "arrival";
+    }
     argv[a] = NULL;
     pid_t pid = fork();
     if (pid < 0) {

@@ -304,6 +304,9 @@ gf_status gf_cache_new(gf_backend *be, const gf_cache_config *cfg, gf_cache **ou
             (st = gf_event_new(be, &c->ring[i].ev, err)) != GF_OK)
             goto fail;
     }
+    for (int i = 0; i < GF_CACHE_WINDOW; i++)
+        if ((st = gf_event_new(be, &c->win[i], err)) != GF_OK)
+            goto fail;
     int rc = pthread_create(&c->thread, NULL, gf_cache_loader_main, c);
     if (rc != 0) {
         st = gf_err_set(err, GF_ERR_NOMEM, "pthread_create(loader): %s", strerror(rc));
@@ -341,7 +344,8 @@ static void model_destroy(gf_cache *c, gf_cache_model *m)
 void gf_cache_drain(gf_cache *c)
 {
     pthread_mutex_lock(&c->lock);
-    while (c->jobs_count > 0 || c->active > 0 || c->n_pending > 0)
+    while (c->jobs_count > 0 || c->active > 0 || c->n_loading > 0 || c->n_pending > 0 ||
+           c->win_count > 0)
         pthread_cond_wait(&c->cond, &c->lock);
     for (size_t i = 0; i < c->n_models; i++)
         while (c->models[i]->host_users > 0 || c->models[i]->host_filling)
@@ -389,7 +393,10 @@ void gf_cache_free(gf_cache *c)
         GF_LOG_E("%zu shared pages still held at cache free", c->n_slabs);
     free(c->slabs);
     gf_host_pool_free(c->host_pool);
+    for (int i = 0; i < GF_CACHE_WINDOW; i++)
+        gf_event_free(c->be, c->win[i]);
     free(c->jobs);
+    free(c->loading);
     free(c->pending);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);

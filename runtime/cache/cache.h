@@ -28,7 +28,10 @@
  * chunks: from the host tier directly, or from the store tier through the host
  * tier when it has room (filling it on the way) or else through a small ring
  * of pinned staging buffers. A loader thread owned by the cache does the
- * host-side work, so acquire never waits for bytes to move.
+ * host-side work, so acquire never waits for bytes to move. The loads under
+ * way share the copy stream a slice at a time (about 0.5 ms of the link
+ * each), the earliest due first (gf_cache_acquire_by): a load due soon
+ * overtakes a long one queued before it instead of waiting behind it.
  *
  * Eviction takes whole models, by a policy: LRU, GreedyDual-Size (priority
  * = clock + reload cost / size; reload cost = a fixed setup cost + bytes /
@@ -100,6 +103,8 @@ typedef struct gf_cache_config {
     double setup_cost_us;     /* GDS: fixed reload cost per model (0 = 100 us) */
     uint64_t pin_limit;       /* bytes that pinned and kept-warm models may hold on the device
                                  (0 = half the device budget) */
+    bool loads_in_order;      /* the loads under way take the copy stream in the order they
+                                 began, not the earliest due first (benchmarks' control) */
     gf_cache_event_fn on_event; /* may be NULL */
     void *event_arg;
 } gf_cache_config;
@@ -170,6 +175,16 @@ gf_status gf_cache_model_set_residency(gf_cache *c, gf_cache_model *m, const gf_
  * is larger than the whole device budget (the message gives both sizes).
  * On success *out is owned by the caller until gf_lease_release. */
 gf_status gf_cache_acquire(gf_cache *c, gf_cache_model *m, gf_lease **out, gf_err *err);
+
+/* gf_cache_acquire for a use due at due_us (gf_mono_us; 0 = no deadline).
+ * When the model has to load (or is loading), its load is due by the
+ * earliest deadline of the leases waiting for it: the loader shares the
+ * copy stream between the loads under way a slice at a time, the earliest
+ * due first, so a small load due soon overtakes a long one queued before
+ * it. A load no lease gave a deadline (a prefetch, gf_cache_acquire) is due
+ * one second after it began. */
+gf_status gf_cache_acquire_by(gf_cache *c, gf_cache_model *m, uint64_t due_us, gf_lease **out,
+                              gf_err *err);
 
 /* Device address of tensor i (execution order) once it is on the device:
  * on cuda the compute stream waits for its copy; on cpu the caller waits.

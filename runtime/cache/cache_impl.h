@@ -15,6 +15,19 @@
 #include "cache/host_pool.h"
 #include "cache/slab.h"
 
+/* The loader shares the copy stream between the loads under way a slice
+ * at a time, the most due first: a slice is about GF_CACHE_SLICE_US at the
+ * measured bandwidth (GF_CACHE_SLICE_MIN bytes at least, the chunk at
+ * most), and at most GF_CACHE_WINDOW slices are queued on the stream at
+ * once. A load no lease gave a deadline is due GF_CACHE_UNDUE_US after it
+ * began; one that cannot be done by its deadline any more at the measured
+ * link speed goes after every load that still can (it is late either way,
+ * and would make them late too). */
+#define GF_CACHE_SLICE_US 500.0
+#define GF_CACHE_SLICE_MIN ((size_t)64 << 10)
+#define GF_CACHE_WINDOW 4
+#define GF_CACHE_UNDUE_US 1000000u
+
 typedef enum { DEV_ABSENT = 0, DEV_LOADING = 1, DEV_READY = 2, DEV_FAILED = 3 } dev_state;
 typedef enum { JOB_DEVICE = 0, JOB_HOST = 1 } job_kind;
 
@@ -54,6 +67,10 @@ struct gf_cache_model {
     gf_event *done_ev;   /* recorded after the last tensor of a load */
     gf_tier src;         /* tier the current or last load reads from */
     uint64_t t_start_us;
+    uint64_t deadline_us; /* when the load is due (the earliest its leases gave), 0 = none */
+    size_t ld_t, ld_off;  /* the loader's cursor: the next slice's tensor and offset */
+    size_t ld_bytes;      /* bytes of the load queued so far */
+    bool ld_filling;      /* the load fills the host copy as it goes */
     uint64_t tick;       /* LRU clock value of the last use */
     uint64_t last_used_us;
     double gds_h;        /* GreedyDual-Size(-Frequency) priority */
@@ -106,8 +123,17 @@ struct gf_cache {
     cache_job *jobs;
     size_t jobs_head, jobs_count, jobs_cap;
     int active;               /* jobs the loader has taken and not finished queueing */
-    gf_cache_model **pending; /* queued on the copy stream, not yet complete */
-    size_t n_pending, cap_pending;
+    gf_cache_model **loading; /* device loads with slices left to queue */
+    size_t n_loading;
+    gf_cache_model **pending; /* every slice queued on the copy stream, not yet complete */
+    size_t n_pending, cap_pending; /* cap_pending: the room of loading and of pending */
+    gf_event *win[GF_CACHE_WINDOW]; /* recorded after each slice queued (a ring) */
+    size_t win_bytes[GF_CACHE_WINDOW];
+    uint64_t win_t[GF_CACHE_WINDOW]; /* when each was queued */
+    size_t win_head, win_count;
+    uint64_t link_free_us; /* when the last slice seen done was */
+    double bw_link;        /* bytes per microsecond the copy stream moves a slice at
+                              (core/ema.h), 0 until measured */
     staging_slot *ring;
     int n_ring, ring_next;
     bool reclaim_set; /* registered as the backend's reclaimer */

@@ -15,6 +15,12 @@
 
 gf_status gf_cache_acquire(gf_cache *c, gf_cache_model *m, gf_lease **out, gf_err *err)
 {
+    return gf_cache_acquire_by(c, m, 0, out, err);
+}
+
+gf_status gf_cache_acquire_by(gf_cache *c, gf_cache_model *m, uint64_t due_us, gf_lease **out,
+                              gf_err *err)
+{
     *out = NULL;
     gf_lease *l = GF_FAULT("cache_alloc") ? NULL : malloc(sizeof *l);
     if (l == NULL)
@@ -55,6 +61,10 @@ again:
         m->refs++;
         m->uses++;
         gf_cache_touch(c, m);
+        /* the load is as due as the most urgent lease waiting for it */
+        if (due_us != 0 && atomic_load(&m->dev) == DEV_LOADING &&
+            (m->deadline_us == 0 || due_us < m->deadline_us))
+            m->deadline_us = due_us;
     }
     pthread_mutex_unlock(&c->lock);
     if (st != GF_OK) {

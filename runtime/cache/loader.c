@@ -137,47 +137,62 @@ static void fail_load(gf_cache *c, gf_cache_model *m, const gf_err *err)
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Queue the copies of a device load on the copy stream. */
-static void run_device_job(gf_cache *c, gf_cache_model *m)
+/* Take up a device load: reserve its host copy when it fills one, and set
+ * its cursor to the first byte. No lock held (the loader's fields). */
+static void begin_device_job(gf_cache *c, gf_cache_model *m)
+{
+    m->ld_filling = m->src != GF_TIER_HOST && m->fill_host && host_reserve(c, m);
+    m->ld_t = 0;
+    m->ld_off = 0;
+    m->ld_bytes = 0;
+}
+
+/* Queue the next slice of m's load on the copy stream: at most len_max
+ * bytes of one tensor, from the host copy (filling it first when the load
+ * fills it) or through the staging ring; after a tensor's last slice its
+ * event, after the model's its done_ev. True when nothing of m is left to
+ * queue. No lock held. */
+static bool queue_slice(gf_cache *c, gf_cache_model *m, size_t len_max)
 {
     gf_err err;
     gf_err_clear(&err);
     gf_status st = GF_OK;
-    bool from_host = m->src == GF_TIER_HOST;
-    bool filling = false;
-    if (!from_host) {
-        filling = m->fill_host && host_reserve(c, m);
-    }
-    for (size_t i = 0; i < m->n && st == GF_OK; i++) {
-        const ctensor *t = &m->t[i];
-        const char *src_all = (const char *)t->st->data;
-        for (size_t off = 0; off < t->st->nbytes && st == GF_OK; off += c->chunk) {
-            size_t len = t->st->nbytes - off < c->chunk ? t->st->nbytes - off : c->chunk;
-            char *dst = m->va + t->offset + off;
-            if (from_host || filling) {
-                /* from the host copy, one copy per contiguous run of its pages */
-                if (filling)
-                    host_fill(c, m, t->offset + off, src_all + off, len);
-                for (size_t done = 0, run; done < len && st == GF_OK; done += run) {
-                    char *h = host_at(c, m, t->offset + off + done, len - done, &run);
-                    st = gf_memcpy_async(c->be, c->copy, dst + done, h, run, GF_COPY_H2D, &err);
-                }
-            } else {
-                staging_slot *slot = &c->ring[c->ring_next];
-                c->ring_next = (c->ring_next + 1) % c->n_ring;
-                if (slot->used && (st = gf_event_sync(c->be, slot->ev, &err)) != GF_OK)
-                    break;
-                memcpy(slot->buf, src_all + off, len);
+    bool via_host = m->src == GF_TIER_HOST || m->ld_filling;
+    if (m->ld_t < m->n) {
+        const ctensor *t = &m->t[m->ld_t];
+        size_t nbytes = t->st->nbytes, off = m->ld_off;
+        size_t len = nbytes - off < len_max ? nbytes - off : len_max;
+        const char *src = (const char *)t->st->data + off;
+        char *dst = m->va + t->offset + off;
+        if (len > 0 && via_host) {
+            /* from the host copy, one copy per contiguous run of its pages */
+            if (m->ld_filling)
+                host_fill(c, m, t->offset + off, src, len);
+            for (size_t done = 0, run; done < len && st == GF_OK; done += run) {
+                char *h = host_at(c, m, t->offset + off + done, len - done, &run);
+                st = gf_memcpy_async(c->be, c->copy, dst + done, h, run, GF_COPY_H2D, &err);
+            }
+        } else if (len > 0) {
+            staging_slot *slot = &c->ring[c->ring_next];
+            c->ring_next = (c->ring_next + 1) % c->n_ring;
+            if (!slot->used || (st = gf_event_sync(c->be, slot->ev, &err)) == GF_OK) {
+                memcpy(slot->buf, src, len);
                 st = gf_memcpy_async(c->be, c->copy, dst, slot->buf, len, GF_COPY_H2D, &err);
                 if (st == GF_OK)
                     st = gf_event_record(c->be, slot->ev, c->copy, &err);
                 slot->used = true;
             }
         }
-        if (st == GF_OK)
-            st = gf_event_record(c->be, t->ev, c->copy, &err);
-        if (st == GF_OK)
-            set_recorded(c, m, i + 1);
+        m->ld_off += len;
+        m->ld_bytes += len;
+        if (st == GF_OK && m->ld_off >= nbytes) {
+            if ((st = gf_event_record(c->be, t->ev, c->copy, &err)) == GF_OK)
+                set_recorded(c, m, m->ld_t + 1);
+            m->ld_t++;
+            m->ld_off = 0;
+        }
+        if (st == GF_OK && m->ld_t < m->n)
+            return false;
     }
     if (st == GF_OK)
         st = gf_event_record(c->be, m->done_ev, c->copy, &err);
@@ -191,8 +206,9 @@ static void run_device_job(gf_cache *c, gf_cache_model *m)
             gf_stream_sync(c->be, c->copy, NULL);
     }
     pthread_mutex_lock(&c->lock);
-    m->fill_host = filling;
+    m->fill_host = m->ld_filling;
     pthread_mutex_unlock(&c->lock);
+    return true;
 }
 
 /* A device load finished (st: its outcome). */
@@ -273,6 +289,92 @@ static void run_host_job(gf_cache *c, gf_cache_model *m)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* When a load is due: its deadline, or GF_CACHE_UNDUE_US after it began
+ * when no lease gave one. */
+static uint64_t due_us(const gf_cache_model *m)
+{
+    return m->deadline_us != 0 ? m->deadline_us : m->t_start_us + GF_CACHE_UNDUE_US;
+}
+
+/* The copy stream's measured speed, bytes per microsecond: per slice once
+ * measured, else the host tier's per load. Lock held. */
+static double link_bw(const gf_cache *c)
+{
+    return c->bw_link > 0 ? c->bw_link : c->bw_host;
+}
+
+/* The order key of a load under way: when it is due, or after every load
+ * that can still be done in time when its remaining bytes at the link's
+ * speed cannot (now: gf_mono_us). Lock held. */
+static uint64_t order_key(const gf_cache *c, const gf_cache_model *m, uint64_t now)
+{
+    uint64_t due = due_us(m);
+    double left_us = (double)(m->layout_bytes - m->ld_bytes) / link_bw(c);
+    if ((double)now + left_us > (double)due)
+        return due + GF_CACHE_UNDUE_US;
+    return due;
+}
+
+/* The loading model whose next slice goes on the link: the lowest order
+ * key (then the earliest begun). Lock held; c->n_loading > 0. */
+static size_t most_due(const gf_cache *c)
+{
+    if (c->cfg.loads_in_order) /* the loads began in this order: the first is the oldest */
+        return 0;
+    uint64_t now = gf_mono_us();
+    size_t best = 0;
+    uint64_t kb = order_key(c, c->loading[0], now);
+    for (size_t i = 1; i < c->n_loading; i++) {
+        const gf_cache_model *a = c->loading[i], *b = c->loading[best];
+        uint64_t ka = order_key(c, a, now);
+        if (ka < kb || (ka == kb && a->t_start_us < b->t_start_us)) {
+            best = i;
+            kb = ka;
+        }
+    }
+    return best;
+}
+
+/* The bytes of one slice of m: about GF_CACHE_SLICE_US on its link at the
+ * measured bandwidth, from GF_CACHE_SLICE_MIN to the chunk. Lock held. */
+static size_t slice_bytes(const gf_cache *c, const gf_cache_model *m)
+{
+    double bw = m->src == GF_TIER_HOST ? link_bw(c) : c->bw_store; /* bytes per us */
+    double b = bw * GF_CACHE_SLICE_US;
+    if (b < (double)GF_CACHE_SLICE_MIN)
+        return GF_CACHE_SLICE_MIN < c->chunk ? GF_CACHE_SLICE_MIN : c->chunk;
+    return b > (double)c->chunk ? c->chunk : (size_t)b;
+}
+
+/* Complete the queued loads whose copies are done, in any order. Lock held
+ * on entry and return (dropped for each completion). */
+static void complete_done(gf_cache *c)
+{
+    for (size_t i = 0; i < c->n_pending;) {
+        gf_cache_model *m = c->pending[i];
+        if (!gf_event_query(c->be, m->done_ev)) {
+            i++;
+            continue;
+        }
+        pthread_mutex_unlock(&c->lock);
+        gf_err err;
+        gf_err_clear(&err);
+        gf_status st = gf_event_sync(c->be, m->done_ev, &err);
+        if (st != GF_OK) /* clear the copy stream's sticky error for later loads */
+            gf_stream_sync(c->be, c->copy, NULL);
+        complete_device_job(c, m, st, &err);
+        pthread_mutex_lock(&c->lock);
+        memmove(c->pending + i, c->pending + i + 1, (c->n_pending - i - 1) * sizeof *c->pending);
+        c->n_pending--;
+        pthread_cond_broadcast(&c->cond);
+    }
+}
+
+/* The loader. Jobs are taken up at once (a host job runs to its end); the
+ * device loads under way share the copy stream a slice at a time, the most
+ * due first (earliest deadline first), with at most GF_CACHE_WINDOW slices
+ * queued on it, so that a load due sooner overtakes a long one within a
+ * slice or two and the link never idles while a load waits. */
 void *gf_cache_loader_main(void *arg)
 {
     gf_cache *c = arg;
@@ -287,27 +389,63 @@ void *gf_cache_loader_main(void *arg)
             if (job.kind == JOB_HOST)
                 run_host_job(c, job.m);
             else
-                run_device_job(c, job.m);
+                begin_device_job(c, job.m);
             pthread_mutex_lock(&c->lock);
             if (job.kind == JOB_DEVICE)
-                c->pending[c->n_pending++] = job.m;
+                c->loading[c->n_loading++] = job.m;
             c->active--;
             pthread_cond_broadcast(&c->cond);
+            continue;
+        }
+        if (c->n_loading > 0 && c->win_count < GF_CACHE_WINDOW) {
+            size_t i = most_due(c);
+            gf_cache_model *m = c->loading[i];
+            size_t len = slice_bytes(c, m);
+            pthread_mutex_unlock(&c->lock);
+            uint64_t t = gf_mono_us();
+            size_t before = m->ld_bytes;
+            bool done = queue_slice(c, m, len);
+            size_t k = (c->win_head + c->win_count) % GF_CACHE_WINDOW;
+            bool marked = gf_event_record(c->be, c->win[k], c->copy, NULL) == GF_OK;
+            pthread_mutex_lock(&c->lock);
+            if (marked) {
+                c->win_bytes[k] = m->ld_bytes - before;
+                c->win_t[k] = t;
+                c->win_count++;
+            }
+            if (done) { /* the rest keep the order they began in */
+                memmove(c->loading + i, c->loading + i + 1,
+                        (c->n_loading - i - 1) * sizeof *c->loading);
+                c->n_loading--;
+                c->pending[c->n_pending++] = m;
+            }
+            continue;
+        }
+        if (c->win_count > 0) { /* the oldest slice queued: then room for another */
+            gf_event *ev = c->win[c->win_head];
+            pthread_mutex_unlock(&c->lock);
+            gf_event_sync(c->be, ev, NULL); /* a failure is the load's, reported by it */
+            uint64_t t = gf_mono_us();
+            pthread_mutex_lock(&c->lock);
+            /* the slice had the link from when it was queued or the one
+             * before it was done, whichever was later */
+            size_t k = c->win_head;
+            uint64_t from = c->win_t[k] > c->link_free_us ? c->win_t[k] : c->link_free_us;
+            if (t > from && c->win_bytes[k] >= GF_CACHE_SLICE_MIN / 2)
+                c->bw_link = gf_ema(c->bw_link, (double)c->win_bytes[k] / (double)(t - from));
+            c->link_free_us = t;
+            c->win_head = (c->win_head + 1) % GF_CACHE_WINDOW;
+            c->win_count--;
+            complete_done(c);
+            pthread_cond_broadcast(&c->cond); /* gf_cache_drain waits for the window too */
             continue;
         }
         if (c->n_pending > 0) {
             gf_cache_model *m = c->pending[0];
             pthread_mutex_unlock(&c->lock);
-            gf_err err;
-            gf_err_clear(&err);
-            gf_status st = gf_event_sync(c->be, m->done_ev, &err);
-            if (st != GF_OK) /* clear the copy stream's sticky error for later loads */
-                gf_stream_sync(c->be, c->copy, NULL);
-            complete_device_job(c, m, st, &err);
+            gf_event_sync(c->be, m->done_ev, NULL);
             pthread_mutex_lock(&c->lock);
-            memmove(c->pending, c->pending + 1, (c->n_pending - 1) * sizeof *c->pending);
-            c->n_pending--;
-            pthread_cond_broadcast(&c->cond);
+            complete_done(c);
             continue;
         }
         if (c->stop)
@@ -322,14 +460,17 @@ void *gf_cache_loader_main(void *arg)
 gf_status gf_cache_push_job(gf_cache *c, gf_cache_model *m, job_kind kind, gf_err *err)
 {
     if (c->jobs_count == c->jobs_cap ||
-        c->n_pending + (size_t)c->active + c->jobs_count + 1 > c->cap_pending) {
+        c->n_pending + c->n_loading + (size_t)c->active + c->jobs_count + 1 > c->cap_pending) {
         size_t cap = c->jobs_cap ? c->jobs_cap * 2 : 16;
         cache_job *jobs = malloc(cap * sizeof *jobs);
         gf_cache_model **pend = realloc(c->pending, cap * sizeof *pend);
-        if (jobs == NULL || pend == NULL) {
+        if (pend != NULL)
+            c->pending = pend;
+        gf_cache_model **ld = pend != NULL ? realloc(c->loading, cap * sizeof *ld) : NULL;
+        if (ld != NULL)
+            c->loading = ld;
+        if (jobs == NULL || pend == NULL || ld == NULL) {
             free(jobs);
-            if (pend != NULL)
-                c->pending = pend;
             return gf_err_set(err, GF_ERR_NOMEM, "out of memory queueing a load");
         }
         for (size_t i = 0; i < c->jobs_count; i++)
@@ -338,7 +479,6 @@ gf_status gf_cache_push_job(gf_cache *c, gf_cache_model *m, job_kind kind, gf_er
         c->jobs = jobs;
         c->jobs_cap = cap;
         c->jobs_head = 0;
-        c->pending = pend;
         c->cap_pending = cap;
     }
     c->jobs[(c->jobs_head + c->jobs_count) % c->jobs_cap] = (cache_job){m, kind};
@@ -354,6 +494,7 @@ gf_status gf_cache_start_load(gf_cache *c, gf_cache_model *m, gf_err *err)
     m->fill_host = m->src == GF_TIER_STORE && c->host_pool != NULL && m->host_pages == NULL &&
                    !m->host_filling;
     m->n_recorded = 0;
+    m->deadline_us = 0; /* the lease that wants it sets one */
     m->load_status = GF_OK;
     m->load_msg[0] = '\0';
     m->t_start_us = gf_mono_us();

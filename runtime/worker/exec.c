@@ -68,6 +68,19 @@ static void release_lease(gf_worker *w, wreq *r)
     lease_drop(w, l);
 }
 
+/* When r's parameters must be on the device for it to meet its function's
+ * SLO: its receipt + slo_ms less its measured execution time; 0 (no
+ * deadline) for a function without an SLO. w->lock held. */
+uint64_t wk_request_due(const gf_worker *w, const wreq *r)
+{
+    (void)w;
+    const wmodel *m = r->m;
+    if (m->prep != WM_READY || m->mf->slo_ms <= 0)
+        return 0;
+    double slack = m->mf->slo_ms * 1e3 - m->exec_us;
+    return r->t_recv_us + (slack > 1 ? (uint64_t)slack : 1);
+}
+
 /* Take queued request r's lease ahead (w->lock held on entry and on return;
  * dropped while the cache is asked). A BUSY cache leaves r without one until
  * the cache makes progress (ahead_gen). True when r holds its lease. */
@@ -75,10 +88,10 @@ static bool lease_ahead_of(gf_worker *w, wreq *r)
 {
     w->ahead_pending = true; /* the executor leaves the queue alone until we are done */
     gf_cache_model *cm = r->m->cm;
-    uint64_t gen = w->progress;
+    uint64_t gen = w->progress, due = wk_request_due(w, r);
     pthread_mutex_unlock(&w->lock);
     gf_lease *l = NULL;
-    gf_status st = gf_cache_acquire(w->cache, cm, &l, NULL);
+    gf_status st = gf_cache_acquire_by(w->cache, cm, due, &l, NULL);
     pthread_mutex_lock(&w->lock);
     w->ahead_pending = false;
     if (st == GF_OK)
@@ -162,14 +175,14 @@ static gf_status acquire_wait(gf_worker *w, wreq *r, gf_err *err)
         pthread_mutex_lock(&w->lock);
         while (w->ahead_pending)
             pthread_cond_wait(&w->exec_cond, &w->lock);
-        uint64_t gen = w->progress;
+        uint64_t gen = w->progress, due = wk_request_due(w, r);
         bool stop = w->stopping;
         pthread_mutex_unlock(&w->lock);
         if (stop) {
             st = gf_err_set(err, GF_ERR_CLOSED, "the worker is stopping");
             break;
         }
-        if ((st = gf_cache_acquire(w->cache, r->m->cm, &r->lease, err)) != GF_ERR_BUSY)
+        if ((st = gf_cache_acquire_by(w->cache, r->m->cm, due, &r->lease, err)) != GF_ERR_BUSY)
             break;
         /* the leases taken ahead for later requests may be in the way: give
          * back the last queued one's, then try again */

@@ -216,9 +216,10 @@ static void handle_infer(gf_worker *w, gf_buf *b, gf_ipc_frame *f, gf_ipc_infer 
     if (quick) {
         w->running = m;
         w->reader_running = true;
+        uint64_t due = wk_request_due(w, r);
         pthread_mutex_unlock(&w->lock);
         gf_lease *l = NULL;
-        gf_status st = gf_cache_acquire(w->cache, m->cm, &l, NULL);
+        gf_status st = gf_cache_acquire_by(w->cache, m->cm, due, &l, NULL);
         if (st == GF_OK && !gf_lease_cold(l)) {
             r->lease = l;
             gf_ipc_gather g;

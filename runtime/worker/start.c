@@ -96,6 +96,11 @@ gf_status gf_worker_parse_args(int argc, char **argv, gf_worker_config *cfg, gf_
             st = gf_size_parse(val, &cfg->page_size, err);
             if (st == GF_OK && (cfg->page_size < 4096 || cfg->page_size > ((uint64_t)1 << 30)))
                 st = gf_err_set(err, GF_ERR_INVALID, "between 4K and 1G");
+        } else if (strcmp(name, "--swap-order") == 0) {
+            if (strcmp(val, "arrival") == 0 || strcmp(val, "deadline") == 0)
+                cfg->swaps_in_order = strcmp(val, "arrival") == 0;
+            else
+                st = gf_err_set(err, GF_ERR_INVALID, "'%s' is not deadline or arrival", val);
         } else if (strcmp(name, "--schedule") == 0) {
             if (strcmp(val, "fifo") == 0 || strcmp(val, "ready-first") == 0)
                 cfg->fifo = strcmp(val, "fifo") == 0;
@@ -263,6 +268,7 @@ gf_status gf_worker_new(const gf_worker_config *cfg, gf_worker **out, gf_err *er
         .host_budget = cfg->host_memory,
         .policy = cfg->policy,
         .pin_limit = cfg->pin_limit,
+        .loads_in_order = cfg->swaps_in_order,
         .on_event = wk_on_cache_event,
         .event_arg = w,
     };

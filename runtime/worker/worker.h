@@ -57,6 +57,8 @@ typedef struct gf_worker_config {
                                 device budget) */
     uint64_t page_size;      /* device page (and host tier page) size, bytes; 0 = the backend's
                                 default (2 MiB); benchmarks that scale models down scale it too */
+    bool swaps_in_order;     /* swap-ins take the link in the order they began (--swap-order
+                                arrival), not the earliest due first (deadline) */
     bool fifo;               /* run requests strictly in arrival order (--schedule fifo); by
                                 default a request whose model is on the device runs while the
                                 one ahead of it waits for its swap-in (ready-first) */

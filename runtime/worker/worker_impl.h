@@ -284,6 +284,12 @@ void wk_lease_ahead(gf_worker *w);
 
 void wk_request_free(gf_worker *w, wreq *r);
 
+/* When r's parameters must be on the device for it to meet its function's
+ * SLO (its receipt + slo_ms less the function's measured execution time),
+ * the deadline its lease gives the cache's loader; 0 without an SLO.
+ * w->lock held. */
+uint64_t wk_request_due(const gf_worker *w, const wreq *r);
+
 /* Run cur and leave its answer (RESULT or ERROR) encoded in b, unsent: the
  * caller first marks the device free, so that the next request, which may
  * arrive as soon as the answer is out, finds it so. */

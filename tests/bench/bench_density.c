@@ -6,7 +6,7 @@
  *                 [--device-memory BYTES] [--page-size BYTES] [--slo-multiple K]
  *                 [--ratio R] [--seconds S] [--warmup S] [--load F] [--max-ratio M]
  *                 [--keep DIR] [--trials N@RPS,... [--uncontrolled]]
- *                 [--schedule ready-first|fifo]
+ *                 [--schedule ready-first|fifo] [--variants "FLAGS;FLAGS;..."]
  *
  * The mix. Functions are mlps (16 -> h -> h -> 1, FP32) whose weights
  * follow a log-uniform law over 5-500 MB, scaled down with the device
@@ -66,7 +66,8 @@ static void usage(void)
                     "cpu|cuda:N]\n  [--policies lru,gds,...] [--no-levers] [--scale X] "
                     "[--device-memory BYTES]\n  [--page-size BYTES] [--slo-multiple K] [--ratio R] "
                     "[--seconds S] [--warmup S]\n  [--load F] [--max-ratio M] [--keep DIR] "
-                    "[--trials N@RPS,... [--uncontrolled]]\n  [--schedule ready-first|fifo]\n");
+                    "[--trials N@RPS,... [--uncontrolled]]\n  [--schedule ready-first|fifo] [--variants "
+                    "\"FLAGS;FLAGS;...\"]\n");
     exit(2);
 }
 
@@ -145,6 +146,8 @@ static void parse(int argc, char **argv, dn_opts *o)
             o->trials = v;
         else if (strcmp(a, "--schedule") == 0)
             o->schedule = v;
+        else if (strcmp(a, "--variants") == 0)
+            o->variants = v;
         else
             usage();
     }
@@ -400,6 +403,61 @@ static size_t search(dn_run *r, const char *policy, size_t cap, size_t n_max, dn
     return lo;
 }
 
+/* ---- paired comparisons ------------------------------------------------------------------ */
+
+enum { DN_MAX_VARIANTS = 4, DN_MAX_VARIANT_ARGS = 8 };
+
+/* --trials with --variants "FLAGS;FLAGS": each trial on a server started
+ * with each variant's extra flags in turn (the order reversed every other
+ * trial, so that a drift of the machine's load favours none), each after
+ * the all-warm set is prefetched, every variant on the same arrivals;
+ * printed as "trial POLICY[FLAGS] ...". */
+static void run_variants(dn_run *r, dn_server *s, const char *policy, const char *sdir,
+                         uint64_t link, uint64_t host, size_t n_max)
+{
+    char vbuf[512];
+    snprintf(vbuf, sizeof vbuf, "%s", r->o->variants);
+    char *label[DN_MAX_VARIANTS];
+    const char *args[DN_MAX_VARIANTS][DN_MAX_VARIANT_ARGS + 1];
+    char *words[DN_MAX_VARIANTS];
+    int nv = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(vbuf, ";", &save); t != NULL && nv < DN_MAX_VARIANTS;
+         t = strtok_r(NULL, ";", &save))
+        label[nv++] = t;
+    for (int v = 0; v < nv; v++) {
+        words[v] = strdup(label[v]);
+        int k = 0;
+        char *s2 = NULL;
+        for (char *w = strtok_r(words[v], " ", &s2); w != NULL && k < DN_MAX_VARIANT_ARGS;
+             w = strtok_r(NULL, " ", &s2))
+            args[v][k++] = w;
+        args[v][k] = NULL;
+    }
+    char tl[256];
+    snprintf(tl, sizeof tl, "%s", r->o->trials);
+    int round = 0;
+    for (char *t = strtok_r(tl, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save), round++) {
+        size_t n = strtoul(t, NULL, 10);
+        const char *at = strchr(t, '@');
+        double rate = at != NULL ? atof(at + 1) : r->rate;
+        n = n < 1 ? 1 : n > n_max ? n_max : n;
+        for (int j = 0; j < nv; j++) {
+            int v = round % 2 == 0 ? j : nv - 1 - j;
+            dn_server_stop(s);
+            dn_server_start(s, r->o, sdir, policy, 1, link, host, args[v]);
+            dn_prefetch(s, r->fns, r->warm_n);
+            dn_result res;
+            dn_trial(s, r->o, r->fns, n, r->tg, rate, r->seed + (uint64_t)round, &res);
+            char lb[600];
+            snprintf(lb, sizeof lb, "%s[%s]", policy, label[v]);
+            dn_print_trial(lb, &res);
+        }
+    }
+    for (int v = 0; v < nv; v++)
+        free(words[v]);
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -517,6 +575,11 @@ int main(int argc, char **argv)
 
     /* 5. per policy, the largest N at the SLO */
     dn_run run = {&o, &s, fns, warm_n, &tg, rate, 1, 0};
+    if (o.trials != NULL && o.variants != NULL) {
+        run_variants(&run, &s, policy[0], sdir, link, host, n_max);
+        dn_server_stop(&s);
+        return 0;
+    }
     if (o.trials != NULL) { /* by hand: N@RPS,... */
         char tl[256];
         snprintf(tl, sizeof tl, "%s", o.trials);

@@ -33,6 +33,9 @@ typedef struct dn_opts {
                            out: the run's rate) */
     bool uncontrolled;  /* with trials: each alone, no all-warm controls around it */
     const char *schedule; /* the workers' --schedule (NULL: their default, ready-first) */
+    const char *variants; /* with trials: "FLAGS;FLAGS;..." servers to run each trial on in
+                             turn (extra serve flags, space-separated), for paired
+                             comparisons in one run */
 } dn_opts;
 
 /* One function of the mix. */

@@ -124,6 +124,90 @@ static int cold_answer_position(const char *schedule)
     return pos;
 }
 
+/* Give t's manifest an SLO of slo_ms. */
+static void smodel_set_slo(smodel *t, int slo_ms)
+{
+    size_t n = strlen(t->manifest);
+    ck_assert(n > 0 && t->manifest[n - 1] == '}');
+    char *m = malloc(n + 32);
+    ck_assert_ptr_nonnull(m);
+    snprintf(m, n + 32, "%.*s,\"slo_ms\":%d}", (int)n - 1, t->manifest, slo_ms);
+    free(t->manifest);
+    t->manifest = m;
+}
+
+/* A cold INFER of a large model without an SLO (its swap takes about half a
+ * second), then one of a small cold model with an SLO of 300 ms, sent
+ * together: the order of their answers, and the small one's RESULT. */
+static void swap_order(const char *order, bool *small_first, uint64_t *small_total_us)
+{
+    char *dir = gf_test_tmpdir();
+    const char *extra[] = {"--device-memory", "64M", "--host-memory", "0", "--copy-bandwidth",
+                           "8M", "--swap-order", order, NULL};
+    gf_wh w;
+    gf_err e;
+    gf_err_clear(&e);
+    ck_assert_msg(gf_wh_spawn(&w, gf_test_prog("GF_WORKER"), dir, extra, NULL, true, RECV_MS,
+                              &e) == GF_OK,
+                  "spawn: %s", gf_err_msg(&e));
+    int64_t big_dims[] = {16, 1024, 1024, 16}; /* 4.3 MB: ~0.5 s over 8 MB/s */
+    int64_t small_dims[] = {16, 64, 16};       /* 5 KB: under a millisecond */
+    smodel big, small;
+    smodel_make(&big, dir, "big", 3, big_dims);
+    smodel_make(&small, dir, "small", 2, small_dims);
+    smodel_set_slo(&small, 300);
+    load(&w, &big, GF_TIER_STORE);
+    load(&w, &small, GF_TIER_STORE);
+    uint64_t id_big = encode_infer(&w, &big);
+    uint64_t id_small = encode_infer(&w, &small);
+    ck_assert_int_eq(gf_wh_send(&w, &e), GF_OK);
+    int got_small = -1;
+    for (int got = 0; got < 2; got++) {
+        gf_ipc_frame f;
+        ck_assert_msg(gf_wh_recv(&w, &f, RECV_MS, &e) == GF_OK, "%s", gf_err_msg(&e));
+        ck_assert_msg(f.h.type == GF_IPC_RESULT, "answer %d: frame type %d", got, f.h.type);
+        ck_assert(f.h.request_id == id_big || f.h.request_id == id_small);
+        if (f.h.request_id == id_small) {
+            gf_ipc_result r;
+            ck_assert_int_eq(gf_ipc_decode_result(&f, &r, NULL), GF_OK);
+            ck_assert_uint_eq(r.flags & GF_IPC_RESULT_COLD, GF_IPC_RESULT_COLD);
+            *small_total_us = r.queue_us + r.load_us + r.exec_us;
+            gf_ipc_result_deinit(&r);
+            got_small = got;
+        }
+        gf_ipc_frame_deinit(&f);
+    }
+    *small_first = got_small == 0;
+    ck_assert_int_eq(gf_wh_wait(&w, 10000, true), 0);
+    gf_wh_free(&w);
+    smodel_free(&big);
+    smodel_free(&small);
+    gf_test_rmtree(dir);
+}
+
+START_TEST(test_deadline_swap_overtakes_a_long_one)
+{
+    bool first;
+    uint64_t us;
+    swap_order("deadline", &first, &us);
+    /* its swap went ahead of the big one's (a slice or two of it), and the
+     * request ran while the big one still loaded (ready-first) */
+    ck_assert_msg(first, "the small function's request answered after the big one's");
+    ck_assert_msg(us < 250000, "the small function's request took %llu us",
+                  (unsigned long long)us);
+}
+END_TEST
+
+START_TEST(test_arrival_swap_order_waits_behind_a_long_one)
+{
+    bool first;
+    uint64_t us;
+    swap_order("arrival", &first, &us);
+    ck_assert_msg(us >= 300000, "the small function's request took only %llu us: its swap did "
+                  "not wait for the big one's", (unsigned long long)us);
+}
+END_TEST
+
 START_TEST(test_ready_first_runs_warm_requests_during_a_swap)
 {
     int pos = cold_answer_position("ready-first");
@@ -145,6 +229,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_ready_first_runs_warm_requests_during_a_swap);
     tcase_add_test(tc, test_fifo_keeps_arrival_order);
+    tcase_add_test(tc, test_deadline_swap_overtakes_a_long_one);
+    tcase_add_test(tc, test_arrival_swap_order_waits_behind_a_long_one);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }

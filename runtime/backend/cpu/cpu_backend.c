@@ -33,6 +33,7 @@ typedef struct {
     size_t n;
     gf_event *ev;
     uint64_t gen;
+    double t_queued; /* OP_COPY under an emulated link: when it was queued (gf_mono_s) */
 } cpu_op;
 
 typedef struct cpu_ctx cpu_ctx;
@@ -66,6 +67,7 @@ struct cpu_ctx {
     gf_cpu_kctx *kctx;
     struct gf_stream compute, copy;
     uint64_t copy_bandwidth;
+    double link_free; /* the emulated link: when its last copy ends (gf_mono_s; copy thread) */
     gf_cpu_copy_hook hook;
     void *hook_arg;
     /* page pool */
@@ -178,15 +180,20 @@ static void cpu_sleep_until(double t)
     }
 }
 
-/* Copy n bytes, at most at bandwidth bytes/s when set (emulating a link). */
-static void cpu_copy_bytes(cpu_ctx *c, void *dst, const void *src, size_t n)
+/* Copy n bytes, at most at bandwidth bytes/s when set (emulating a link).
+ * The link keeps its own time, as a DMA engine does: a copy queued (at
+ * t_queued) before the one ahead of it ended starts when that one ended,
+ * however late this thread woke, so copies queued back to back move at the
+ * link's bandwidth whatever else the machine runs. */
+static void cpu_copy_bytes(cpu_ctx *c, void *dst, const void *src, size_t n, double t_queued)
 {
     if (c->copy_bandwidth == 0) {
         memcpy(dst, src, n);
         return;
     }
     const size_t chunk = 256 << 10;
-    double start = gf_mono_s();
+    double start = t_queued > c->link_free ? t_queued : c->link_free;
+    c->link_free = start + (double)n / (double)c->copy_bandwidth;
     for (size_t off = 0; off < n; off += chunk) {
         size_t len = n - off < chunk ? n - off : chunk;
         memcpy((char *)dst + off, (const char *)src + off, len);
@@ -227,7 +234,7 @@ static void *cpu_copy_thread(void *arg)
                 cpu_stream_fail(s, GF_ERR_DEVICE, msg);
                 pthread_mutex_unlock(&s->lock);
             } else {
-                cpu_copy_bytes(c, op.dst, op.src, op.n);
+                cpu_copy_bytes(c, op.dst, op.src, op.n, op.t_queued);
             }
             break;
         }
@@ -336,6 +343,8 @@ static gf_status cpu_memcpy_async(gf_backend *be, gf_stream *s, void *dst, const
         return GF_OK;
     }
     cpu_op op = {.kind = OP_COPY, .dst = dst, .src = src, .n = n};
+    if (((cpu_ctx *)be->context)->copy_bandwidth != 0)
+        op.t_queued = gf_mono_s();
     return cpu_enqueue(s, &op, err);
 }
 
