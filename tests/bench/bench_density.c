@@ -7,6 +7,7 @@
  *                 [--ratio R] [--seconds S] [--warmup S] [--load F] [--max-ratio M]
  *                 [--keep DIR] [--trials N@RPS,... [--uncontrolled]]
  *                 [--schedule ready-first|fifo] [--variants "FLAGS;FLAGS;..."]
+ *                 [--levers-at N] [--lever-rounds R]
  *
  * The mix. Functions are mlps (16 -> h -> h -> 1, FP32) whose weights
  * follow a log-uniform law over 5-500 MB, scaled down with the device
@@ -67,7 +68,7 @@ static void usage(void)
                     "[--device-memory BYTES]\n  [--page-size BYTES] [--slo-multiple K] [--ratio R] "
                     "[--seconds S] [--warmup S]\n  [--load F] [--max-ratio M] [--keep DIR] "
                     "[--trials N@RPS,... [--uncontrolled]]\n  [--schedule ready-first|fifo] [--variants "
-                    "\"FLAGS;FLAGS;...\"]\n");
+                    "\"FLAGS;FLAGS;...\"]\n  [--levers-at N] [--lever-rounds R]\n");
     exit(2);
 }
 
@@ -91,6 +92,7 @@ static void parse(int argc, char **argv, dn_opts *o)
     o->seconds = 8;
     o->policies = "lru,gds,gdsf";
     o->levers = true;
+    o->lever_rounds = 1;
     bool page_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -148,6 +150,10 @@ static void parse(int argc, char **argv, dn_opts *o)
             o->schedule = v;
         else if (strcmp(a, "--variants") == 0)
             o->variants = v;
+        else if (strcmp(a, "--levers-at") == 0)
+            o->levers_at = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--lever-rounds") == 0)
+            o->lever_rounds = atoi(v);
         else
             usage();
     }
@@ -159,7 +165,7 @@ static void parse(int argc, char **argv, dn_opts *o)
         o->page_size = 0; /* the GPU's own pages (2 MiB) */
     if (o->scale <= 0 || o->device_memory < (1u << 20) || o->slo_multiple <= 1 || o->ratio <= 0 ||
         o->seconds <= 0 || o->max_ratio < 1 || o->rows < 1 || o->load <= 0 || o->load > 1 ||
-        o->exec_exponent < 0 || o->exec_exponent > 1)
+        o->exec_exponent < 0 || o->exec_exponent > 1 || o->lever_rounds < 1)
         usage();
 }
 
@@ -577,6 +583,14 @@ int main(int argc, char **argv)
     dn_run run = {&o, &s, fns, warm_n, &tg, rate, 1, 0};
     if (o.trials != NULL && o.variants != NULL) {
         run_variants(&run, &s, policy[0], sdir, link, host, n_max);
+        dn_server_stop(&s);
+        return 0;
+    }
+    if (o.levers_at > 0) { /* the levers alone, at a given N */
+        size_t at = o.levers_at < n_max ? o.levers_at : n_max;
+        double tl = gf_dlg_now();
+        dn_levers(&s, &o, dir, sdir, policy[0], fns, at, warm_n, &tg, rate, link, host);
+        printf("levers_s=%.0f\n", gf_dlg_now() - tl);
         dn_server_stop(&s);
         return 0;
     }

@@ -28,6 +28,8 @@ typedef struct dn_opts {
     double warmup_s, seconds; /* per trial: not counted, counted */
     const char *policies;     /* "lru,gds,..." */
     bool levers;
+    size_t levers_at;   /* > 0: no search; the levers at this many functions */
+    int lever_rounds;   /* pairs (baseline, lever) per lever */
     const char *keep;   /* keep the work directory here (NULL: a temporary one, removed) */
     const char *trials; /* "N@RPS,..." : run these trials instead of the search (RPS left
                            out: the run's rate) */
