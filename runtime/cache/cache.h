@@ -36,8 +36,11 @@
  * Eviction takes whole models, by a policy: LRU, GreedyDual-Size (priority
  * = clock + reload cost / size; reload cost = a fixed setup cost + bytes /
  * measured bandwidth of the tier the model would come back from), or
- * GreedyDual-Size-Frequency (clock + uses x reload cost / size: a model used
- * often is worth more than one used once). Each model's residency
+ * GreedyDual-Size-Frequency (clock + uses x a miss's cost / size, every miss
+ * costing the same fixed setup cost: a cold request risks its SLO whatever
+ * its size, so the small and the often used stay — Cherkasova's GDSF for the
+ * hit ratio; with the reload time as the cost instead, cost / size is nearly
+ * one constant and GDSF only counts uses). Each model's residency
  * (core/residency.h) comes first: pinned models are never evicted, models
  * inside their keep-warm time only when pinned and kept-warm bytes exceed
  * the pin limit, and an idle model of a lower priority class goes before

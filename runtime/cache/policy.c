@@ -12,7 +12,7 @@
 
 /* ---- policy ---------------------------------------------------------------- */
 
-/* Reload cost per byte of m if evicted now (microseconds per byte). */
+/* GDS's reload cost per byte of m if evicted now (microseconds per byte). */
 static double gds_cost_per_byte(const gf_cache *c, const gf_cache_model *m)
 {
     double bw = m->host_ready ? c->bw_host : c->bw_store;
@@ -24,9 +24,16 @@ void gf_cache_touch(gf_cache *c, gf_cache_model *m)
 {
     m->tick = ++c->clock;
     m->last_used_us = gf_mono_us();
-    /* GDSF weighs the cost by how often the model was used */
-    double f = c->cfg.policy == GF_EVICT_GDSF ? (double)(m->uses ? m->uses : 1) : 1.0;
-    m->gds_h = c->gds_clock + f * gds_cost_per_byte(c, m);
+    if (c->cfg.policy == GF_EVICT_GDSF) {
+        /* GDSF: every miss costs the same (a cold request risks its SLO
+         * whatever the size), weighed by how often the model was used:
+         * clock + uses x cost / size, the small and the often used kept */
+        double setup = c->cfg.setup_cost_us > 0 ? c->cfg.setup_cost_us : 100.0;
+        double f = (double)(m->uses ? m->uses : 1);
+        m->gds_h = c->gds_clock + f * setup / (double)m->range_bytes;
+    } else {
+        m->gds_h = c->gds_clock + gds_cost_per_byte(c, m);
+    }
 }
 
 static double priority(const gf_cache *c, const gf_cache_model *m)

@@ -209,6 +209,57 @@ START_TEST(test_greedy_dual_prefers_large_cheap)
 }
 END_TEST
 
+/* The copy stream at about 1 GB/s at most: a load's time is its bytes'. */
+static void slow_copy(void *arg, size_t n)
+{
+    (void)arg;
+    struct timespec ts = {0, (long)(n + 999)};
+    nanosleep(&ts, NULL);
+}
+
+/* Over a link slow enough that reloading costs its bytes' time, a small
+ * model used once, then a big one (six times its pages) four times; a new
+ * model needs one of them gone. */
+static const char *size_victim(gf_evict_policy pol)
+{
+    static char victim[64];
+    ct_evlog L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    gf_backend *be = ct_open_cpu(9, slow_copy, NULL);
+    char *pb = ct_write_pages_model("big.safetensors", 6, 1);
+    char *ps = ct_write_pages_model("small.safetensors", 1, 2);
+    char *pn = ct_write_pages_model("new.safetensors", 3, 3);
+    gf_cache *c = ct_new_cache(be, 0, pol, &L);
+    gf_cache_model *big = ct_add(c, "big", pb), *small = ct_add(c, "small", ps);
+    gf_cache_model *nw = ct_add(c, "new", pn);
+    gf_cache_model *use[] = {small, big, big, big, big, nw};
+    for (size_t k = 0; k < sizeof use / sizeof use[0]; k++) {
+        gf_err err;
+        gf_lease *l;
+        ck_assert_int_eq(gf_cache_acquire(c, use[k], &l, &err), GF_OK);
+        ck_assert_int_eq(gf_lease_wait_all(l, &err), GF_OK);
+        gf_lease_release(l);
+    }
+    ck_assert_int_eq(L.evictions, 1);
+    snprintf(victim, sizeof victim, "%.63s", L.log);
+    gf_cache_free(c);
+    gf_backend_free(be);
+    free(pb);
+    free(ps);
+    free(pn);
+    return victim;
+}
+
+START_TEST(test_gdsf_counts_misses_not_bytes)
+{
+    /* LRU drops the least recent; GDSF, every miss costing the same, keeps
+     * the small one although it was used less (4 uses / 6 pages < 1 / 1);
+     * with the reload time as the cost, it would drop the small one (its
+     * cost per byte about the big one's, and used a quarter as often) */
+    ck_assert_str_eq(size_victim(GF_EVICT_LRU), "small");
+    ck_assert_str_eq(size_victim(GF_EVICT_GDSF), "big");
+}
+END_TEST
+
 /* copy-stream gate: holds each copy until allowed */
 static bool model_loading(gf_cache *c)
 {
@@ -684,6 +735,7 @@ int main(void)
     tcase_add_test(tc, test_busy_when_leased_models_fill_the_device);
     tcase_add_test(tc, test_allocation_evicts_idle_models);
     tcase_add_test(tc, test_randomised_invariants);
+    tcase_add_test(tc, test_gdsf_counts_misses_not_bytes);
     tcase_add_test(tc, test_faults_leave_cache_consistent);
     tcase_add_test(tc, test_failed_load_waits_for_its_queued_copies);
     tcase_add_test(tc, test_host_tier_pins_once);
