@@ -233,13 +233,19 @@ void gf_fn_outputs_free(gf_fn_outputs *o)
 {
     if (o == NULL || o->t == NULL)
         return;
-    for (size_t i = 0; i < o->n; i++)
-        if (i >= 64 || (o->placed >> i & 1) == 0)
+    for (size_t i = 0; i < o->n; i++) {
+        if (i < 64 && (o->placed >> i & 1) != 0)
+            continue;
+        if (i < 64 && (o->hosted >> i & 1) != 0)
+            o->host.free(o->host.ctx, o->t[i].data);
+        else
             free(o->t[i].data);
+    }
     free(o->t);
     o->t = NULL;
     o->n = 0;
     o->placed = 0;
+    o->hosted = 0;
 }
 
 gf_status gf_fn_infer(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
@@ -253,7 +259,8 @@ gf_status gf_fn_infer_outputs(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf
                               const gf_tensor *inputs, size_t n_inputs, uint64_t want,
                               gf_fn_outputs *out, gf_fn_timing *timing, gf_err *err)
 {
-    return gf_fn_infer_into(p, be, cache, lease, inputs, n_inputs, want, NULL, out, timing, err);
+    return gf_fn_infer_into(p, be, cache, lease, inputs, n_inputs, want, NULL, NULL, out, timing,
+                            err);
 }
 
 /* Output i of the call into its destination d: D2H there (BYTES: copied
@@ -280,14 +287,16 @@ static gf_status output_into(gf_fn_ctx *ctx, size_t i, const gf_fn_dest *d, gf_t
 
 gf_status gf_fn_infer_into(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
                            const gf_tensor *inputs, size_t n_inputs, uint64_t want,
-                           const gf_fn_dest *dests, gf_fn_outputs *out, gf_fn_timing *timing,
-                           gf_err *err)
+                           const gf_fn_dest *dests, const gf_fn_host_alloc *host,
+                           gf_fn_outputs *out, gf_fn_timing *timing, gf_err *err)
 {
     const gf_manifest *mf = p->mf;
     out->n = 0;
     out->t = NULL;
     out->placed = 0;
-    uint64_t placed = 0;
+    out->hosted = 0;
+    out->host = host != NULL && host->alloc != NULL ? *host : (gf_fn_host_alloc){0};
+    uint64_t placed = 0, hosted = 0;
     uint64_t t0 = gf_mono_us();
     if (n_inputs != mf->n_inputs)
         return gf_err_set(err, GF_ERR_INVALID, "function '%s' takes %zu input(s), got %zu",
@@ -361,7 +370,12 @@ gf_status gf_fn_infer_into(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_le
         }
         host_out[i].mem = GF_MEM_HOST;
         host_out[i].device_id = -1;
-        host_out[i].data = malloc(ctx.out[i].nbytes ? ctx.out[i].nbytes : 1);
+        size_t n = ctx.out[i].nbytes ? ctx.out[i].nbytes : 1;
+        host_out[i].data = out->host.alloc != NULL ? out->host.alloc(out->host.ctx, n) : NULL;
+        if (host_out[i].data != NULL)
+            hosted |= (uint64_t)1 << i; /* i < GF_MANIFEST_MAX_IO = 64 */
+        else
+            host_out[i].data = malloc(n);
         if (host_out[i].data == NULL) {
             st = gf_err_set(err, GF_ERR_NOMEM, "out of memory for output '%s'",
                             mf->outputs[i].name);
@@ -385,15 +399,13 @@ done:
     gf_dev_arena_reset(ctx.arena);
     free(ctx.in);
     free(ctx.out);
-    if (st == GF_OK) {
+    if (host_out != NULL) {
         out->n = mf->n_outputs;
         out->t = host_out;
         out->placed = placed;
-    } else if (host_out != NULL) {
-        for (size_t i = 0; i < mf->n_outputs; i++)
-            if ((placed >> i & 1) == 0)
-                free(host_out[i].data);
-        free(host_out);
+        out->hosted = hosted;
+        if (st != GF_OK)
+            gf_fn_outputs_free(out);
     }
     if (timing != NULL)
         timing->exec_us = gf_mono_us() - t0;

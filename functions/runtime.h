@@ -128,11 +128,23 @@ const gf_manifest *gf_fn_plan_manifest(const gf_fn_plan *p);
 
 /* ---- infer ---- */
 
+/* Host memory for the outputs copied back (gf_fn_infer_into): alloc(ctx,
+ * size) (NULL: none, malloc is used), given back with free(ctx, p). The
+ * worker gives its pinned ring, so the device-to-host copy is a DMA into
+ * the buffer the RESULT is written from. */
+typedef struct gf_fn_host_alloc {
+    void *(*alloc)(void *ctx, size_t size);
+    void (*free)(void *ctx, void *p);
+    void *ctx;
+} gf_fn_host_alloc;
+
 /* Host tensors produced by gf_fn_infer; free with gf_fn_outputs_free. */
 typedef struct gf_fn_outputs {
     size_t n;
     gf_tensor *t;    /* data in host memory owned by this struct, but for placed ones */
     uint64_t placed; /* bit i: output i's data is the caller's destination (gf_fn_dest) */
+    uint64_t hosted; /* bit i: output i's data came from host.alloc */
+    gf_fn_host_alloc host;
 } gf_fn_outputs;
 
 void gf_fn_outputs_free(gf_fn_outputs *o);
@@ -174,10 +186,12 @@ typedef struct gf_fn_dest {
  * host, is copied there) and its tensor in *out points there (bit i of
  * out->placed); one that does not fit is GF_ERR_INVALID naming it and both
  * sizes (what may already have been written there is undefined). */
+/* host (NULL: malloc) gives the memory of the outputs copied back without a
+ * destination. */
 gf_status gf_fn_infer_into(gf_fn_plan *p, gf_backend *be, gf_cache *cache, gf_lease *lease,
                            const gf_tensor *inputs, size_t n_inputs, uint64_t want,
-                           const gf_fn_dest *dests, gf_fn_outputs *out, gf_fn_timing *timing,
-                           gf_err *err);
+                           const gf_fn_dest *dests, const gf_fn_host_alloc *host,
+                           gf_fn_outputs *out, gf_fn_timing *timing, gf_err *err);
 
 #ifdef __cplusplus
 }

@@ -319,7 +319,7 @@ void wk_run_request(gf_worker *w, wreq *cur, wk_answer *a)
     gf_err err;
     gf_err_clear(&err);
     gf_status st = GF_OK;
-    gf_fn_outputs outs = {0, NULL, 0};
+    gf_fn_outputs outs = {0};
     gf_fn_timing timing = {0};
     gf_tensor in[GF_MANIFEST_MAX_IO];
     req_shm rs;
@@ -337,8 +337,12 @@ void wk_run_request(gf_worker *w, wreq *cur, wk_answer *a)
     if (cur->lease == NULL && (st = acquire_wait(w, cur, &err)) != GF_OK)
         goto reply;
     wk_lease_ahead(w);
+    /* the outputs copied back go to the pinned ring: the D2H is a DMA into
+     * the buffers the RESULT is written from (wk_send_answer) */
+    gf_fn_host_alloc pinned = {wk_pinned_alloc_out, wk_pinned_free, &w->pinned};
     st = gf_fn_infer_into(m->plan, w->be, w->cache, cur->lease, in, m->mf->n_inputs,
-                          cur->msg.outputs, rs.any_dest ? rs.dest : NULL, &outs, &timing, &err);
+                          cur->msg.outputs, rs.any_dest ? rs.dest : NULL, &pinned, &outs,
+                          &timing, &err);
     wk_device_lost(w, st, &err);
     if (st == GF_OK) {
         pthread_mutex_lock(&w->lock);
@@ -439,7 +443,7 @@ void *wk_exec_main(void *arg)
     b.limit = (size_t)(GF_IPC_HEADER_SIZE + w->cfg.max_frame);
     gf_ipc_gather g;
     g.n = 0;
-    wk_answer ans = {&b, &g, {0, NULL, 0}};
+    wk_answer ans = {.b = &b, .g = &g};
     pthread_mutex_lock(&w->lock);
     for (;;) {
         wreq *cur = NULL;

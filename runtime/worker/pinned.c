@@ -1,5 +1,6 @@
 /* gpufaas — the worker process: the pinned ring INFER payloads are read
- * into (issue 16 point 2). The frame reader (runtime/ipc.h,
+ * into, and the outputs copied back to, for the RESULT to be written from
+ * (issue 16 point 2). The frame reader (runtime/ipc.h,
  * gf_ipc_payload_alloc) asks here for each payload; an INFER's comes from
  * page-locked memory the backend registered (cuda: cudaHostAlloc; cpu:
  * ordinary page-aligned memory), so the function runtime's host-to-device
@@ -85,7 +86,7 @@ static pin_hdr *pinned_get(wk_pinned *p, size_t size)
 void *wk_pinned_alloc(void *ctx, uint32_t type, size_t size)
 {
     wk_pinned *p = ctx;
-    pin_hdr *h = type == GF_IPC_INFER ? pinned_get(p, size) : NULL;
+    pin_hdr *h = type == GF_IPC_INFER || type == GF_IPC_RESULT ? pinned_get(p, size) : NULL;
     if (h == NULL) {
         void *mem = NULL;
         if (size > SIZE_MAX - sizeof(pin_hdr) ||
@@ -97,6 +98,11 @@ void *wk_pinned_alloc(void *ctx, uint32_t type, size_t size)
     }
     h->next = NULL;
     return h + 1;
+}
+
+void *wk_pinned_alloc_out(void *ctx, size_t size)
+{
+    return wk_pinned_alloc(ctx, GF_IPC_RESULT, size);
 }
 
 void wk_pinned_free(void *ctx, void *payload)

@@ -223,7 +223,7 @@ static void handle_infer(gf_worker *w, gf_buf *b, gf_ipc_frame *f, gf_ipc_infer 
         if (st == GF_OK && !gf_lease_cold(l)) {
             r->lease = l;
             gf_ipc_gather g;
-            wk_answer ans = {b, &g, {0, NULL, 0}};
+            wk_answer ans = {.b = b, .g = &g};
             wk_run_request(w, r, &ans);
             wk_request_free(w, r);
             pthread_mutex_lock(&w->lock);

@@ -64,7 +64,7 @@ typedef struct wmodel {
     char fail_msg[GF_ERR_MSG_MAX];
 } wmodel;
 
-/* The pinned ring INFER payloads are read into (pinned.c). */
+/* The pinned ring INFER payloads are read into and outputs copied back to (pinned.c). */
 typedef struct wk_pinned {
     pthread_mutex_t lock;
     gf_backend *be;
@@ -82,6 +82,8 @@ void wk_pinned_deinit(wk_pinned *p);
 /* gf_ipc_payload_alloc's functions (ctx = the wk_pinned). */
 void *wk_pinned_alloc(void *ctx, uint32_t type, size_t size);
 void wk_pinned_free(void *ctx, void *payload);
+/* gf_fn_host_alloc's: an output's host buffer (pinned when the ring has room). */
+void *wk_pinned_alloc_out(void *ctx, size_t size);
 
 /* A queued INFER. Owned by the queue, then by the executor. */
 typedef struct wreq {

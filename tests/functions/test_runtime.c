@@ -65,6 +65,22 @@ static void rt_close(rt *r)
     gf_backend_free(r->be);
 }
 
+/* Where run_once's outputs go (NULL: malloc); a counting allocator. */
+static const gf_fn_host_alloc *run_host;
+static int host_allocs, host_frees;
+static void *count_alloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    host_allocs++;
+    return malloc(size);
+}
+static void count_free(void *ctx, void *p)
+{
+    (void)ctx;
+    host_frees++;
+    free(p);
+}
+
 /* prepare + register + acquire + infer one batch; returns the status */
 static gf_status run_once(rt *r, const gf_fn_kind *kind, gf_manifest *mf, const char *weights,
                           const char *key, const gf_tensor *in, size_t n_in, gf_fn_outputs *out,
@@ -86,7 +102,8 @@ static gf_status run_once(rt *r, const gf_fn_kind *kind, gf_manifest *mf, const 
     st = gf_cache_acquire(r->cache, m, &l, err);
     if (st == GF_OK) {
         gf_fn_timing tm;
-        st = gf_fn_infer(plan, r->be, r->cache, l, in, n_in, out, &tm, err);
+        st = gf_fn_infer_into(plan, r->be, r->cache, l, in, n_in, 0, NULL, run_host, out, &tm,
+                              err);
         gf_lease_release(l);
     }
     gf_fn_plan_free(plan);
@@ -143,6 +160,19 @@ static void check_mlp(gf_dtype dt, int64_t batch, bool softmax, double tol)
  * is FP32 accumulation over <= 32 terms of magnitude ~1: 1e-5 relative is
  * ~80x float epsilon, generous for that and far below any real bug. Half
  * weights change nothing in that argument (the reference rounds them too). */
+/* The outputs copied back go to the memory the caller's allocator gives
+ * (the worker's pinned ring), and go back to it when freed. */
+START_TEST(test_outputs_into_host_memory_given)
+{
+    gf_fn_host_alloc counting = {count_alloc, count_free, NULL};
+    run_host = &counting;
+    check_mlp(GF_DT_F32, 3, false, 1e-5);
+    run_host = NULL;
+    ck_assert_int_eq(host_allocs, 1); /* the one output */
+    ck_assert_int_eq(host_frees, 1);
+}
+END_TEST
+
 START_TEST(test_mlp_matches_reference)
 {
     check_mlp(GF_DT_F32, 1, false, 1e-5);
@@ -658,6 +688,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_mlp_matches_reference);
+    tcase_add_test(tc, test_outputs_into_host_memory_given);
     tcase_add_test(tc, test_mlp_validation_errors);
     tcase_add_test(tc, test_infer_input_errors_and_workspace_eviction);
     tcase_add_test(tc, test_plugins);
