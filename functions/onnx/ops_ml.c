@@ -571,6 +571,97 @@ static gf_status labelenc_run(const gf_onnx_run_ctx *c)
     return rc ? gf_onnx_kfail(c, rc) : GF_OK;
 }
 
+/* ---- OneHotEncoder: Y[..., j] = (X == cats[j]), F32 ------------------------------ *
+ * X (I64, I32 or F32, which is truncated to an integer as onnxruntime does)
+ * compared with every category into Y's [n, C] layout. zeros = 0 (what
+ * skl2onnx writes for handle_unknown='error') makes a value outside the
+ * categories an error: its row's Max is 0, and a checked gather of index C
+ * (out of range) fails the step. */
+
+/* inputs: 1 cats_int64s. aux: [0] n, [1] C, [2] zeros, scratch offsets: [3]
+ * X as I64, [4] matches, [5] row max, [6] found, [7] check ids, [8] gathered,
+ * [9] the constants 0 and C */
+static gf_status onehot_infer(gf_onnx_infer_ctx *c)
+{
+    if (gf_onnx_attr_find(c->n, "cats_strings") != NULL)
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "string categories are not supported "
+                            "(gpufaas takes no string inputs)");
+    int64_t nc;
+    gf_status st = gf_onnx_ml_weight_in(c, 1, GF_DT_I64, "cats_int64s", &nc);
+    if (st != GF_OK)
+        return st;
+    if (nc == 0)
+        return gf_onnx_fail(c, GF_ERR_INVALID, "cats_int64s is missing or empty");
+    const gf_onnx_tinfo *x = c->in[0];
+    if (x->dtype != GF_DT_I64 && x->dtype != GF_DT_I32 && x->dtype != GF_DT_F32)
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "X is %s; OneHotEncoder takes I64, I32 or "
+                            "F32", gf_dtype_st_name(x->dtype));
+    if (x->rank >= GF_MAX_RANK)
+        return gf_onnx_fail(c, GF_ERR_UNSUPPORTED, "X has rank %d; Y would exceed %d",
+                            x->rank, GF_MAX_RANK);
+    size_t n = (size_t)gf_onnx_numel(x), at = 0;
+    c->aux[0] = (int64_t)n;
+    c->aux[1] = nc;
+    c->aux[2] = gf_onnx_attr_int(c->n, "zeros", 1) != 0;
+    c->aux[3] = (int64_t)at, at += align256(n * 8);
+    c->aux[4] = (int64_t)at, at += align256(n * (size_t)nc);
+    c->aux[5] = (int64_t)at, at += align256(n * 4);
+    c->aux[6] = (int64_t)at, at += align256(n);
+    c->aux[7] = (int64_t)at, at += align256(n * 8);
+    c->aux[8] = (int64_t)at, at += align256(n * 8);
+    c->aux[9] = (int64_t)at, at += 256;
+    c->scratch = at;
+    int64_t shape[GF_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->rank] = nc;
+    gf_onnx_set_out(c, 0, GF_DT_F32, x->rank + 1, shape);
+    return GF_OK;
+}
+
+static gf_status onehot_run(const gf_onnx_run_ctx *c)
+{
+    int64_t n = c->aux[0], nc = c->aux[1];
+    if (n == 0)
+        return GF_OK;
+    char *sc = c->scratch;
+    const gf_kernels *k = c->k;
+    const void *x = c->in[0].data;
+    int rc = 0;
+    if (c->in[0].t->dtype != GF_DT_I64) {
+        rc = k->cast_ex(k->ctx, c->s, sc + c->aux[3], GF_DT_I64, x, c->in[0].t->dtype, n);
+        x = sc + c->aux[3];
+    }
+    unsigned char *eq = (unsigned char *)(sc + c->aux[4]);
+    int64_t shape[2] = {n, nc}, sx[2] = {1, 0}, sk[2] = {0, 1};
+    if (rc == 0)
+        rc = k->binary(k->ctx, c->s, GF_BINARY_EQUAL, 2, shape, eq, x, sx, c->in[1].data, sk,
+                       GF_DT_I64);
+    if (rc == 0)
+        rc = k->cast_ex(k->ctx, c->s, c->out[0].data, GF_DT_F32, eq, GF_DT_BOOL, n * nc);
+    if (rc != 0 || c->aux[2])
+        return rc ? gf_onnx_kfail(c, rc) : GF_OK;
+    /* zeros = 0: every value must be a category */
+    float *rmax = (float *)(sc + c->aux[5]);
+    unsigned char *found = (unsigned char *)(sc + c->aux[6]);
+    int64_t *ids = (int64_t *)(sc + c->aux[7]), *cst = (int64_t *)(sc + c->aux[9]);
+    int64_t zero = 0, one[1] = {1}, none[1] = {0};
+    rc = k->reduce(k->ctx, c->s, GF_REDUCE_MAX, rmax, c->out[0].data, n, nc, 1);
+    if (rc == 0)
+        rc = k->cast_ex(k->ctx, c->s, found, GF_DT_BOOL, rmax, GF_DT_F32, n);
+    if (rc == 0)
+        rc = k->fill(k->ctx, c->s, cst, 1, &zero, 8);
+    if (rc == 0)
+        rc = k->fill(k->ctx, c->s, cst + 1, 1, &nc, 8);
+    if (rc == 0)
+        rc = k->where(k->ctx, c->s, 1, &n, ids, found, one, cst, none, cst + 1, none, 8);
+    if (rc == 0 &&
+        k->gather(k->ctx, c->s, sc + c->aux[8], c->in[1].data, 1, nc, 1, ids, GF_DT_I64, n, 8))
+        return gf_onnx_rfail(c, GF_ERR_INVALID, "a value of X is not one of the %" PRId64
+                             " categories (zeros = 0, scikit-learn's handle_unknown='error')",
+                             nc);
+    return rc ? gf_onnx_kfail(c, rc) : GF_OK;
+}
+
 #define ML "ai.onnx.ml"
 
 const gf_onnx_op gf_onnx_ops_ml[] = {
@@ -591,6 +682,10 @@ const gf_onnx_op gf_onnx_ops_ml[] = {
      "values_int64s:J,default_float:f,default_int64:i,default_string:s,keys_strings:S,"
      "values_strings:S", 0, 0, labelenc_infer, labelenc_run, "numeric keys (F32 or I64, X of "
      "their type) and values (F32 or I64); no strings, no *_tensor attributes", 0},
+    {ML, "OneHotEncoder", {1}, 1, 2, 1, 1, "cats_int64s:J,cats_strings:S,zeros:i", 0, 0,
+     onehot_infer, onehot_run, "X I64, I32 or F32 (truncated); integer categories (no "
+     "strings); zeros = 0: a value outside them fails the request (on cuda at the next sync)",
+     0},
     {ML, "Imputer", {1}, 1, 3, 1, 1, "imputed_value_floats:W,imputed_value_int64s:J,"
      "replaced_value_float:f,replaced_value_int64:i", 0, 0, imputer_infer, imputer_run,
      "X [N, C], F32 or I64", 0},

@@ -308,6 +308,31 @@ def run_checks(addr, tmp, only):
         check(ans["outputs"][0]["datatype"] == "BYTES" and
               ans["outputs"][0]["data"] == [str(w) for w in want],
               f"{fn}: JSON labels are the strings ({ans['outputs'][0]})")
+        # categorical features (OneHotEncoder); a category the model does not know is a
+        # 400 naming the node (skl2onnx's handle_unknown='error': zeros = 0)
+        for case in ("onehot_logreg", "column_transformer"):
+            d = os.path.join(src, f"tests/functions/onnx/ml/test_sklearn_{case}")
+            with open(os.path.join(d, "model.onnx"), "rb") as f:
+                tdata = f.read()
+            fn = case.replace("_", "-")
+            status, ans = post(addr, {"model": tdata, "name": fn.encode()})
+            check(status == 201, f"{fn}: deploy 201 ({status} {ans})")
+            tsess = ort.InferenceSession(tdata, providers=["CPUExecutionProvider"])
+            xt = onnx.numpy_helper.to_array(
+                onnx.load_tensor(os.path.join(d, "test_data_set_0", "input_0.pb")))
+            compare(c, fn, tsess, {tsess.get_inputs()[0].name: xt[:5]}, f"{fn} batch 5")
+        body = json.dumps({"inputs": [{"name": "X", "datatype": "INT64", "shape": [1, 3],
+                                       "data": [1, 9, 2]}]}).encode()
+        req = urllib.request.Request(f"http://{addr}/v2/models/onehot-logreg/infer", data=body,
+                                     method="POST", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                status, ans = r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            status, ans = e.code, json.loads(e.read())
+        check(status == 400 and "OneHotEncoder" in ans.get("error", "") and
+              "not one of the 5 categories" in ans.get("error", ""),
+              f"onehot-logreg: an unknown category is a 400 naming it ({status} {ans})")
         # the same with the command line, as docs/cli.md says
         env = dict(os.environ, GPUFAAS_SERVER=f"http://{addr}", GPUFAAS_TOKEN=TOKEN)
         p = subprocess.run([os.environ["GF_GPUFAAS"], "deploy", "digits-cli", "--onnx", path,

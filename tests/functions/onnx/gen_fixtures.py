@@ -149,6 +149,11 @@ def gen_ml(out):
         one_node("LabelEncoder", [("x", F, [None])], [("y", I64, [None])],
                  keys_floats=[0.5, -1.25, 3.0], values_int64s=[10, 20, 30]),
         [np.array([3.0, 0.5, 0.25, -1.25, 3.0, 8.0], np.float32)])
+    # OneHotEncoder: unknown values give a row of zeros (zeros = 1)
+    cases["onehotencoder"] = (
+        one_node("OneHotEncoder", [("x", I64, [None, 2])], [("y", F, [None, 2, 4])],
+                 cats_int64s=[7, 2, -1, 30], zeros=1),
+        [np.array([[2, 7], [30, 5], [-1, 2]], np.int64)])
     cases.update(scan_topk_cases(rng))
     for name, (m, ins) in cases.items():
         write_case(os.path.join(out, "test_" + name), m, ins)
@@ -316,6 +321,7 @@ def gen_sklearn(out):
     from sklearn.svm import LinearSVR
 
     warnings.filterwarnings("ignore")
+    rng = np.random.default_rng(5)
     X, y = load_digits(return_X_y=True)
     X = X.astype(np.float32)
     Xr, yr = make_regression(200, 10, random_state=0)
@@ -422,6 +428,20 @@ def gen_sklearn(out):
         "adaboost": (AdaBoostClassifier(n_estimators=5, random_state=0), X, y),
         "bagging": (BaggingClassifier(n_estimators=3, random_state=0), X, y),
         "calibrated_linear_svc": (CalibratedClassifierCV(LinearSVC(random_state=0), cv=2), X, y),
+    })
+    # categorical features: OneHotEncoder (skl2onnx: zeros = 0 for handle_unknown='error'),
+    # alone on integer columns and in a ColumnTransformer beside a scaler
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import OneHotEncoder
+    Xc = rng.integers(0, 5, size=(120, 3)).astype(np.int64)
+    yc = ((Xc[:, 0] + Xc[:, 2]) % 3).astype(np.int64)
+    Xm = np.concatenate([Xc[:, :2], rng.normal(size=(120, 2))], axis=1).astype(np.float32)
+    models.update({
+        "onehot_logreg": (make_pipeline(OneHotEncoder(), LogisticRegression(max_iter=300)), Xc,
+                          yc),
+        "column_transformer": (make_pipeline(ColumnTransformer(
+            [("cat", OneHotEncoder(handle_unknown="ignore"), [0, 1]),
+             ("num", StandardScaler(), [2, 3])]), LogisticRegression(max_iter=300)), Xm, yc),
     })
     # IsolationForest: tree ensembles, LabelEncoder (leaf -> path length), Log, Pow
     from sklearn.ensemble import IsolationForest
