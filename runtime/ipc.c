@@ -333,6 +333,16 @@ gf_status gf_ipc_encode_unload(gf_buf *b, uint64_t id, const gf_ipc_unload *m, g
     return enc_finish(&e, GF_IPC_UNLOAD, err);
 }
 
+gf_status gf_ipc_encode_shm_forget(gf_buf *b, uint64_t id, const char *key, gf_err *err)
+{
+    if (key == NULL || key[0] == '\0')
+        return gf_err_set(err, GF_ERR_INVALID, "SHM_FORGET: an empty shared memory key");
+    enc e;
+    enc_begin(&e, b, GF_IPC_SHM_FORGET, id);
+    put_str(&e, key, GF_IPC_MAX_SHM_KEY, "shm_key");
+    return enc_finish(&e, GF_IPC_SHM_FORGET, err);
+}
+
 gf_status gf_ipc_encode_residency(gf_buf *b, uint64_t id, const gf_ipc_residency *m, gf_err *err)
 {
     enc e;

@@ -155,7 +155,8 @@ extern "C" {
     X(PONG, 14, 'G', true, "answer to PING")                                                       \
     X(SHUTDOWN, 15, 'W', true, "stop accepting work, finish what is in flight, exit 0")          \
     X(SET_RESIDENCY, 16, 'W', false, "set a function version's pin, priority and keep-warm time") \
-    X(RESIDENCY_SET, 17, 'G', true, "SET_RESIDENCY done")
+    X(RESIDENCY_SET, 17, 'G', true, "SET_RESIDENCY done")                                         \
+    X(SHM_FORGET, 18, 'W', false, "unmap a shared memory object (unregistered); no answer")
 
 typedef enum gf_ipc_type {
 #define GF_IPC_ENUM_(name, value, dir, empty, doc) GF_IPC_##name = value,
@@ -216,7 +217,8 @@ const char *gf_ipc_type_name(uint32_t type);
     X(pinned_bytes, "device bytes of the models pinned (resident or not)")                        \
     X(pin_limit, "device bytes pinned and kept-warm models may hold")                             \
     X(copied_in_bytes, "tensor bytes of INFERs copied in user space (core/copies.h)")              \
-    X(copied_out_bytes, "tensor bytes of RESULTs copied in user space (core/copies.h)")
+    X(copied_out_bytes, "tensor bytes of RESULTs copied in user space (core/copies.h)")           \
+    X(shm_mappings, "shared memory objects the worker has mapped now")
 
 typedef struct gf_ipc_stats {
 #define GF_IPC_STATS_MEMBER_(field, doc) uint64_t field;
@@ -388,6 +390,10 @@ gf_status gf_ipc_encode_result_gather(gf_buf *b, gf_ipc_gather *g, uint64_t id,
 struct iovec;
 int gf_ipc_gather_iov(const gf_ipc_gather *g, const gf_buf *b, struct iovec *iov);
 
+/* SHM_FORGET: the shared memory object key (<= GF_IPC_MAX_SHM_KEY, not
+ * empty) was unregistered: the worker unmaps it once no request uses it. */
+gf_status gf_ipc_encode_shm_forget(gf_buf *b, uint64_t id, const char *key, gf_err *err);
+
 /* message may be NULL (""); a message over GF_IPC_MAX_MESSAGE is truncated
  * at a UTF-8 boundary. */
 gf_status gf_ipc_encode_error(gf_buf *b, uint64_t id, gf_status code, const char *message,
@@ -443,6 +449,7 @@ gf_status gf_ipc_decode_unload(const gf_ipc_frame *f, gf_ipc_unload *out, gf_err
 /* Also checks pin (0/1), priority (a gf_priority) and keep_warm_us. */
 gf_status gf_ipc_decode_residency(const gf_ipc_frame *f, gf_ipc_residency *out, gf_err *err);
 gf_status gf_ipc_decode_infer(const gf_ipc_frame *f, gf_ipc_infer *out, gf_err *err);
+gf_status gf_ipc_decode_shm_forget(const gf_ipc_frame *f, const char **key, gf_err *err);
 gf_status gf_ipc_decode_result(const gf_ipc_frame *f, gf_ipc_result *out, gf_err *err);
 gf_status gf_ipc_decode_error(const gf_ipc_frame *f, gf_ipc_error *out, gf_err *err);
 gf_status gf_ipc_decode_event(const gf_ipc_frame *f, gf_ipc_event *out, gf_err *err);

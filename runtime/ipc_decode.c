@@ -343,6 +343,18 @@ gf_status gf_ipc_decode_unload(const gf_ipc_frame *f, gf_ipc_unload *out, gf_err
     return dec_end(&d);
 }
 
+gf_status gf_ipc_decode_shm_forget(const gf_ipc_frame *f, const char **key, gf_err *err)
+{
+    dec d;
+    *key = NULL;
+    if (!dec_begin(&d, f, GF_IPC_SHM_FORGET, err))
+        return d.st;
+    *key = get_str(&d, GF_IPC_MAX_SHM_KEY, false, NULL, "shm_key");
+    if (d.st == GF_OK && (*key)[0] == '\0')
+        dec_fail(&d, "shm_key", "an empty shared memory key");
+    return dec_end(&d);
+}
+
 gf_status gf_ipc_decode_residency(const gf_ipc_frame *f, gf_ipc_residency *out, gf_err *err)
 {
     dec d;

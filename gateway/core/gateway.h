@@ -153,6 +153,11 @@ typedef struct gf_gw_tensor {
                       body, a RESULT frame's payload): zero copy (issue 16) */
 } gf_gw_tensor;
 
+/* The shared memory object key is no longer registered: every worker up
+ * unmaps it (once no request of its uses it). Requests naming it later map
+ * it again. Thread-safe. */
+void gf_gw_shm_forget(gf_gw *gw, const char *key);
+
 /* Free n tensors (names, owned data or their hold's reference, shared memory
  * holds) and the array.
  * NULL is a no-op. */

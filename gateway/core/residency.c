@@ -166,3 +166,26 @@ gf_status gf_gw_set_residency(gf_gw *gw, const char *name, const gf_residency *r
              gf_priority_name(want.priority), (double)want.keep_warm_us / 1e6);
     return st;
 }
+
+/* ---- shared memory ------------------------------------------------------------------- */
+
+void gf_gw_shm_forget(gf_gw *gw, const char *key)
+{
+    gf_buf b;
+    gf_buf_init(&b);
+    gf_err err;
+    gw_frame *f = NULL;
+    if (gf_ipc_encode_shm_forget(&b, atomic_fetch_add(&gw->next_id, 1), key, &err) == GF_OK)
+        f = gw_frame_adopt(&b);
+    else
+        GF_LOG_W("SHM_FORGET for '%.100s': %s", key, gf_err_msg(&err));
+    gf_buf_deinit(&b);
+    if (f == NULL)
+        return;
+    pthread_mutex_lock(&gw->lock);
+    for (int i = 0; i < gw->n_workers; i++)
+        if (gw->workers[i].state == GW_W_UP)
+            gw_worker_send(&gw->workers[i], f);
+    pthread_mutex_unlock(&gw->lock);
+    gw_frame_unref(f);
+}

@@ -687,7 +687,7 @@ gf_status gf_http_start(gf_gw *gw, const gf_http_config *cfg, gf_http **out, gf_
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cond, NULL);
     atomic_init(&h->active, 0);
-    if (gf_shm_table_new(&h->shm) != GF_OK) {
+    if (gf_shm_table_new(gw, &h->shm) != GF_OK) {
         gf_http_free(h);
         return gf_err_set(err, GF_ERR_NOMEM, "%s: out of memory", __func__);
     }

@@ -27,13 +27,15 @@ struct gf_shm_table {
     pthread_mutex_t lock;
     gf_shm_region *r[GF_SHM_MAX_REGIONS];
     size_t n;
+    gf_gw *gw; /* whose workers forget the objects unregistered */
 };
 
-gf_status gf_shm_table_new(gf_shm_table **out)
+gf_status gf_shm_table_new(gf_gw *gw, gf_shm_table **out)
 {
     gf_shm_table *t = calloc(1, sizeof *t);
     if (t == NULL)
         return GF_ERR_NOMEM;
+    t->gw = gw;
     pthread_mutex_init(&t->lock, NULL);
     *out = t;
     return GF_OK;
@@ -179,8 +181,11 @@ gf_status gf_shm_unregister(gf_shm_table *t, const char *name, gf_err *err)
         }
     }
     pthread_mutex_unlock(&t->lock);
-    for (size_t i = 0; i < n_gone; i++)
+    for (size_t i = 0; i < n_gone; i++) {
+        if (t->gw != NULL) /* the workers unmap it (once no request uses it) */
+            gf_gw_shm_forget(t->gw, gone[i]->key);
         gf_shm_put(gone[i]);
+    }
     return st;
 }
 

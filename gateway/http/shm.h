@@ -31,8 +31,10 @@
 typedef struct gf_shm_table gf_shm_table;
 typedef struct gf_shm_region gf_shm_region;
 
-/* A new, empty table (*out; gf_shm_table_free). GF_ERR_NOMEM. */
-gf_status gf_shm_table_new(gf_shm_table **out);
+/* A new, empty table (*out; gf_shm_table_free). GF_ERR_NOMEM. The objects
+ * of regions unregistered are forgotten by gw's workers (gf_gw_shm_forget;
+ * gw NULL: none). */
+gf_status gf_shm_table_new(gf_gw *gw, gf_shm_table **out);
 
 /* Unmap every region (those requests still hold go when they are put). */
 void gf_shm_table_free(gf_shm_table *t);

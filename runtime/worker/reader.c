@@ -316,6 +316,14 @@ static int handle_frame(gf_worker *w, gf_buf *b, gf_ipc_frame *f)
             handle_unload(w, b, id, &msg);
         break;
     }
+    case GF_IPC_SHM_FORGET: {
+        const char *key;
+        if (gf_ipc_decode_shm_forget(f, &key, &err) != GF_OK)
+            rc = protocol_error(w, b, id, err.code, err.msg);
+        else
+            wk_shm_forget(&w->shm, key);
+        break;
+    }
     case GF_IPC_SET_RESIDENCY: {
         gf_ipc_residency msg;
         if (gf_ipc_decode_residency(f, &msg, &err) != GF_OK)

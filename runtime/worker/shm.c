@@ -6,7 +6,9 @@
  * against the object's size now (not at registration), and an object
  * unlinked and created again under the same name (another inode) is mapped
  * afresh. Mappings are cached per name, at most WK_SHM_MAPS, least recently
- * used first out; one in use by the running request is never unmapped. */
+ * used first out; one in use by the running request is never unmapped.
+ * The gateway's SHM_FORGET (the region was unregistered) unmaps at once, or
+ * when the last request using it is done. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -46,7 +48,7 @@ static wk_shm_map *slot_for(wk_shm_cache *c, const char *key, const struct stat 
     wk_shm_map *stale = NULL, *lru = NULL;
     for (int i = 0; i < WK_SHM_MAPS; i++) {
         wk_shm_map *m = &c->m[i];
-        if (m->base != NULL && strcmp(m->key, key) == 0) {
+        if (m->base != NULL && !m->forgotten && strcmp(m->key, key) == 0) {
             if (m->dev == sb->st_dev && m->ino == sb->st_ino && m->len == (size_t)sb->st_size)
                 return m;
             if (m->users == 0)
@@ -122,6 +124,32 @@ void wk_shm_release(wk_shm_cache *c, wk_shm_map *m)
     if (m == NULL)
         return;
     pthread_mutex_lock(&c->lock);
-    m->users--;
+    if (--m->users == 0 && m->forgotten)
+        unmap(m);
     pthread_mutex_unlock(&c->lock);
+}
+
+void wk_shm_forget(wk_shm_cache *c, const char *key)
+{
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < WK_SHM_MAPS; i++) {
+        wk_shm_map *m = &c->m[i];
+        if (m->base == NULL || strcmp(m->key, key) != 0)
+            continue;
+        if (m->users == 0)
+            unmap(m);
+        else
+            m->forgotten = true;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t wk_shm_count(wk_shm_cache *c)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < WK_SHM_MAPS; i++)
+        n += c->m[i].base != NULL;
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }

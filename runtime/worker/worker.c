@@ -322,6 +322,7 @@ void wk_send_stats(gf_worker *w, gf_buf *b, uint64_t id)
         .pin_limit = cs.pin_limit,
         .copied_in_bytes = gf_copies_bytes(GF_COPY_IN),
         .copied_out_bytes = gf_copies_bytes(GF_COPY_OUT),
+        .shm_mappings = wk_shm_count(&w->shm),
     };
     gf_dev_counters(w->be, &s.device_allocs, &s.device_frees);
     pthread_mutex_lock(&w->lock);

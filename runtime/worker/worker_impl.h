@@ -108,6 +108,7 @@ typedef struct wk_shm_map {
     size_t len;
     uint64_t used; /* when last used (the cache's tick) */
     int users;     /* requests using it now: not unmapped meanwhile */
+    bool forgotten; /* SHM_FORGET came while in use: unmapped by its last user */
 } wk_shm_map;
 
 typedef struct wk_shm_cache {
@@ -311,8 +312,14 @@ void wk_shm_deinit(wk_shm_cache *c);
 gf_status wk_shm_span(wk_shm_cache *c, const char *what, const char *key, uint64_t offset,
                       uint64_t size, void **out, wk_shm_map **held, gf_err *err);
 
-/* NULL is a no-op. */
+/* NULL is a no-op. A mapping forgotten meanwhile is unmapped by its last user. */
 void wk_shm_release(wk_shm_cache *c, wk_shm_map *m);
+
+/* SHM_FORGET: unmap object key now, or (in use) when its last user releases it. */
+void wk_shm_forget(wk_shm_cache *c, const char *key);
+
+/* Objects mapped now (STATS shm_mappings). */
+uint64_t wk_shm_count(wk_shm_cache *c);
 
 /* ---- reader.c ---- */
 

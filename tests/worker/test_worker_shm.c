@@ -316,6 +316,13 @@ START_TEST(test_worker_shm_io)
     ck_assert_msg(rel < 1e-4, "inline after: max rel err %g", rel);
     gf_ipc_result_deinit(&r);
     gf_ipc_frame_deinit(&f);
+    /* the gateway's SHM_FORGET (unregistered): the worker unmaps both objects */
+    ck_assert_uint_eq(stats(&x).shm_mappings, 2);
+    ck_assert_int_eq(gf_ipc_encode_shm_forget(&x.w.out, gf_wh_id(&x.w), in.name, NULL), GF_OK);
+    ck_assert_int_eq(gf_ipc_encode_shm_forget(&x.w.out, gf_wh_id(&x.w), out.name, NULL), GF_OK);
+    ck_assert_int_eq(gf_wh_send(&x.w, NULL), GF_OK);
+    ck_assert_uint_eq(stats(&x).shm_mappings, 0); /* frames are handled in order */
+    ck_assert_int_eq(gf_ipc_encode_shm_forget(&x.w.out, 1, "", NULL), GF_ERR_INVALID);
     shm_drop(&in);
     shm_drop(&out);
     wfix_stop(&x);
