@@ -221,11 +221,10 @@ void gf_gw_shutdown(gf_gw *gw)
         pthread_mutex_lock(&gw->lock);
         gw_copies_flush_hits(gw); /* the last hits, so the database ends true */
         pthread_mutex_unlock(&gw->lock);
-        gf_err err;
-        if (gf_store_close(gw->store, &err) != GF_OK)
-            GF_LOG_W("closing the store: %s", err.msg);
-        gw->store = NULL;
     }
+    /* The store stays open until gf_gw_free: the HTTP front's threads still
+     * record refusals (a stalled client's 408, a 503 while stopping) until
+     * gf_http_stop has joined them, and they read gw->store unlocked. */
 }
 
 void gf_gw_free(gf_gw *gw)
@@ -235,8 +234,12 @@ void gf_gw_free(gf_gw *gw)
     if (!gw->shut && (gw->batcher_running || gw->n_workers > 0 || gw->store != NULL ||
                       gw->checker_running))
         gf_gw_shutdown(gw);
-    else if (gw->store != NULL)
-        gf_store_close(gw->store, NULL);
+    if (gw->store != NULL) { /* commits what is still queued */
+        gf_err err;
+        if (gf_store_close(gw->store, &err) != GF_OK)
+            GF_LOG_W("closing the store: %s", err.msg);
+        gw->store = NULL;
+    }
     gw_sync_stop(gw);
     gw_registry_free(gw);
     gw_metrics_free(gw->metrics);

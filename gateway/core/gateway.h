@@ -110,11 +110,13 @@ gf_status gf_gw_new(const gf_gw_config *cfg, gf_gw **out, gf_err *err);
 
 /* Stop accepting requests (new submits get GF_ERR_CLOSED), let in-flight
  * ones finish up to the drain timeout (the rest are answered GF_ERR_CLOSED),
- * stop the workers (SHUTDOWN,
- * then TERM, then KILL), commit the store. Idempotent. */
+ * stop the workers (SHUTDOWN, then TERM, then KILL) and write the last hits.
+ * The store stays open for the HTTP front's last records until gf_gw_free.
+ * Idempotent. */
 void gf_gw_shutdown(gf_gw *gw);
 
-/* Shut down if needed and free. NULL is a no-op. */
+/* Shut down if needed, close the store (committing what is queued) and
+ * free. Call after the HTTP front has stopped. NULL is a no-op. */
 void gf_gw_free(gf_gw *gw);
 
 /* Ready = not shutting down and at least one worker up (v2 health/ready). */

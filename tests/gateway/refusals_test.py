@@ -13,14 +13,17 @@ reason, read back with the sqlite3 command-line tool from the file a real
       the function and version the request line named
 
 and a request line that names no inference route has no row (a metadata
-call whose headers never came). /metrics' gpufaas_requests_total
+call whose headers never came); a 408 answered while the server stops
+(after SIGTERM, the core already shut down) is a row too. /metrics' gpufaas_requests_total
 counts the same requests. Run by meson with GF_GPUFAAS, GF_WORKER and
 GF_SQLITE3 set; skipped (77) without the sqlite3 tool.
 """
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,10 +53,38 @@ def stalled_body(port, src):
     return st, body, took
 
 
+def refusal_while_stopping():
+    """A body still trickling when SIGTERM comes: its 408 is answered while
+    the server drains, after the core has shut down, and is still one row
+    in the file the stopped server leaves (the store closes last)."""
+    with tempfile.TemporaryDirectory(prefix="gf-refusals-stop-") as tmp:
+        proc, port = A.start_server(tmp, "--request-timeout", "2",
+                                    "--heartbeat-timeout", "600000")
+        db = os.path.join(tmp, "var", "gpufaas.db")
+        try:
+            A.deploy_mlp(tmp, port, "m")
+            # SIGTERM 0.2 s into a body that trickles a byte every 0.3 s
+            threading.Timer(0.2, proc.send_signal, [signal.SIGTERM]).start()
+            got, _ = A.trickle(port, "127.0.0.8", INFER_HEAD, b" ")
+            check(got.startswith(b"HTTP/1.1 408"),
+                  f"a body trickling through SIGTERM: 408 ({got[:40]!r})")
+            rc = proc.wait(timeout=60)
+            check(rc == 0, f"SIGTERM with a refusal during the drain: exit status 0 ({rc})")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        rows = sqlite3(db, "SELECT http_code, status, coalesce(reason, '') FROM invocations"
+                           " WHERE http_code = 408")
+        check("408|GF_ERR_TIMEOUT|" in rows and "--request-timeout" in rows,
+              f"the 408 answered while stopping is a row in the file left behind ({rows!r})")
+
+
 def main():
     if not os.environ.get("GF_SQLITE3"):
         print("no sqlite3 tool: skipped")
         return 77
+    refusal_while_stopping()
     with tempfile.TemporaryDirectory(prefix="gf-refusals-") as tmp:
         proc, port = A.start_server(tmp, "--max-conns-per-client", "2", "--request-timeout", "2",
                                     "--body-memory", "64K", "--max-body", "1M",
