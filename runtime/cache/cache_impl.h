@@ -17,8 +17,8 @@
 
 /* The loader shares the copy stream between the loads under way a slice
  * at a time, the most due first: a slice is about GF_CACHE_SLICE_US at the
- * measured bandwidth (GF_CACHE_SLICE_MIN bytes at least, the chunk at
- * most), and at most GF_CACHE_WINDOW slices are queued on the stream at
+ * link's measured bandwidth (GF_CACHE_SLICE_MIN bytes at least, and until
+ * the link is measured; the chunk at most), and at most GF_CACHE_WINDOW slices are queued on the stream at
  * once. A load no lease gave a deadline is due GF_CACHE_UNDUE_US after it
  * began; one that cannot be done by its deadline any more at the measured
  * link speed goes after every load that still can (it is late either way,

@@ -335,11 +335,18 @@ static size_t most_due(const gf_cache *c)
     return best;
 }
 
-/* The bytes of one slice of m: about GF_CACHE_SLICE_US on its link at the
- * measured bandwidth, from GF_CACHE_SLICE_MIN to the chunk. Lock held. */
+/* The bytes of one slice of m: about GF_CACHE_SLICE_US at the measured
+ * bandwidth, from GF_CACHE_SLICE_MIN to the chunk. Every slice crosses the
+ * copy stream's link, from the host tier or from a staging buffer the store
+ * filled, so the link's speed sizes it (a store read slower than the link
+ * bounds it further); until the link has been measured, the smallest slice,
+ * so that a load due sooner is not queued behind a long one's first slices
+ * sized for a guess. Lock held. */
 static size_t slice_bytes(const gf_cache *c, const gf_cache_model *m)
 {
-    double bw = m->src == GF_TIER_HOST ? link_bw(c) : c->bw_store; /* bytes per us */
+    double bw = c->bw_link; /* bytes per us */
+    if (m->src != GF_TIER_HOST && bw > 0 && c->bw_store < bw)
+        bw = c->bw_store;
     double b = bw * GF_CACHE_SLICE_US;
     if (b < (double)GF_CACHE_SLICE_MIN)
         return GF_CACHE_SLICE_MIN < c->chunk ? GF_CACHE_SLICE_MIN : c->chunk;
