@@ -244,42 +244,6 @@ gf_status gf_ipc_read_frame(gf_ipc_reader *r, gf_ipc_frame *f, int timeout_ms, g
 
 /* ---- writing ------------------------------------------------------------------------- */
 
-gf_status gf_ipc_write_some(int fd, const void *data, size_t len, size_t *written, gf_err *err)
-{
-    const char *p = data;
-    while (*written < len) {
-        ssize_t n = send(fd, p + *written, len - *written, MSG_NOSIGNAL);
-        if (n < 0 && errno == ENOTSOCK)
-            n = write(fd, p + *written, len - *written);
-        if (n >= 0) {
-            *written += (size_t)n;
-            continue;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return GF_ERR_BUSY;
-        if (errno == EPIPE || errno == ECONNRESET)
-            return gf_err_set(err, GF_ERR_CLOSED, "write(fd %d): the peer is gone (%s)", fd,
-                              strerror(errno));
-        return gf_err_set(err, GF_ERR_IO, "write(fd %d): %s", fd, strerror(errno));
-    }
-    return GF_OK;
-}
-
-gf_status gf_ipc_write_all(int fd, const void *data, size_t len, int timeout_ms, gf_err *err)
-{
-    int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)(gf_mono_ns() / 1000000u) + timeout_ms;
-    size_t written = 0;
-    for (;;) {
-        gf_status st = gf_ipc_write_some(fd, data, len, &written, err);
-        if (st != GF_ERR_BUSY)
-            return st;
-        if ((st = wait_fd(fd, POLLOUT, deadline, err)) != GF_OK)
-            return st;
-    }
-}
-
 /* The iovecs of iov[0, n) from byte `skip` on, at most cap of them, in out. */
 static int iov_window(const struct iovec *iov, int n, size_t skip, struct iovec *out, int cap)
 {
@@ -347,4 +311,17 @@ gf_status gf_ipc_writev_all(int fd, const struct iovec *iov, int n, int timeout_
         if ((st = wait_fd(fd, POLLOUT, deadline, err)) != GF_OK)
             return st;
     }
+}
+
+/* The whole-buffer forms are the gathered ones with a single iovec. */
+gf_status gf_ipc_write_some(int fd, const void *data, size_t len, size_t *written, gf_err *err)
+{
+    struct iovec one = {(void *)data, len};
+    return gf_ipc_writev_some(fd, &one, 1, written, err);
+}
+
+gf_status gf_ipc_write_all(int fd, const void *data, size_t len, int timeout_ms, gf_err *err)
+{
+    struct iovec one = {(void *)data, len};
+    return gf_ipc_writev_all(fd, &one, 1, timeout_ms, err);
 }

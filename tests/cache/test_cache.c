@@ -189,9 +189,7 @@ static const char *gds_victim(gf_evict_policy pol)
     ck_assert_int_eq(gf_lease_source(l), GF_TIER_HOST);
     ck_assert_int_eq(gf_lease_wait_all(l, &err), GF_OK);
     gf_lease_release(l);
-    ck_assert_int_eq(gf_cache_acquire(c, nw, &l, &err), GF_OK); /* 3 pages: 2 free */
-    ck_assert_int_eq(gf_lease_wait_all(l, &err), GF_OK);
-    gf_lease_release(l);
+    ct_use(c, nw); /* 3 pages: 2 free */
     ck_assert_int_eq(L.evictions, 1);
     snprintf(victim, sizeof victim, "%.63s", L.log);
     gf_cache_free(c);
@@ -232,13 +230,8 @@ static const char *size_victim(gf_evict_policy pol)
     gf_cache_model *big = ct_add(c, "big", pb), *small = ct_add(c, "small", ps);
     gf_cache_model *nw = ct_add(c, "new", pn);
     gf_cache_model *use[] = {small, big, big, big, big, nw};
-    for (size_t k = 0; k < sizeof use / sizeof use[0]; k++) {
-        gf_err err;
-        gf_lease *l;
-        ck_assert_int_eq(gf_cache_acquire(c, use[k], &l, &err), GF_OK);
-        ck_assert_int_eq(gf_lease_wait_all(l, &err), GF_OK);
-        gf_lease_release(l);
-    }
+    for (size_t k = 0; k < sizeof use / sizeof use[0]; k++)
+        ct_use(c, use[k]);
     ck_assert_int_eq(L.evictions, 1);
     snprintf(victim, sizeof victim, "%.63s", L.log);
     gf_cache_free(c);

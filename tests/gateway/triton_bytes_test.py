@@ -23,14 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gfserve import serve  # noqa: E402
-from tritonclient_test import TOKEN, CHECKS, check, http, multipart  # noqa: E402
+from tritonclient_test import (TOKEN, CHECKS, check, expect_fail, http,  # noqa: E402
+                               multipart)
 
 try:
     import numpy as np
     import tritonclient.http as httpclient
     import tritonclient.utils.shared_memory as shm
-    from tritonclient.utils import (InferenceServerException, deserialize_bytes_tensor,
-                                    serialize_byte_tensor)
+    from tritonclient.utils import deserialize_bytes_tensor, serialize_byte_tensor
 except ImportError as e:
     print(f"skipped: {e} (install tests/requirements.txt into .venv)")
     sys.exit(77)
@@ -60,16 +60,6 @@ def deploy(addr):
                              "weights": ("w.safetensors", safetensors_u8("table", table))})
     st, _, b = http(addr, "POST", "/v1/functions", body, dict(ADMIN, **{"Content-Type": ctype}))
     check(st == 201, f"deploy the strings function: 201 ({b[:300]!r})")
-
-
-def expect_fail(what, code, words, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-        check(False, f"{what} fails")
-    except InferenceServerException as e:
-        check(e.status() == code, f"{what}: {code} (got {e.status()}: {e.message()})")
-        for w in words:
-            check(w in e.message(), f"{what}: the message names {w!r} ({e.message()})")
 
 
 def infer(c, texts, binary_in=True, binary_out=True):

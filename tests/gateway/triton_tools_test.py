@@ -21,8 +21,8 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gfserve import serve  # noqa: E402
-from tritonclient_test import (TOKEN, CHECKS, check, http, multipart,  # noqa: E402
-                               read_safetensors)
+from tritonclient_test import (TOKEN, CHECKS, check, expect_fail, http,  # noqa: E402
+                               multipart, read_safetensors)
 
 try:
     import numpy as np
@@ -218,16 +218,6 @@ def check_logging(c, addr):
     json_error(st, b, 401, ["admin token"], "logging without the token")
     check(c.update_log_settings({"log_info": True}, headers=ADMIN)["log_info"] is True,
           "logging: info again")
-
-
-def expect_fail(what, code, words, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-        check(False, f"{what} fails")
-    except InferenceServerException as e:
-        check(e.status() == code, f"{what}: {code} (got {e.status()}: {e.message()})")
-        for w in words:
-            check(w in e.message(), f"{what}: the message names {w!r} ({e.message()})")
 
 
 def check_load(c, model, x, want):

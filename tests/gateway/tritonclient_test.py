@@ -70,6 +70,18 @@ def http(addr, method, path, body=None, headers=None):
         return e.code, e.headers, e.read()
 
 
+def expect_fail(what, code, words, fn, *args, **kw):
+    """fn(*args, **kw) raises InferenceServerException with status code
+    (a string, as tritonclient gives it) and a message naming each of words."""
+    try:
+        fn(*args, **kw)
+        check(False, f"{what} fails")
+    except InferenceServerException as e:
+        check(e.status() == code, f"{what}: {code} (got {e.status()}: {e.message()})")
+        for w in words:
+            check(w in e.message(), f"{what}: the message names {w!r} ({e.message()})")
+
+
 def multipart(fields):
     """A multipart/form-data body from {name: (filename, bytes)}."""
     boundary = uuid.uuid4().hex
