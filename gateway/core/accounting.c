@@ -43,17 +43,19 @@ void gw_answer_record(gf_gw *gw, const gw_answer *a)
     const char *fn = a->labelled ? a->function : "";
     const char *l3[3] = {fn, ver, code};
     const char *l2[2] = {fn, ver};
-    gw_metric_add(gw->metrics, GW_M_REQUESTS, l3, 1);
-    gw_metric_observe(gw->metrics, GW_M_REQUEST_DURATION, l2, (double)a->total_us * 1e-6);
-    if (a->worker >= 0)
-        gw_metric_observe(gw->metrics, GW_M_QUEUE_DURATION, l2, (double)a->queue_us * 1e-6);
-    if (a->cold)
-        gw_metric_add(gw->metrics, GW_M_COLD_STARTS, l2, 1);
     gf_store_slo slo = gw_slo_result(a, pcode);
-    if (slo != GF_STORE_SLO_NONE) {
-        const char *ls[3] = {fn, ver, gf_store_slo_name(slo)};
-        gw_metric_add(gw->metrics, GW_M_SLO_REQUESTS, ls, 1);
-    }
+    const char *ls[3] = {fn, ver, slo != GF_STORE_SLO_NONE ? gf_store_slo_name(slo) : ""};
+    gw_metric_op ops[5];
+    size_t n = 0;
+    ops[n++] = (gw_metric_op){GW_M_REQUESTS, l3, 1};
+    ops[n++] = (gw_metric_op){GW_M_REQUEST_DURATION, l2, (double)a->total_us * 1e-6};
+    if (a->worker >= 0)
+        ops[n++] = (gw_metric_op){GW_M_QUEUE_DURATION, l2, (double)a->queue_us * 1e-6};
+    if (a->cold)
+        ops[n++] = (gw_metric_op){GW_M_COLD_STARTS, l2, 1};
+    if (slo != GF_STORE_SLO_NONE)
+        ops[n++] = (gw_metric_op){GW_M_SLO_REQUESTS, ls, 1};
+    gw_metric_apply(gw->metrics, ops, n);
     gf_store_invocation rec = {
         .function = a->function != NULL ? a->function : "",
         .version = a->version,

@@ -192,7 +192,9 @@ void gw_metrics_free(gw_metrics *m)
     free(m);
 }
 
-/* Find or create the series of (id, labels). Lock held. NULL on OOM. */
+/* Find or create the series of (id, labels). Lock held. NULL on OOM. On
+ * every answered request (a dozen times): the key is built with memcpy, not
+ * snprintf; values that would not fit the key are cut off (as before). */
 static series *find(gw_metrics *m, gw_metric_id id, const char *const *labels, bool create)
 {
     int n = defs[id].n_labels;
@@ -200,10 +202,13 @@ static series *find(gw_metrics *m, gw_metric_id id, const char *const *labels, b
     size_t used = 0;
     for (int i = 0; i < n; i++) {
         const char *v = labels != NULL && labels[i] != NULL ? labels[i] : "";
-        int w = snprintf(key + used, sizeof key - used, "%s%s", i ? "\x1f" : "", v);
-        if (w < 0 || (size_t)w >= sizeof key - used)
+        size_t len = strlen(v), sep = i ? 1 : 0;
+        if (len + sep >= sizeof key - used)
             break;
-        used += (size_t)w;
+        if (sep)
+            key[used++] = '\x1f';
+        memcpy(key + used, v, len);
+        used += len;
     }
     key[used] = '\0';
     uint32_t h = key_hash(key);
@@ -271,6 +276,37 @@ void gw_metric_observe(gw_metrics *m, gw_metric_id id, const char *const *labels
         for (int b = 0; b < defs[id].n_buckets; b++)
             if (value <= defs[id].buckets[b])
                 s->buckets[b]++;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* One update of s by its family's kind (lock held). */
+static void update(gw_metric_id id, series *s, double v)
+{
+    switch (defs[id].kind) {
+    case KIND_COUNTER:
+        s->value += v;
+        break;
+    case KIND_GAUGE:
+        s->value = v;
+        break;
+    case KIND_HISTOGRAM:
+        s->value += v;
+        s->count++;
+        for (int b = 0; b < defs[id].n_buckets; b++)
+            if (v <= defs[id].buckets[b])
+                s->buckets[b]++;
+        break;
+    }
+}
+
+void gw_metric_apply(gw_metrics *m, const gw_metric_op *ops, size_t n)
+{
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < n; i++) {
+        series *s = find(m, ops[i].id, ops[i].labels, true);
+        if (s != NULL)
+            update(ops[i].id, s, ops[i].value);
     }
     pthread_mutex_unlock(&m->lock);
 }

@@ -4,6 +4,7 @@
 #define GF_GATEWAY_CORE_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/buf.h"
@@ -62,6 +63,15 @@ void gw_metric_add(gw_metrics *m, gw_metric_id id, const char *const *labels, do
 void gw_metric_set(gw_metrics *m, gw_metric_id id, const char *const *labels, double value);
 /* Record one observation in a histogram. */
 void gw_metric_observe(gw_metrics *m, gw_metric_id id, const char *const *labels, double value);
+/* Several updates under one lock: each adds value to a counter, sets a
+ * gauge or observes value in a histogram, by the family's kind (a request's
+ * figures are recorded with one call, not a lock and lookup each). */
+typedef struct gw_metric_op {
+    gw_metric_id id;
+    const char *const *labels;
+    double value;
+} gw_metric_op;
+void gw_metric_apply(gw_metrics *m, const gw_metric_op *ops, size_t n);
 /* Drop every series of a family (gauges recomputed from scratch). */
 void gw_metric_clear(gw_metrics *m, gw_metric_id id);
 /* Drop every series labelled with this function and version, of every

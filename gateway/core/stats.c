@@ -23,33 +23,42 @@ static const char *const phases[] = {"success", "fail", "queue", "compute_input"
                                      "compute_output"};
 enum { PH_SUCCESS, PH_FAIL, PH_QUEUE, PH_INPUT, PH_INFER, PH_OUTPUT, PH_COUNT_ };
 
-static void phase(gf_gw *gw, const char *fn, const char *ver, int ph, uint64_t us)
-{
-    const char *l[3] = {fn, ver, phases[ph]};
-    gw_metric_add(gw->metrics, GW_M_PHASE_COUNT, l, 1);
-    gw_metric_add(gw->metrics, GW_M_PHASE_SECONDS, l, (double)us * 1e-6);
-}
-
 void gw_stats_request(gf_gw *gw, const gw_version *v, const gf_gw_result *res, int64_t rows)
 {
     char ver[24];
     snprintf(ver, sizeof ver, "%" PRId64, v->version);
     const char *fn = v->fn->name;
     const char *l2[2] = {fn, ver};
-    if (res->status != GF_OK) {
-        phase(gw, fn, ver, PH_FAIL, res->total_us);
-        return;
+    const char *lp[PH_COUNT_][3];
+    for (int p = 0; p < PH_COUNT_; p++) {
+        lp[p][0] = fn;
+        lp[p][1] = ver;
+        lp[p][2] = phases[p];
     }
-    phase(gw, fn, ver, PH_SUCCESS, res->total_us);
-    phase(gw, fn, ver, PH_QUEUE, res->queue_us);
-    phase(gw, fn, ver, PH_INPUT, res->load_us);
-    phase(gw, fn, ver, PH_INFER, res->exec_us);
-    phase(gw, fn, ver, PH_OUTPUT, 0);
-    gw_metric_add(gw->metrics, GW_M_INFERENCES, l2, (double)(rows > 0 ? rows : 1));
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gw_metric_set(gw->metrics, GW_M_LAST_INFERENCE, l2,
-                  (double)ts.tv_sec + (double)(ts.tv_nsec / 1000000) * 1e-3);
+    /* every phase a request is timed in: its count and its summed seconds */
+    gw_metric_op ops[2 * PH_COUNT_ + 2];
+    size_t n = 0;
+#define PHASE(ph, us)                                                                         \
+    do {                                                                                      \
+        ops[n++] = (gw_metric_op){GW_M_PHASE_COUNT, lp[ph], 1};                              \
+        ops[n++] = (gw_metric_op){GW_M_PHASE_SECONDS, lp[ph], (double)(us) * 1e-6};          \
+    } while (0)
+    if (res->status != GF_OK) {
+        PHASE(PH_FAIL, res->total_us);
+    } else {
+        PHASE(PH_SUCCESS, res->total_us);
+        PHASE(PH_QUEUE, res->queue_us);
+        PHASE(PH_INPUT, res->load_us);
+        PHASE(PH_INFER, res->exec_us);
+        PHASE(PH_OUTPUT, 0);
+#undef PHASE
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ops[n++] = (gw_metric_op){GW_M_INFERENCES, l2, (double)(rows > 0 ? rows : 1)};
+        ops[n++] = (gw_metric_op){GW_M_LAST_INFERENCE, l2,
+                                  (double)ts.tv_sec + (double)(ts.tv_nsec / 1000000) * 1e-3};
+    }
+    gw_metric_apply(gw->metrics, ops, n);
 }
 
 void gw_stats_batch(gf_gw *gw, const gw_version *v, int64_t rows, uint64_t load_us,
@@ -60,14 +69,17 @@ void gw_stats_batch(gf_gw *gw, const gw_version *v, int64_t rows, uint64_t load_
     snprintf(bs, sizeof bs, "%" PRId64, rows > 0 ? rows : 1);
     const char *l2[2] = {v->fn->name, ver};
     const char *l3[3] = {v->fn->name, ver, bs};
-    gw_metric_add(gw->metrics, GW_M_EXECUTIONS, l2, 1);
-    gw_metric_add(gw->metrics, GW_M_BATCH_EXECUTIONS, l3, 1);
     const char *li[4] = {v->fn->name, ver, bs, phases[PH_INPUT]};
-    gw_metric_add(gw->metrics, GW_M_BATCH_SECONDS, li, (double)load_us * 1e-6);
     const char *lx[4] = {v->fn->name, ver, bs, phases[PH_INFER]};
-    gw_metric_add(gw->metrics, GW_M_BATCH_SECONDS, lx, (double)exec_us * 1e-6);
     const char *lo[4] = {v->fn->name, ver, bs, phases[PH_OUTPUT]};
-    gw_metric_add(gw->metrics, GW_M_BATCH_SECONDS, lo, 0);
+    const gw_metric_op ops[] = {
+        {GW_M_EXECUTIONS, l2, 1},
+        {GW_M_BATCH_EXECUTIONS, l3, 1},
+        {GW_M_BATCH_SECONDS, li, (double)load_us * 1e-6},
+        {GW_M_BATCH_SECONDS, lx, (double)exec_us * 1e-6},
+        {GW_M_BATCH_SECONDS, lo, 0},
+    };
+    gw_metric_apply(gw->metrics, ops, sizeof ops / sizeof ops[0]);
 }
 
 void gw_stats_swap_in(gf_gw *gw, const gw_version *v, uint64_t bytes, uint64_t micros)

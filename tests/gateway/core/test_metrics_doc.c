@@ -79,12 +79,58 @@ START_TEST(test_many_series)
 }
 END_TEST
 
+/* gw_metric_apply updates each family by its kind (a counter adds, a gauge
+ * is set, a histogram observes) exactly as the one-at-a-time calls do, and
+ * a label value longer than the key is cut off as before. */
+START_TEST(test_apply_matches_single_calls)
+{
+    gw_metrics *a = gw_metrics_new(), *b = gw_metrics_new();
+    const char *l2[2] = {"fn", "3"}, *l3[3] = {"fn", "3", "200"};
+    char lng[600];
+    memset(lng, 'x', sizeof lng - 1);
+    lng[sizeof lng - 1] = '\0';
+    const char *ll[2] = {lng, "1"};
+    for (int i = 0; i < 3; i++) {
+        const gw_metric_op ops[] = {
+            {GW_M_REQUESTS, l3, 1},
+            {GW_M_LAST_INFERENCE, l2, 10.0 + i},
+            {GW_M_REQUEST_DURATION, l2, 0.002 * (i + 1)},
+            {GW_M_COLD_STARTS, ll, 2},
+        };
+        gw_metric_apply(a, ops, sizeof ops / sizeof ops[0]);
+        gw_metric_add(b, GW_M_REQUESTS, l3, 1);
+        gw_metric_set(b, GW_M_LAST_INFERENCE, l2, 10.0 + i);
+        gw_metric_observe(b, GW_M_REQUEST_DURATION, l2, 0.002 * (i + 1));
+        gw_metric_add(b, GW_M_COLD_STARTS, ll, 2);
+    }
+    gw_metric_apply(a, NULL, 0);
+    ck_assert_double_eq(gw_metric_get(a, GW_M_REQUESTS, l3), 3);
+    ck_assert_double_eq(gw_metric_get(a, GW_M_LAST_INFERENCE, l2), 12);
+    ck_assert_double_eq(gw_metric_get(a, GW_M_COLD_STARTS, ll), 6);
+    gf_buf ta, tb;
+    gf_buf_init(&ta);
+    gf_buf_init(&tb);
+    ck_assert_int_eq(gw_metrics_write(a, &ta), GF_OK);
+    ck_assert_int_eq(gw_metrics_write(b, &tb), GF_OK);
+    ck_assert_str_eq(ta.data, tb.data);
+    ck_assert_ptr_nonnull(strstr(ta.data, "gpufaas_request_duration_seconds_count{function=\"fn\","
+                                          "version=\"3\"} 3\n"));
+    ck_assert_ptr_nonnull(strstr(ta.data, "gpufaas_request_duration_seconds_bucket{function=\"fn\","
+                                          "version=\"3\",le=\"0.005\"} 2\n"));
+    gf_buf_deinit(&ta);
+    gf_buf_deinit(&tb);
+    gw_metrics_free(a);
+    gw_metrics_free(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gateway_metrics_doc");
     TCase *tc = tcase_create("metrics_doc");
     tcase_add_test(tc, test_every_series_documented);
     tcase_add_test(tc, test_many_series);
+    tcase_add_test(tc, test_apply_matches_single_calls);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
