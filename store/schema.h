@@ -13,6 +13,7 @@
 #define GF_STORE_SCHEMA_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/error.h"
@@ -21,6 +22,9 @@ typedef struct gf_store_migration {
     int version;         /* user_version after this migration, 1, 2, ... */
     const char *summary; /* one line: what it changes and why */
     const char *sql;     /* statements, run with sqlite3_exec in one transaction */
+    bool edits_schema;   /* sql is one UPDATE of sqlite_schema that changes a definition
+                            and not the stored rows (a CHECK): it runs with
+                            writable_schema on and bumps schema_version */
 } gf_store_migration;
 
 /* The migrations, in order; gf_store_migrations[i].version == i + 1. */

@@ -121,6 +121,11 @@ static const char *const gf_store_sql[GF_SQL_COUNT_] = {
     [GF_SQL_RET_SWAP_AGE] = "DELETE FROM swap_events WHERE at < ?1",
 };
 
+const char *gf_store_sql_text(enum gf_store_stmt_id id)
+{
+    return id >= 0 && id < GF_SQL_COUNT_ ? gf_store_sql[id] : NULL;
+}
+
 /* On the read-only connection. */
 static const char gf_store_sql_catalog[] =
     "SELECT v.function, v.version, v.kind, v.manifest, v.weights_path, v.bytes, v.sha256,"

@@ -62,6 +62,9 @@ enum gf_store_stmt_id {
     GF_SQL_COUNT_
 };
 
+/* The text of statement id (the store prepares each once; tests read it). */
+const char *gf_store_sql_text(enum gf_store_stmt_id id);
+
 /* ---- records and the ring -------------------------------------------------- */
 
 typedef enum gf_store_rec_kind {

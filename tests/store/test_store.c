@@ -14,6 +14,7 @@
 #include "store/sha256.h"
 #include "store/schema.h"
 #include "store/store.h"
+#include "store/store_impl.h"
 #include "store_suite.h"
 #include "store_testlib.h"
 #include "testutil.h"
@@ -188,6 +189,61 @@ START_TEST(test_migrate_from_every_version)
     free(empty);
     free(fresh);
     free(fresh_path);
+}
+END_TEST
+
+/* Migration 5: a file at version 4 keeps its invocations, and afterwards the
+ * slo CHECK accepts and refuses what it did, without an ephemeral table in
+ * the insert every answered request runs (store.c's GF_SQL_INV_INSERT). */
+START_TEST(test_slo_check_migrated)
+{
+    sqlite3 *db = st_raw_open(ts_dbpath, 0);
+    gf_err err;
+    ck_assert_msg(gf_store_schema_migrate(db, 4, &err) == GF_OK, "%s", err.msg);
+    static const char ins[] =
+        "INSERT INTO invocations (function, version, status, http_code, batch_size, cold,"
+        " queue_us, load_us, exec_us, total_us, at, slo) VALUES ('f', 1, 'GF_OK', 200, 1, 0,"
+        " 0, 0, 0, 0, 0, %s)";
+    char sql[512];
+    snprintf(sql, sizeof sql, ins, "'met'");
+    ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3 *reader = st_raw_open(ts_dbpath, SQLITE_OPEN_READONLY); /* open across it */
+    ck_assert_int_eq(st_q_int(reader, "SELECT count(*) FROM invocations"), 1);
+    ck_assert_msg(gf_store_schema_migrate(db, 5, &err) == GF_OK, "%s", err.msg);
+    ck_assert_int_eq(st_q_int(db, "SELECT count(*) FROM invocations WHERE slo = 'met'"), 1);
+    char *ok = st_q_text(db, "PRAGMA integrity_check");
+    ck_assert_str_eq(ok, "ok");
+    free(ok);
+    static const char *const good[] = {"'met'", "'cold'", "'queue'", "'exec'", "'failed'",
+                                       "NULL"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(sql, sizeof sql, ins, good[i]);
+        ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", good[i]);
+    }
+    static const char *const bad[] = {"'late'", "''", "'MET'", "1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(sql, sizeof sql, ins, bad[i]);
+        ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_CONSTRAINT, "%s", bad[i]);
+    }
+    /* the other connection sees the new definition too (schema_version moved) */
+    char *def = st_q_text(reader, "SELECT sql FROM sqlite_schema WHERE name = 'invocations'");
+    ck_assert_ptr_null(strstr(def, "slo IN"));
+    ck_assert_ptr_nonnull(strstr(def, "slo = 'failed'"));
+    free(def);
+    ck_assert_int_eq(st_q_int(reader, "SELECT count(*) FROM invocations"), 7);
+    sqlite3_close(reader);
+    /* the store's insert opens no ephemeral table */
+    snprintf(sql, sizeof sql, "EXPLAIN %s", gf_store_sql_text(GF_SQL_INV_INSERT));
+    sqlite3_stmt *st = NULL;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    int ops = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ops++;
+        ck_assert_str_ne((const char *)sqlite3_column_text(st, 1), "OpenEphemeral");
+    }
+    ck_assert_int_gt(ops, 10);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
 }
 END_TEST
 
@@ -611,6 +667,7 @@ int main(void)
     tcase_add_test(tc, test_config_checked);
     tcase_add_test(tc, test_migration_table_well_formed);
     tcase_add_test(tc, test_migrate_from_every_version);
+    tcase_add_test(tc, test_slo_check_migrated);
     tcase_add_test(tc, test_newer_schema_refused);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_migration_failure_rolls_back);
