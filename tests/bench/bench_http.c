@@ -1,7 +1,7 @@
 /* Benchmark: the HTTP front under keep-alive load, and what it adds to the
  * worker round trip.
  *
- *   bench_http [GPUFAAS_PATH [WORKER_PATH [SECONDS]]]
+ *   bench_http [GPUFAAS_PATH [WORKER_PATH [SECONDS [LEVELS]]]]
  *
  * Starts a real `gpufaas serve` (one cpu worker) on a free loopback port,
  * deploys a tiny mlp (16 -> 32 -> 4, FP32, max_queue_delay_us 0) over HTTP
@@ -12,7 +12,9 @@
  * measured per request, from the write to the last byte of the answer.
  * SECONDS (default 3) are measured at each concurrency after 0.5 s of
  * warm-up. Every answer's status is checked, and one answer per concurrency
- * is compared with the model's naive reference.
+ * is compared with the model's naive reference. LEVELS (default 1,16,64)
+ * lists the concurrencies; gateway_pid= and worker_pid= are printed before
+ * the first, so a profiler can attach (perf record -p).
  *
  * Before that, the worker round trip alone (the same model on a
  * gpufaas-worker driven over its socketpair, as bench_ipc does).
@@ -140,8 +142,16 @@ int main(int argc, char **argv)
     const char *gpufaas = argc > 1 ? argv[1] : GF_BUILD_DIR "/gateway/gpufaas";
     const char *worker = argc > 2 ? argv[2] : GF_BUILD_DIR "/runtime/worker/gpufaas-worker";
     double seconds = argc > 3 ? atof(argv[3]) : 3.0;
-    if (seconds <= 0)
-        die("usage: bench_http [GPUFAAS_PATH [WORKER_PATH [SECONDS]]]");
+    int levels[8], n_levels = 0;
+    const char *lv = argc > 4 ? argv[4] : "1,16,64";
+    for (char *end; *lv != '\0' && n_levels < 8; lv = *end == ',' ? end + 1 : end) {
+        long c = strtol(lv, &end, 10);
+        if (end == lv || c < 1 || c > 4096)
+            die("LEVELS: concurrencies 1-4096, comma-separated");
+        levels[n_levels++] = (int)c;
+    }
+    if (seconds <= 0 || n_levels == 0)
+        die("usage: bench_http [GPUFAAS_PATH [WORKER_PATH [SECONDS [LEVELS]]]]");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
     /* the worker round trip alone, first, with nothing else running */
@@ -210,16 +220,16 @@ int main(int argc, char **argv)
     printf("ipc_p99_us=%.1f\n", ipc.p99_us);
     printf("device_allocs_per_request=%g\n", ipc.device_allocs_per_request);
     printf("device_frees_per_request=%g\n", ipc.device_frees_per_request);
+    printf("gateway_pid=%d\nworker_pid=%d\n", (int)srv.pid, (int)wpid);
     fflush(stdout);
     static gf_lg g;
     g.req = req;
     g.req_len = (size_t)rl;
     g.expect = 200;
     g.name = "bench_http";
-    static const int levels[] = {1, 16, 64};
     double p50_c1 = 0;
     int rc = 0;
-    for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+    for (int l = 0; l < n_levels; l++) {
         int c = levels[l];
         double breq0, bn0, breq1, bn1;
         batches(srv.url, &breq0, &bn0);
@@ -250,7 +260,8 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
-    printf("added_p50_us=%.1f\n", p50_c1 * 1e6 - ipc.p50_us);
+    if (p50_c1 > 0)
+        printf("added_p50_us=%.1f\n", p50_c1 * 1e6 - ipc.p50_us);
     gf_hh_thread_end();
 
     int st = gf_hh_server_stop(&srv, 30);
