@@ -47,7 +47,17 @@
  * Prints key=value lines, among them device_capacity_models=,
  * functions_at_slo_<policy>=, functions_at_slo_best=, density_ratio= (best
  * over capacity; target >= 10), and p50_ms=, p99_ms=, cold_fraction= at
- * the best N; one "trial ..." line per trial. Never fails on speed. */
+ * the best N; one "trial ..." line per trial, which also says where the
+ * time went and why requests missed: p99_over_slo= (the 99th percentile
+ * of latency / SLO), all_ms= and miss_ms= (outside/queue/load/exec means
+ * over every answer and over the late ones: outside is the client, HTTP
+ * and the gateway's parse and render, latency less the gateway's total),
+ * exec_inflation= (execution time against its unloaded calibration: how
+ * much the machine slowed the compute thread), and
+ * queue_model_attainment= (the same arrivals through one ideal FIFO
+ * executor at the calibrated execution times: what queueing alone leaves
+ * of the target at this rate and SLO). GF_DN_DEBUG=1 prints every late
+ * request to stderr. Never fails on speed. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -198,6 +208,7 @@ typedef struct {
     /* warm latency: through the measured points (ln bytes, ln ms), in size
      * order, joined by straight lines and flat beyond the ends */
     double lx[DN_CALIB_K], ly[DN_CALIB_K];
+    double ey[DN_CALIB_K]; /* ln exec us at the same points */
     double lat_b;          /* the slope of a line through them all (printed) */
     double exec_a, exec_b; /* worker exec: ln us = a + b ln bytes */
 } dn_calib;
@@ -311,21 +322,28 @@ static void calibrate(const dn_opts *o, const char *dir, const dn_fn *fns, size_
     for (int k = 0; k < K; k++) { /* picked in size order */
         c->lx[k] = x[k];
         c->ly[k] = lat[k];
+        c->ey[k] = ex[k];
     }
+}
+
+/* y at bytes off the points (lx, y), in log-log, flat beyond the ends. */
+static double calib_at(const dn_calib *c, const double *y, double bytes)
+{
+    double lb = log(bytes);
+    if (lb <= c->lx[0])
+        return exp(y[0]);
+    for (int k = 1; k < DN_CALIB_K; k++) {
+        if (lb <= c->lx[k]) {
+            double w = c->lx[k] > c->lx[k - 1] ? (lb - c->lx[k - 1]) / (c->lx[k] - c->lx[k - 1]) : 1;
+            return exp(y[k - 1] + w * (y[k] - y[k - 1]));
+        }
+    }
+    return exp(y[DN_CALIB_K - 1]);
 }
 
 static double calib_lat_ms(const dn_calib *c, double bytes)
 {
-    double lb = log(bytes);
-    if (lb <= c->lx[0])
-        return exp(c->ly[0]);
-    for (int k = 1; k < DN_CALIB_K; k++) {
-        if (lb <= c->lx[k]) {
-            double w = c->lx[k] > c->lx[k - 1] ? (lb - c->lx[k - 1]) / (c->lx[k] - c->lx[k - 1]) : 1;
-            return exp(c->ly[k - 1] + w * (c->ly[k] - c->ly[k - 1]));
-        }
-    }
-    return exp(c->ly[DN_CALIB_K - 1]);
+    return calib_at(c, c->ly, bytes);
 }
 
 static double calib_exec_us(const dn_calib *c, double bytes)
@@ -530,6 +548,7 @@ int main(int argc, char **argv)
         printf("emulated_link_gbps=%.3f swap_compute_ratio=%.2f\n", (double)link / 1e9, o.ratio);
     for (size_t i = 0; i < n_max; i++) {
         fns[i].warm_ms = calib_lat_ms(&cal, (double)fns[i].bytes);
+        fns[i].exec_ms = calib_at(&cal, cal.ey, (double)fns[i].bytes) / 1e3;
         fns[i].slo_ms = o.slo_multiple * fns[i].warm_ms;
     }
     double slo_lo = INFINITY, slo_hi = 0;

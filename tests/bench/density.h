@@ -48,6 +48,7 @@ typedef struct dn_fn {
     uint64_t bytes;        /* weights */
     uint64_t device_bytes; /* on the device: tensors 256-byte aligned, whole pages */
     double warm_ms;        /* calibrated warm latency */
+    double exec_ms;        /* calibrated execution time in the worker (part of warm_ms) */
     double slo_ms;         /* slo_multiple x warm_ms */
     double weight;         /* Zipf popularity (rank = index) */
 } dn_fn;
@@ -66,6 +67,19 @@ typedef struct dn_result {
     double missed_big;                       /* misses of the largest tenth of the sizes /
                                                 requests */
     size_t errors;                           /* other statuses, or no answer */
+    /* where the time went (ms, means over the answered 200s and over the
+     * misses among them): outside the gateway's own accounting (the client,
+     * HTTP, parsing and rendering: latency - total), the gateway's and the
+     * worker's queues, the swap, the execution */
+    double all_outside, all_queue, all_load, all_exec;
+    double miss_outside, miss_queue_ms, miss_load, miss_exec_ms;
+    double p99_over_slo;   /* 99th percentile of latency / the function's SLO */
+    double exec_inflation; /* mean execution time / its calibrated (unloaded) mean */
+    /* the same arrivals replayed through one ideal FIFO executor, each
+     * request taking its function's calibrated execution time plus its
+     * calibrated overhead outside execution (warm_ms - exec_ms, not
+     * queued): what queueing alone allows at this rate and SLO */
+    double queue_model_attainment;
 } dn_result;
 
 /* The server of a run. */

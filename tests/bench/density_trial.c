@@ -205,18 +205,31 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
         nreq++;
     }
     char msg[256];
+    if (getenv("GF_DN_DEBUG") != NULL)
+        fprintf(stderr, "trial n=%zu starts at %.4f\n", n, gf_dlg_now());
     if (gf_dlg_open_loop(s->port, tg, reqs, nreq, 256, 30.0, msg, sizeof msg) != 0)
         dn_die("load generator: %s", msg);
     double *lat = malloc((nreq ? nreq : 1) * sizeof *lat);
+    double *rel = malloc((nreq ? nreq : 1) * sizeof *rel);
+    if (lat == NULL || rel == NULL)
+        dn_die("out of memory");
+    double sum_all[4] = {0}, sum_miss[4] = {0}, exec_meas = 0, exec_cal = 0;
+    size_t model_met = 0;
+    double free_at = 0; /* the ideal executor, in the trial's time */
     size_t n_lat = 0, met = 0, cold = 0, rejected = 0, mc = 0, mq = 0, me = 0;
     size_t miss_c = 0, miss_w = 0, miss_big = 0;
     /* the largest tenth: sizes above 10^(0.9) of the log-uniform range */
     double big = exp(log(5 * DN_MB * o->scale) + 0.9 * log(100.0));
     for (size_t i = 0; i < nreq; i++) {
         const gf_dlg_req *q = &reqs[i];
+        const dn_fn *f = &fns[q->target];
+        double start = fmax(q->t, free_at); /* arrivals are in order */
+        free_at = start + f->exec_ms / 1e3;
+        double model_lat = free_at - q->t + fmax(0, f->warm_ms - f->exec_ms) / 1e3;
         if (q->t < o->warmup_s)
             continue;
         out->requests++;
+        model_met += model_lat * 1e3 <= f->slo_ms;
         if (q->status == 503) {
             rejected++;
             continue;
@@ -225,17 +238,26 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
             out->errors++;
             continue;
         }
+        rel[n_lat] = q->latency * 1e3 / f->slo_ms;
         lat[n_lat++] = q->latency;
         cold += q->cold;
-        if (q->latency * 1e3 <= fns[q->target].slo_ms) {
+        double part[4] = {fmax(0, q->latency * 1e3 - q->total_us / 1e3), q->queue_us / 1e3,
+                          q->load_us / 1e3, q->exec_us / 1e3};
+        for (int k = 0; k < 4; k++)
+            sum_all[k] += part[k];
+        exec_meas += q->exec_us / 1e3;
+        exec_cal += f->exec_ms;
+        if (q->latency * 1e3 <= f->slo_ms) {
             met++;
             continue;
         }
+        for (int k = 0; k < 4; k++)
+            sum_miss[k] += part[k];
         miss_c += q->cold;
         miss_w += !q->cold;
-        if (q->cold && getenv("GF_DN_DEBUG") != NULL)
-            fprintf(stderr, "missed cold %s bytes=%llu slo_ms=%.1f lat_ms=%.1f total=%u queue=%u "
-                    "load=%u exec=%u\n", fns[q->target].name,
+        if (getenv("GF_DN_DEBUG") != NULL)
+            fprintf(stderr, "missed %s t=%.4f %s bytes=%llu slo_ms=%.1f lat_ms=%.1f total=%u "
+                    "queue=%u load=%u exec=%u\n", q->cold ? "cold" : "warm", q->t, fns[q->target].name,
                     (unsigned long long)fns[q->target].bytes, fns[q->target].slo_ms,
                     q->latency * 1e3, q->total_us, q->queue_us, q->load_us, q->exec_us);
         miss_big += (double)fns[q->target].bytes > big;
@@ -247,8 +269,25 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
             me++;
         }
     }
+    size_t n_miss = n_lat - met;
+    if (n_lat > 0) {
+        out->all_outside = sum_all[0] / (double)n_lat;
+        out->all_queue = sum_all[1] / (double)n_lat;
+        out->all_load = sum_all[2] / (double)n_lat;
+        out->all_exec = sum_all[3] / (double)n_lat;
+        out->exec_inflation = exec_cal > 0 ? exec_meas / exec_cal : 0;
+        qsort(rel, n_lat, sizeof *rel, cmp_d);
+        out->p99_over_slo = rel[(n_lat * 99) / 100];
+    }
+    if (n_miss > 0) {
+        out->miss_outside = sum_miss[0] / (double)n_miss;
+        out->miss_queue_ms = sum_miss[1] / (double)n_miss;
+        out->miss_load = sum_miss[2] / (double)n_miss;
+        out->miss_exec_ms = sum_miss[3] / (double)n_miss;
+    }
     if (out->requests > 0) {
         double r = (double)out->requests;
+        out->queue_model_attainment = (double)model_met / r;
         out->attainment = (double)met / r;
         out->rejected = (double)rejected / r;
         out->miss_cold = (double)mc / r;
@@ -265,6 +304,7 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
         out->p99_ms = lat[(n_lat * 99) / 100] * 1e3;
     }
     free(lat);
+    free(rel);
     free(reqs);
     free(cdf);
 }
@@ -322,9 +362,13 @@ void dn_print_trial(const char *label, const dn_result *r)
     printf(
         "trial %s n=%zu rate_rps=%.0f requests=%zu attainment=%.4f cold_fraction=%.3f p50_ms=%.2f "
         "p99_ms=%.2f rejected=%.4f errors=%zu miss_cold=%.4f miss_queue=%.4f miss_exec=%.4f "
-        "missed_cold_req=%.4f missed_warm_req=%.4f missed_big=%.4f\n",
+        "missed_cold_req=%.4f missed_warm_req=%.4f missed_big=%.4f p99_over_slo=%.2f "
+        "queue_model_attainment=%.4f exec_inflation=%.2f all_ms=%.2f/%.2f/%.2f/%.2f "
+        "miss_ms=%.2f/%.2f/%.2f/%.2f\n",
         label, r->n, r->rate_rps, r->requests, r->attainment, r->cold_fraction, r->p50_ms,
         r->p99_ms, r->rejected, r->errors, r->miss_cold, r->miss_queue, r->miss_exec,
-        r->missed_cold_req, r->missed_warm_req, r->missed_big);
+        r->missed_cold_req, r->missed_warm_req, r->missed_big, r->p99_over_slo,
+        r->queue_model_attainment, r->exec_inflation, r->all_outside, r->all_queue, r->all_load,
+        r->all_exec, r->miss_outside, r->miss_queue_ms, r->miss_load, r->miss_exec_ms);
     fflush(stdout);
 }
