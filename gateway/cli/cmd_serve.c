@@ -116,9 +116,9 @@ static const struct {
                              "a worker silent this long is killed and restarted"},
     [F_POLICY] = {"policy", "GPUFAAS_POLICY", "lru|gds|gdsf", D_TEXT, "lru", 0,
                   "device-tier eviction: LRU, GreedyDual-Size or GreedyDual-Size-Frequency"},
-    [F_REPLICATE] = {"replicate", "GPUFAAS_REPLICATE", "on|off", D_TEXT, "on", 0,
+    [F_REPLICATE] = {"replicate", "GPUFAAS_REPLICATE", "auto|on|off", D_TEXT, "auto", 0,
                      "prefetch a second replica of a function whose queue wait passes half its "
-                     "SLO"},
+                     "SLO (auto: off when cpu workers are as many as the cores)"},
     [F_SCHEDULE] = {"schedule", "GPUFAAS_SCHEDULE", "ready-first|fifo", D_TEXT, "ready-first", 0,
                     "a worker's order: a request whose model is on the device may run while "
                     "the one ahead waits for its swap-in, or strictly arrival order"},
@@ -311,9 +311,10 @@ int gf_cmd_serve(int argc, char **argv)
     if (val[F_PIN_LIMIT] != NULL &&
         gf_size_parse(val[F_PIN_LIMIT], &gc.pin_limit, &err) != GF_OK)
         return serve_bad("pin-limit", gf_err_msg(&err));
-    bool replicate;
-    if (!parse_bool(val[F_REPLICATE], &replicate))
-        return serve_bad("replicate", "expected on or off");
+    bool replicate = true;
+    gc.replicate_auto = strcmp(val[F_REPLICATE], "auto") == 0;
+    if (!gc.replicate_auto && !parse_bool(val[F_REPLICATE], &replicate))
+        return serve_bad("replicate", "expected auto, on or off");
     gc.no_replicate = !replicate;
     if (strcmp(val[F_SCHEDULE], "fifo") != 0 && strcmp(val[F_SCHEDULE], "ready-first") != 0)
         return serve_bad("schedule", "expected ready-first or fifo");

@@ -87,6 +87,9 @@ typedef struct gf_gw_config {
                                     hold (0 = half the device budget) */
     bool no_replicate;           /* never prefetch a second replica of a function whose queue
                                     wait passes half its SLO (benchmarks measure the lever) */
+    bool replicate_auto;         /* decide no_replicate when the workers are known: off where
+                                    every worker is a cpu worker and they are at least as many
+                                    as the machine's cores (gw_replicas_add_compute) */
     bool schedule_fifo;          /* workers run requests strictly in arrival order (else
                                     ready-first; benchmarks measure the lever) */
     bool swap_order_arrival;     /* workers' swap-ins take the link in the order they began

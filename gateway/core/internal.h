@@ -554,6 +554,12 @@ double gw_route_predict_us(gf_gw *gw, gw_version *v);
 /* After routing v to w with an estimated queue wait: start a second replica
  * on another worker when the wait exceeds half the SLO (lock held). */
 void gw_route_replicate(gf_gw *gw, gw_version *v, gw_worker *chosen);
+/* Whether a second replica can add compute on this machine: false when
+ * every worker is a cpu worker and there are at least `cores` of them
+ * (they all run on those cores, so a replica adds only a second swap and a
+ * second copy in device memory: measured in docs/performance.md, "Levers");
+ * true otherwise (a cuda worker has its own device). */
+bool gw_replicas_add_compute(const gf_gw *gw, long cores);
 /* Queue a frame to worker w (takes a reference). Lock held or not. When
  * the queue is idle the frame is written from the calling thread (saving the
  * writer's wake-up), at once, or, inside gw_send_defer_begin/end, at the

@@ -15,6 +15,8 @@
  * that worker's queue outweighs a swap elsewhere. A function whose queue
  * wait exceeds half its SLO gets a second replica prefetched on another
  * worker. */
+#include <string.h>
+
 #include "core/log.h"
 #include "gateway/core/internal.h"
 
@@ -79,6 +81,14 @@ double gw_route_predict_us(gf_gw *gw, gw_version *v)
             best = cost;
     }
     return best;
+}
+
+bool gw_replicas_add_compute(const gf_gw *gw, long cores)
+{
+    int cpu = 0;
+    for (int i = 0; i < gw->n_workers; i++)
+        cpu += strncmp(gw->workers[i].device, "cpu", 3) == 0;
+    return cpu < gw->n_workers || (long)gw->n_workers < cores;
 }
 
 void gw_route_replicate(gf_gw *gw, gw_version *v, gw_worker *chosen)

@@ -334,6 +334,13 @@ gf_status gw_workers_start(gf_gw *gw, gf_err *err)
     gf_status st = parse_devices(gw, gw->cfg.devices, err);
     if (st != GF_OK)
         return st;
+    if (gw->cfg.replicate_auto) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        gw->cfg.no_replicate = !gw_replicas_add_compute(gw, cores);
+        if (gw->cfg.no_replicate)
+            GF_LOG_I("replication off (--replicate auto): %d cpu workers on %ld cores", gw->n_workers,
+                     cores);
+    }
     for (int i = 0; i < gw->n_workers; i++) {
         gw_worker *w = &gw->workers[i];
         w->gw = gw;

@@ -64,7 +64,7 @@ START_TEST(test_serve_flags)
         const char *want;
     } bad[] = {
         {"--policy", "foo", "--policy: expected lru, gds or gdsf"},
-        {"--replicate", "maybe", "--replicate: expected on or off"},
+        {"--replicate", "maybe", "--replicate: expected auto, on or off"},
         {"--schedule", "lifo", "--schedule: expected ready-first or fifo"},
         {"--pin-limit", "lots", "--pin-limit: 'lots' is not a size"},
         {"--page-size", "1K", "--page-size: between 4K and 1G"},

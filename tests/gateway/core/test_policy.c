@@ -5,6 +5,7 @@
  * the core keeps it (gateway/core/internal.h); no worker, no thread. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,25 @@ END_TEST
 
 /* Who may be chosen: only workers that are up and not excluded; a tie goes
  * to the one with fewer batches in flight; none up: NULL. */
+/* --replicate auto: a replica adds compute unless every worker is a cpu
+ * worker and they are at least as many as the cores (all on the same
+ * cores); a cuda worker has its own device. */
+START_TEST(test_replicas_add_compute)
+{
+    gf_gw *gw = gw_with(2);
+    snprintf(gw->workers[0].device, sizeof gw->workers[0].device, "cpu:0");
+    snprintf(gw->workers[1].device, sizeof gw->workers[1].device, "cpu:1");
+    ck_assert(!gw_replicas_add_compute(gw, 2));
+    ck_assert(!gw_replicas_add_compute(gw, 1));
+    ck_assert(gw_replicas_add_compute(gw, 4)); /* two cores no worker runs on */
+    snprintf(gw->workers[1].device, sizeof gw->workers[1].device, "cuda:0");
+    ck_assert(gw_replicas_add_compute(gw, 2));
+    snprintf(gw->workers[0].device, sizeof gw->workers[0].device, "cuda:1");
+    ck_assert(gw_replicas_add_compute(gw, 1));
+    free(gw);
+}
+END_TEST
+
 START_TEST(test_route_candidates)
 {
     gf_gw *gw = gw_with(3);
@@ -321,6 +341,7 @@ int main(void)
     tcase_add_test(tc, test_route_swap_term);
     tcase_add_test(tc, test_route_exec_term);
     tcase_add_test(tc, test_route_candidates);
+    tcase_add_test(tc, test_replicas_add_compute);
     tcase_add_test(tc, test_take_batch_selection);
     tcase_add_test(tc, test_take_batch_unbatchable_and_big_head);
     tcase_add_test(tc, test_batch_due);
