@@ -6,6 +6,7 @@
  * on it, so they accept exactly the same texts with the same messages. */
 #include "core/json.h"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,6 +168,55 @@ static bool digit(const gf_json_lexer *l)
     return l->pos < l->len && l->s[l->pos] >= '0' && l->s[l->pos] <= '9';
 }
 
+/* The double nearest to the number s[0, len) (already checked against
+ * JSON's grammar) when that is one correctly rounded operation away: a
+ * significand w of at most 19 digits below 2^53 and a decimal exponent e
+ * with |e| <= 22 make w and 10^|e| exact doubles, so w * 10^e or w / 10^e,
+ * rounded once, is what strtod returns (Clinger's fast path). Otherwise
+ * false, and strtod decides. Tensor data sent as JSON is mostly such
+ * numbers, and strtod was the largest cost of parsing them. */
+static bool fast_double(const char *s, size_t len, double *out)
+{
+#if FLT_EVAL_METHOD == 0
+    static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    size_t k = 0;
+    bool neg = s[0] == '-';
+    k += neg;
+    uint64_t w = 0;
+    int digits = 0, e = 0;
+    for (; k < len && s[k] >= '0' && s[k] <= '9'; k++, digits++)
+        w = w * 10 + (uint64_t)(s[k] - '0');
+    if (k < len && s[k] == '.')
+        for (k++; k < len && s[k] >= '0' && s[k] <= '9'; k++, digits++, e--)
+            w = w * 10 + (uint64_t)(s[k] - '0');
+    if (digits > 19)
+        return false; /* w may have wrapped */
+    if (k < len && (s[k] == 'e' || s[k] == 'E')) {
+        k++;
+        bool eneg = s[k] == '-';
+        k += s[k] == '-' || s[k] == '+';
+        int x = 0;
+        for (; k < len && s[k] >= '0' && s[k] <= '9'; k++)
+            if ((x = x * 10 + (s[k] - '0')) > 1000)
+                return false;
+        e += eneg ? -x : x;
+    }
+    if (w > ((uint64_t)1 << 53) || e < -22 || e > 22)
+        return false;
+    double d = (double)w;
+    d = e < 0 ? d / pow10[-e] : d * pow10[e];
+    *out = neg ? -d : d;
+    return true;
+#else
+    (void)s;
+    (void)len;
+    (void)out;
+    return false;
+#endif
+}
+
 gf_status gf_json_lex_number(gf_json_lexer *l, gf_json_num *n)
 {
     gf_json_lex_peek(l);
@@ -236,6 +286,8 @@ gf_status gf_json_lex_number(gf_json_lexer *l, gf_json_num *n)
             return GF_OK;
         }
     }
+    if (fast_double(l->s + start, l->pos - start, &n->d))
+        return GF_OK;
     /* strtod needs a terminated copy; numbers are short, but do not trust it */
     size_t len = l->pos - start;
     char small[64];

@@ -78,6 +78,69 @@ START_TEST(test_integers)
 }
 END_TEST
 
+/* Every non-integer number reads as the double strtod gives, bit for bit:
+ * the lexer's fast path (short significands, small exponents) and strtod's
+ * slow one agree on edge cases and on 50,000 random numbers of every shape. */
+static void num_matches_strtod(const char *text)
+{
+    gf_json_lexer l;
+    gf_err err;
+    gf_err_clear(&err);
+    gf_json_lexer_init(&l, text, strlen(text), 8, &err);
+    gf_json_num n;
+    ck_assert_msg(gf_json_lex_number(&l, &n) == GF_OK, "%s: %s", text, err.msg);
+    double want = strtod(text, NULL);
+    ck_assert_msg(memcmp(&n.d, &want, sizeof want) == 0, "%s: %.17g, strtod %.17g", text, n.d,
+                  want);
+}
+
+START_TEST(test_numbers_as_strtod)
+{
+    static const char *const edge[] = {
+        "0.0", "-0.0", "0e0", "-0e-5", "1.5", "-2.25e3", "0.1", "0.3", "1e22", "1e23",
+        "1e-22", "1e-23", "9007199254740992.5", "9007199254740993e0", "9007199254740992e22",
+        "123456789012345678.9", "1234567890123456789.0", "12345678901234567890.0",
+        "0.000000000000000000001", "4.9e-324", "2.4703282292062327e-324", "1.7976931348623157e308",
+        "1e309", "-1e400", "1e-400", "3.4028235e38", "1.17549435e-38", "0.1e1", "00.5e0",
+        "1E+2", "1e+0022", "1e-0022", "5e-1000", "2.2250738585072011e-308",
+    };
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        if (strncmp(edge[i], "00", 2) != 0) /* a leading zero is not JSON */
+            num_matches_strtod(edge[i]);
+    unsigned seed = 12345;
+    for (int i = 0; i < 50000; i++) {
+        char t[64];
+        int p = 0;
+        if (rand_r(&seed) % 2)
+            t[p++] = '-';
+        int ints = 1 + rand_r(&seed) % 12, fracs = 1 + rand_r(&seed) % 14;
+        t[p++] = (char)('1' + rand_r(&seed) % 9);
+        if (rand_r(&seed) % 4 == 0) { /* 0.xxx */
+            t[p - 1] = '0';
+            ints = 1;
+        }
+        for (int k = 1; k < ints; k++)
+            t[p++] = (char)('0' + rand_r(&seed) % 10);
+        t[p++] = '.';
+        for (int k = 0; k < fracs; k++)
+            t[p++] = (char)('0' + rand_r(&seed) % 10);
+        if (rand_r(&seed) % 2)
+            p += snprintf(t + p, sizeof t - (size_t)p, "e%d", (int)(rand_r(&seed) % 61) - 30);
+        t[p] = '\0';
+        num_matches_strtod(t);
+        /* and a float's shortest forms, as clients print them */
+        float f;
+        uint32_t bits = (uint32_t)rand_r(&seed) ^ ((uint32_t)rand_r(&seed) << 16);
+        memcpy(&f, &bits, sizeof f);
+        if (isfinite(f)) {
+            snprintf(t, sizeof t, "%.9g", (double)f);
+            if (strchr(t, '.') != NULL || strchr(t, 'e') != NULL)
+                num_matches_strtod(t);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_strings)
 {
     gf_json_doc *doc =
@@ -267,6 +330,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_values);
     tcase_add_test(tc, test_integers);
+    tcase_add_test(tc, test_numbers_as_strtod);
     tcase_add_test(tc, test_strings);
     tcase_add_test(tc, test_rejects);
     tcase_add_test(tc, test_depth_limit_and_no_nul_termination);
