@@ -14,6 +14,7 @@
 #include "core/bytes.h"
 #include "core/copies.h"
 #include "core/dtype.h"
+#include "core/floatfmt.h"
 #include "core/tensor.h"
 
 /* Shortest of %.7g / %.9g that reads back as the same float. */
@@ -26,10 +27,10 @@ static gf_status put_float(gf_buf *b, float f)
     if (f == 0 && signbit(f))
         return gf_buf_append_str(b, "-0.0"); /* "-0" reads back as the integer 0 */
     char tmp[32];
-    snprintf(tmp, sizeof tmp, "%.7g", (double)f);
+    int n = gf_fmt_float_g(tmp, f, 7); /* what "%.7g" writes, without printf */
     if (strtof(tmp, NULL) != f)
-        snprintf(tmp, sizeof tmp, "%.9g", (double)f);
-    return gf_buf_append_str(b, tmp);
+        n = gf_fmt_float_g(tmp, f, 9);
+    return gf_buf_append(b, tmp, (size_t)n);
 }
 
 static gf_status put_double(gf_buf *b, double d)

@@ -1,6 +1,8 @@
 /* Tests for runtime/core: errors, logging, byte buffers, UTF-8, tensors, fault specs. */
 #include <check.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "core/ema.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/floatfmt.h"
 #include "core/log.h"
 #include "core/path.h"
 #include "core/tensor.h"
@@ -268,6 +271,53 @@ END_TEST
 /* Derived files are named by the model key: readable when the key is a safe
  * file name, otherwise made safe with a hash, and never the same for two
  * keys. */
+/* gf_fmt_float_g writes exactly what snprintf's %.Ng does, at every
+ * precision, for edge values and for 60,000 random float bit patterns
+ * (normal, subnormal, near powers of ten and near rounding ties). */
+static void fmt_matches(float f, int prec)
+{
+    char got[32], want[32];
+    int n = gf_fmt_float_g(got, f, prec);
+    snprintf(want, sizeof want, "%.*g", prec, (double)f);
+    ck_assert_msg(strcmp(got, want) == 0, "%%.%dg of %a: '%s', snprintf '%s'", prec, (double)f,
+                  got, want);
+    ck_assert_int_eq(n, (int)strlen(want));
+}
+
+START_TEST(test_float_format)
+{
+    static const float edge[] = {0.0f,     -0.0f,   1.0f,      -1.0f,    0.5f,    0.1f,
+                                 1e-5f,    1e-4f,   9.9999e-5f, 1e6f,     1e7f,    9999999.0f,
+                                 99999999.0f, 1e9f, 123456789.0f, 3.4028235e38f, 1.17549435e-38f,
+                                 1.4e-45f, 1e-45f,  2.5f,      0.125f,   1e38f,   1e-38f,
+                                 0.0001f,  0.00001f, 100000.0f, 999999.5f, 0.3f,  16777216.0f};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        for (int p = 1; p <= 9; p++)
+            fmt_matches(edge[i], p);
+    unsigned seed = 4242;
+    for (int i = 0; i < 60000; i++) {
+        uint32_t bits = (uint32_t)rand_r(&seed) ^ ((uint32_t)rand_r(&seed) << 16);
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        if (i % 3 == 1) /* values such as a model outputs */
+            f = (float)((double)rand_r(&seed) / RAND_MAX * 20.0 - 10.0);
+        if (i % 3 == 2) /* a short decimal, and its neighbours */
+            f = nextafterf((float)(rand_r(&seed) % 100000) / 1000.0f,
+                           (rand_r(&seed) % 2) ? INFINITY : -INFINITY);
+        if (!isfinite(f))
+            continue;
+        fmt_matches(f, 7);
+        fmt_matches(f, 9);
+        fmt_matches(f, 1 + i % 9);
+    }
+    char out[32];
+    gf_fmt_float_g(out, NAN, 7);
+    ck_assert_str_eq(out, "nan");
+    gf_fmt_float_g(out, -INFINITY, 9);
+    ck_assert_str_eq(out, "-inf");
+}
+END_TEST
+
 START_TEST(test_derived_name)
 {
     char *n = gf_derived_name("resnet18@3");
@@ -310,6 +360,7 @@ int main(void)
     tcase_add_test(tc, test_ema);
     tcase_add_test(tc, test_tier_names);
     tcase_add_test(tc, test_derived_name);
+    tcase_add_test(tc, test_float_format);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
