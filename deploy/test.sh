@@ -24,6 +24,32 @@ fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
+failed_dirs=()
+
+# What failed, named again at the very end: a CI log is often read from its
+# tail, and meson's own summary sits above the later configurations' output.
+summarize_failures() { # build dir
+  python3 - "$1/meson-logs/testlog.json" <<'PY' || true
+import json, sys
+path = sys.argv[1]
+try:
+    lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+except OSError as e:
+    print(f"    (no test log: {e})"); sys.exit(0)
+for line in lines:
+    try:
+        t = json.loads(line)
+    except ValueError:
+        continue
+    if t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+        continue
+    print(f"--- {t.get('name')}: {t.get('result')} "
+          f"(exit {t.get('returncode')}, {t.get('duration', 0):.1f} s)")
+    out = (t.get("stdout") or "") + (t.get("stderr") or "")
+    for l in out.splitlines()[-40:]:
+        print("    " + l[:300])
+PY
+}
 
 run_config() { # name, meson options...
   local dir=$1; shift
@@ -36,6 +62,7 @@ run_config() { # name, meson options...
   say "testing $dir"
   if ! meson test -C "$dir" --print-errorlogs --num-processes "$jobs"; then
     say "FAILED: tests in $dir (log: $dir/meson-logs/testlog.txt)"
+    failed_dirs+=("$dir")
     status=1
   fi
 }
@@ -59,6 +86,10 @@ took=$(( $(date +%s) - start ))
 if [ "$status" = 0 ]; then
   say "all tests passed in both configurations (${took}s)"
 else
+  for dir in "${failed_dirs[@]}"; do
+    say "failed in $dir (each with the end of its output):"
+    summarize_failures "$dir"
+  done
   say "some tests failed (${took}s)"
 fi
 exit "$status"
