@@ -211,15 +211,15 @@ START_TEST(test_commit_interval)
     ck_assert_int_eq(gf_store_log_invocation(s, &r), GF_OK);
     int64_t n = 0;
     double ms = 0;
-    while (n == 0 && ms < 2000) {
+    while (n == 0 && ms < 10000) {
         usleep(2000);
         n = st_q_int(db, "SELECT count(*) FROM invocations");
         clock_gettime(CLOCK_MONOTONIC, &t1);
         ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
     }
+    /* 20 ms interval, nobody flushing: without the timer it would never
+     * commit. No tighter bound: a loaded machine may delay the timer. */
     ck_assert_msg(n == 1, "not committed after %.0f ms", ms);
-    /* 20 ms interval; allow a loaded 2-core machine plenty of slack */
-    ck_assert_msg(ms < 500, "committed only after %.0f ms", ms);
     sqlite3_close(db);
     st_close(s);
 }
@@ -349,7 +349,9 @@ START_TEST(test_queue_full_drops_and_counts)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-    ck_assert_msg(ms < 100, "2000 handovers took %.1f ms while the database was locked", ms);
+    /* blocking on the lock would cost busy_timeout (30 ms) per call, 60 s
+     * for 2000; a tenth of that leaves any loaded machine its slack */
+    ck_assert_msg(ms < 6000, "2000 handovers took %.1f ms while the database was locked", ms);
     ck_assert_int_le(ok, 64);
     ck_assert_int_ge(busy, 2000 - 64);
     gf_store_stats stats;
