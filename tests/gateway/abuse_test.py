@@ -191,7 +191,14 @@ def scenario_connections(tmp):
         st, _, _, took = get(port, "/v2/health/live", src="127.0.0.3")
         check(st == 200 and took < 2, f"connections: another client is served while one tries "
                                       f"to hold 80 of 64 connections ({took:.2f} s)")
-        alive = [s for s in flood if not closed(s, 0.05)]
+        # the ones over twice its limit are closed; a loaded machine may take a
+        # moment to get to them
+        alive, deadline = flood, time.monotonic() + 10
+        while True:
+            alive = [s for s in alive if not closed(s, 0.05)]
+            if len(alive) <= 16 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         check(len(alive) <= 16, f"connections: the flooding client holds at most twice its "
                                 f"limit ({len(alive)})")
         flood = alive
