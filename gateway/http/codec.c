@@ -134,6 +134,23 @@ static gf_status parse_tensor_params(gf_parse_ctx *c, const char *what, const ch
     }
 }
 
+
+/* Make room for element n of *arr (capacity *cap, elements of size elem,
+ * zeroed when new); n < GF_MANIFEST_MAX_IO is checked by the caller. */
+static gf_status grow(gf_parse_ctx *c, void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return GF_OK;
+    size_t ncap = *cap * 2 < GF_MANIFEST_MAX_IO ? *cap * 2 : GF_MANIFEST_MAX_IO;
+    char *a = realloc(*arr, ncap * elem);
+    if (a == NULL)
+        return gf_codec_nomem(&c->j);
+    memset(a + *cap * elem, 0, (ncap - *cap) * elem);
+    *arr = a;
+    *cap = ncap;
+    return GF_OK;
+}
+
 static gf_status parse_input(gf_parse_ctx *c)
 {
     gf_json_lexer *j = &c->j;
@@ -212,6 +229,9 @@ static gf_status parse_input(gf_parse_ctx *c)
         st = gf_err_set(j->err, GF_ERR_INVALID, "more than %d inputs", GF_MANIFEST_MAX_IO);
         goto out;
     }
+    if ((st = grow(c, (void **)&c->r->inputs, &c->cap_inputs, c->r->n_inputs,
+                   sizeof *c->r->inputs)) != GF_OK)
+        goto out;
     st = gf_codec_input_finish(c, &in, &c->r->inputs[c->r->n_inputs]);
     if (st == GF_OK)
         c->r->n_inputs++;
@@ -288,6 +308,9 @@ static gf_status parse_output_sel(gf_parse_ctx *c)
                         GF_MANIFEST_MAX_IO);
         goto fail;
     }
+    if ((st = grow(c, (void **)&c->r->outputs, &c->cap_outputs, c->r->n_outputs,
+                   sizeof *c->r->outputs)) != GF_OK)
+        goto fail;
     c->r->outputs[c->r->n_outputs++] = sel;
     return GF_OK;
 fail:
@@ -471,8 +494,11 @@ gf_status gf_codec_request_parse(const char *body, size_t len, const char *heade
     gf_buf_init(&c.key);
     gf_buf_init(&c.str);
     gf_status st;
-    out->inputs = calloc(GF_MANIFEST_MAX_IO, sizeof *out->inputs);
-    out->outputs = calloc(GF_MANIFEST_MAX_IO, sizeof *out->outputs);
+    /* room for a few; grown as inputs and outputs come (zeroing 64 of each was
+     * ~15 KB of memset per request) */
+    c.cap_inputs = c.cap_outputs = 4;
+    out->inputs = calloc(c.cap_inputs, sizeof *out->inputs);
+    out->outputs = calloc(c.cap_outputs, sizeof *out->outputs);
     if (out->inputs == NULL || out->outputs == NULL)
         st = gf_codec_nomem(&c.j);
     else

@@ -21,6 +21,7 @@ typedef struct gf_parse_ctx {
     size_t bin_used; /* claimed by inputs so far */
     gf_hold *bin_hold; /* the body's owner (gf_codec_opts.body_hold), or NULL */
     gf_codec_request *r;
+    size_t cap_inputs, cap_outputs; /* of r->inputs / r->outputs, grown to GF_MANIFEST_MAX_IO */
     gf_shm_table *shm; /* NULL: shared memory refused */
 } gf_parse_ctx;
 

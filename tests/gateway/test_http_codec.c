@@ -178,6 +178,48 @@ START_TEST(test_outputs_and_parameters)
 }
 END_TEST
 
+/* The arrays of inputs and requested outputs grow as they come: all 64 a
+ * manifest may have are kept, in order, with their data; a 65th is refused. */
+START_TEST(test_many_inputs_and_outputs)
+{
+    for (int n = 63; n <= 65; n++) {
+        gf_buf b;
+        gf_buf_init(&b);
+        gf_buf_append_str(&b, "{\"inputs\":[");
+        for (int i = 0; i < n; i++)
+            gf_buf_printf(&b, "%s{\"name\":\"in%d\",\"datatype\":\"INT32\",\"shape\":[2],"
+                          "\"data\":[%d,%d]}", i ? "," : "", i, i, -i);
+        gf_buf_append_str(&b, "],\"outputs\":[");
+        for (int i = 0; i < (n < 65 ? n : 1); i++)
+            gf_buf_printf(&b, "%s{\"name\":\"out%d\"}", i ? "," : "", i);
+        gf_buf_append_str(&b, "]}");
+        gf_codec_request r;
+        gf_err err;
+        gf_status st = parse(b.data, &r, &err);
+        if (n == 65) {
+            ck_assert_int_eq(st, GF_ERR_INVALID);
+            ck_assert_msg(strstr(err.msg, "more than 64 inputs") != NULL, "%s", err.msg);
+        } else {
+            ck_assert_msg(st == GF_OK, "%d: %s", n, err.msg);
+            ck_assert_uint_eq(r.n_inputs, (size_t)n);
+            ck_assert_uint_eq(r.n_outputs, (size_t)n);
+            for (int i = 0; i < n; i++) {
+                char name[16];
+                snprintf(name, sizeof name, "in%d", i);
+                ck_assert_str_eq(r.inputs[i].name, name);
+                ck_assert_int_eq(((const int32_t *)r.inputs[i].t.data)[1], -i);
+                snprintf(name, sizeof name, "out%d", i);
+                ck_assert_str_eq(r.outputs[i].name, name);
+                ck_assert_int_eq(r.outputs[i].binary, -1);
+                ck_assert_ptr_null(r.outputs[i].shm);
+            }
+            gf_codec_request_deinit(&r);
+        }
+        gf_buf_deinit(&b);
+    }
+}
+END_TEST
+
 START_TEST(test_malformed_json)
 {
     expect_bad("", "empty body");
@@ -751,6 +793,7 @@ static Suite *codec_suite(void)
     tcase_add_test(tc, test_every_dtype);
     tcase_add_test(tc, test_fp_range_edges);
     tcase_add_test(tc, test_outputs_and_parameters);
+    tcase_add_test(tc, test_many_inputs_and_outputs);
     tcase_add_test(tc, test_malformed_json);
     tcase_add_test(tc, test_nesting_too_deep);
     tcase_add_test(tc, test_bad_tensors);
