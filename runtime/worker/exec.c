@@ -158,6 +158,15 @@ static wreq *ready_first(gf_worker *w, wreq *cur)
     for (wreq *r = cur->next; r != NULL; r = r->next)
         if (r->m != cur->m && r->m->prep == WM_READY && gf_cache_model_on_device(r->m->cm))
             return r;
+    /* a request that arrived while a lease was being taken ahead (by us, for
+     * cur) found the reader unable to take its own: take it before waiting,
+     * or its swap would start only once cur's had landed and run */
+    int k = 0;
+    for (wreq *r = w->q_head; r != NULL && k < GF_WORKER_AHEAD; r = r->next, k++)
+        if (ahead_due(w, r)) {
+            lease_ahead_of(w, r);
+            return NULL;
+        }
     /* woken by the load's event (wk_on_cache_event), a new request or a stop */
     pthread_cond_wait(&w->exec_cond, &w->lock);
     return NULL;
