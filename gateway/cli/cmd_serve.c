@@ -119,9 +119,11 @@ static const struct {
     [F_REPLICATE] = {"replicate", "GPUFAAS_REPLICATE", "auto|on|off", D_TEXT, "auto", 0,
                      "prefetch a second replica of a function whose queue wait passes half its "
                      "SLO (auto: off when cpu workers are as many as the cores)"},
-    [F_SCHEDULE] = {"schedule", "GPUFAAS_SCHEDULE", "ready-first|fifo", D_TEXT, "ready-first", 0,
+    [F_SCHEDULE] = {"schedule", "GPUFAAS_SCHEDULE", "deadline|ready-first|fifo", D_TEXT,
+                    "deadline", 0,
                     "a worker's order: a request whose model is on the device may run while "
-                    "the one ahead waits for its swap-in, or strictly arrival order"},
+                    "the one ahead waits for its swap-in (ready-first), and of those that can "
+                    "run the one due soonest first (deadline), or strictly arrival order"},
     [F_SWAP_ORDER] = {"swap-order", "GPUFAAS_SWAP_ORDER", "deadline|arrival", D_TEXT, "deadline",
                       0, "the order a worker's swap-ins share its link in: the one due soonest "
                       "(its request's arrival + SLO) first, a slice at a time, or as they began"},
@@ -316,9 +318,10 @@ int gf_cmd_serve(int argc, char **argv)
     if (!gc.replicate_auto && !parse_bool(val[F_REPLICATE], &replicate))
         return serve_bad("replicate", "expected auto, on or off");
     gc.no_replicate = !replicate;
-    if (strcmp(val[F_SCHEDULE], "fifo") != 0 && strcmp(val[F_SCHEDULE], "ready-first") != 0)
-        return serve_bad("schedule", "expected ready-first or fifo");
-    gc.schedule_fifo = strcmp(val[F_SCHEDULE], "fifo") == 0;
+    if (strcmp(val[F_SCHEDULE], "fifo") != 0 && strcmp(val[F_SCHEDULE], "ready-first") != 0 &&
+        strcmp(val[F_SCHEDULE], "deadline") != 0)
+        return serve_bad("schedule", "expected deadline, ready-first or fifo");
+    gc.schedule = val[F_SCHEDULE];
     if (strcmp(val[F_SWAP_ORDER], "deadline") != 0 && strcmp(val[F_SWAP_ORDER], "arrival") != 0)
         return serve_bad("swap-order", "expected deadline or arrival");
     gc.swap_order_arrival = strcmp(val[F_SWAP_ORDER], "arrival") == 0;

@@ -90,8 +90,8 @@ typedef struct gf_gw_config {
     bool replicate_auto;         /* decide no_replicate when the workers are known: off where
                                     every worker is a cpu worker and they are at least as many
                                     as the machine's cores (gw_replicas_add_compute) */
-    bool schedule_fifo;          /* workers run requests strictly in arrival order (else
-                                    ready-first; benchmarks measure the lever) */
+    const char *schedule;        /* the workers' --schedule: deadline, ready-first or fifo
+                                    (NULL: their default, deadline; benchmarks measure them) */
     bool swap_order_arrival;     /* workers' swap-ins take the link in the order they began
                                     (else the earliest due first; benchmarks' control) */
     const char *const *plugins;  /* shared objects of plugin kinds the workers may load

@@ -94,9 +94,9 @@ static gf_status spawn(gf_gw *gw, gw_worker *w, gf_err *err)
         argv[a++] = "--pin-limit";
         argv[a++] = pin;
     }
-    if (gw->cfg.schedule_fifo) {
+    if (gw->cfg.schedule != NULL) {
         argv[a++] = "--schedule";
-        argv[a++] = "fifo";
+        argv[a++] = gw->cfg.schedule;
     }
     if (gw->cfg.swap_order_arrival) {
         argv[a++] = "--swap-order";

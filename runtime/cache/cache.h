@@ -185,7 +185,8 @@ gf_status gf_cache_acquire(gf_cache *c, gf_cache_model *m, gf_lease **out, gf_er
  * copy stream between the loads under way a slice at a time, the earliest
  * due first, so a small load due soon overtakes a long one queued before
  * it. A load no lease gave a deadline (a prefetch, gf_cache_acquire) is due
- * one second after it began. */
+ * GF_CACHE_UNDUE_US (one second) after it began. */
+#define GF_CACHE_UNDUE_US 1000000u
 gf_status gf_cache_acquire_by(gf_cache *c, gf_cache_model *m, uint64_t due_us, gf_lease **out,
                               gf_err *err);
 

@@ -26,7 +26,6 @@
 #define GF_CACHE_SLICE_US 500.0
 #define GF_CACHE_SLICE_MIN ((size_t)64 << 10)
 #define GF_CACHE_WINDOW 4
-#define GF_CACHE_UNDUE_US 1000000u
 
 typedef enum { DEV_ABSENT = 0, DEV_LOADING = 1, DEV_READY = 2, DEV_FAILED = 3 } dev_state;
 typedef enum { JOB_DEVICE = 0, JOB_HOST = 1 } job_kind;

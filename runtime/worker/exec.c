@@ -1,6 +1,7 @@
 /* gpufaas — the worker process: the executor thread — leases (and the one
  * taken ahead, so the next model swaps in during this compute), the order
- * requests run in (ready-first), and INFER on the compute stream. */
+ * requests run in (ready-first; by deadline among those that can run), and
+ * INFER on the compute stream. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -170,6 +171,43 @@ static wreq *ready_first(gf_worker *w, wreq *cur)
     /* woken by the load's event (wk_on_cache_event), a new request or a stop */
     pthread_cond_wait(&w->exec_cond, &w->lock);
     return NULL;
+}
+
+/* The order key of --schedule deadline, the swaps' rule (loader.c's
+ * order_key): when r must start to meet its SLO (wk_request_due), or
+ * GF_CACHE_UNDUE_US after its arrival without one; one already past that
+ * counts GF_CACHE_UNDUE_US later, behind those that can still make it (it
+ * is late either way, and would make them late too) but not for ever.
+ * w->lock held. */
+static uint64_t deadline_key(const gf_worker *w, const wreq *r, uint64_t now)
+{
+    uint64_t due = wk_request_due(w, r);
+    if (due == 0)
+        return r->t_recv_us + GF_CACHE_UNDUE_US;
+    return due >= now ? due : due + GF_CACHE_UNDUE_US;
+}
+
+/* --schedule deadline: of chosen (what ready-first picked) and the queued
+ * requests whose model is on the device, the one due soonest. A request
+ * that has to load keeps its turn (ready-first starts its swap); only the
+ * ones that can run at once are reordered. w->lock held. */
+static wreq *by_deadline(gf_worker *w, wreq *chosen)
+{
+    if (!w->cfg.by_deadline || w->stopping || chosen->m->prep != WM_READY ||
+        !gf_cache_model_on_device(chosen->m->cm))
+        return chosen;
+    uint64_t now = gf_mono_us(), best_key = deadline_key(w, chosen, now);
+    wreq *best = chosen;
+    for (wreq *r = w->q_head; r != NULL; r = r->next) {
+        if (r == chosen || r->m->prep != WM_READY || !gf_cache_model_on_device(r->m->cm))
+            continue;
+        uint64_t k = deadline_key(w, r, now);
+        if (k < best_key) {
+            best = r;
+            best_key = k;
+        }
+    }
+    return best;
 }
 
 /* Acquire r's lease (r is the executor's, off the queue), waiting (never
@@ -471,6 +509,7 @@ void *wk_exec_main(void *arg)
             break;
         if ((cur = ready_first(w, cur)) == NULL)
             continue;
+        cur = by_deadline(w, cur);
         queue_unlink(w, cur); /* its turn came: a lease taken ahead stays its */
         w->running = cur->m;
         pthread_mutex_unlock(&w->lock);

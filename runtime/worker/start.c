@@ -32,6 +32,7 @@ void gf_worker_config_init(gf_worker_config *cfg)
     cfg->log_level = GF_LOG_DEFAULT;
     cfg->max_frame = GF_IPC_DEFAULT_MAX_FRAME;
     cfg->blas_threads = 1;
+    cfg->by_deadline = true;
 }
 
 static gf_status parse_int(const char *flag, const char *s, long lo, long hi, long *out,
@@ -102,10 +103,14 @@ gf_status gf_worker_parse_args(int argc, char **argv, gf_worker_config *cfg, gf_
             else
                 st = gf_err_set(err, GF_ERR_INVALID, "'%s' is not deadline or arrival", val);
         } else if (strcmp(name, "--schedule") == 0) {
-            if (strcmp(val, "fifo") == 0 || strcmp(val, "ready-first") == 0)
+            if (strcmp(val, "fifo") == 0 || strcmp(val, "ready-first") == 0 ||
+                strcmp(val, "deadline") == 0) {
                 cfg->fifo = strcmp(val, "fifo") == 0;
-            else
-                st = gf_err_set(err, GF_ERR_INVALID, "'%s' is not fifo or ready-first", val);
+                cfg->by_deadline = strcmp(val, "deadline") == 0;
+            } else {
+                st = gf_err_set(err, GF_ERR_INVALID, "'%s' is not deadline, ready-first or fifo",
+                                val);
+            }
         } else if (strcmp(name, "--state-dir") == 0) {
             cfg->state_dir = val;
         } else if (strcmp(name, "--fd") == 0) {

@@ -59,9 +59,11 @@ typedef struct gf_worker_config {
                                 default (2 MiB); benchmarks that scale models down scale it too */
     bool swaps_in_order;     /* swap-ins take the link in the order they began (--swap-order
                                 arrival), not the earliest due first (deadline) */
-    bool fifo;               /* run requests strictly in arrival order (--schedule fifo); by
-                                default a request whose model is on the device runs while the
-                                one ahead of it waits for its swap-in (ready-first) */
+    bool fifo;               /* run requests strictly in arrival order (--schedule fifo); else
+                                a request whose model is on the device runs while the one ahead
+                                of it waits for its swap-in (ready-first) */
+    bool by_deadline;        /* and of the requests that can run now, the one due soonest first
+                                (--schedule deadline, the default) */
 } gf_worker_config;
 
 /* Defaults for every field (fd = -1: none). */

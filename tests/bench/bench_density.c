@@ -6,7 +6,7 @@
  *                 [--device-memory BYTES] [--page-size BYTES] [--slo-multiple K]
  *                 [--ratio R] [--seconds S] [--warmup S] [--load F] [--max-ratio M]
  *                 [--keep DIR] [--trials N@RPS,... [--uncontrolled]]
- *                 [--schedule ready-first|fifo] [--variants "FLAGS;FLAGS;..."]
+ *                 [--schedule ready-first|deadline|fifo] [--variants "FLAGS;FLAGS;..."]
  *                 [--levers-at N] [--lever-rounds R]
  *
  * The mix. Functions are mlps (16 -> h -> h -> 1, FP32) whose weights
@@ -77,7 +77,7 @@ static void usage(void)
                     "cpu|cuda:N]\n  [--policies lru,gds,...] [--no-levers] [--scale X] "
                     "[--device-memory BYTES]\n  [--page-size BYTES] [--slo-multiple K] [--ratio R] "
                     "[--seconds S] [--warmup S]\n  [--load F] [--max-ratio M] [--keep DIR] "
-                    "[--trials N@RPS,... [--uncontrolled]]\n  [--schedule ready-first|fifo] [--variants "
+                    "[--trials N@RPS,... [--uncontrolled]]\n  [--schedule ready-first|deadline|fifo] [--variants "
                     "\"FLAGS;FLAGS;...\"]\n  [--levers-at N] [--lever-rounds R]\n");
     exit(2);
 }

@@ -65,7 +65,7 @@ START_TEST(test_serve_flags)
     } bad[] = {
         {"--policy", "foo", "--policy: expected lru, gds or gdsf"},
         {"--replicate", "maybe", "--replicate: expected auto, on or off"},
-        {"--schedule", "lifo", "--schedule: expected ready-first or fifo"},
+        {"--schedule", "lifo", "--schedule: expected deadline, ready-first or fifo"},
         {"--pin-limit", "lots", "--pin-limit: 'lots' is not a size"},
         {"--page-size", "1K", "--page-size: between 4K and 1G"},
         {"--cpu-copy-bandwidth", "fast", "--cpu-copy-bandwidth: 'fast' is not a size"},

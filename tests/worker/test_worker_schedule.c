@@ -1,8 +1,9 @@
 /* gpufaas tests — the order a real gpufaas-worker (path in GF_WORKER) runs
  * requests in. Ready-first (the default): while a request waits for its
  * model's swap-in, requests behind it whose model is on the device run, so
- * the compute stream is not idle behind a swap. --schedule fifo: strictly in
- * arrival order. The link is emulated (--copy-bandwidth) so the swap is
+ * the compute stream is not idle behind a swap. --schedule deadline:
+ * ready-first, and of the requests that can run the one due soonest.
+ * --schedule fifo: strictly in arrival order. The link is emulated (--copy-bandwidth) so the swap is
  * slow enough to order against. */
 #include <check.h>
 #include <stdio.h>
@@ -24,10 +25,10 @@ typedef struct {
     char *manifest;
 } smodel;
 
-static void smodel_make(smodel *t, const char *dir, const char *name, int layers,
-                        const int64_t *dims)
+static void smodel_make_batch(smodel *t, const char *dir, const char *name, int layers,
+                              const int64_t *dims, int max_batch)
 {
-    gf_test_mlp_make(&t->m, 7 + (uint64_t)strlen(name), layers, dims, false, 4);
+    gf_test_mlp_make(&t->m, 7 + (uint64_t)strlen(name), layers, dims, false, max_batch);
     char file[64];
     snprintf(file, sizeof file, "%s.safetensors", name);
     snprintf(t->key, sizeof t->key, "%s@1", name);
@@ -35,6 +36,12 @@ static void smodel_make(smodel *t, const char *dir, const char *name, int layers
     gf_err e;
     ck_assert_msg(gf_test_mlp_write(&t->m, t->path, GF_DT_F32, &e) == GF_OK, "%s", e.msg);
     t->manifest = gf_test_mlp_manifest(&t->m, name);
+}
+
+static void smodel_make(smodel *t, const char *dir, const char *name, int layers,
+                        const int64_t *dims)
+{
+    smodel_make_batch(t, dir, name, layers, dims, 4);
 }
 
 static void smodel_free(smodel *t)
@@ -56,21 +63,39 @@ static void load(gf_wh *w, const smodel *t, int32_t tier)
     gf_ipc_frame_deinit(&f);
 }
 
-/* Encode (not send) an INFER of one row of t; its id. */
-static uint64_t encode_infer(gf_wh *w, const smodel *t)
+#define MAX_ROWS 1024
+
+/* A worker on dir with the extra flags. */
+static void spawn(gf_wh *w, const char *dir, const char *const *extra, gf_err *e)
 {
-    static float x[64];
-    for (int i = 0; i < 64; i++)
-        x[i] = 0.01f * (float)i;
+    gf_err_clear(e);
+    ck_assert_msg(gf_wh_spawn(w, gf_test_prog("GF_WORKER"), dir, extra, NULL, true, RECV_MS,
+                              e) == GF_OK,
+                  "spawn: %s", gf_err_msg(e));
+}
+
+/* Encode (not send) an INFER of `rows` rows of t; its id. */
+static uint64_t encode_infer_rows(gf_wh *w, const smodel *t, int rows)
+{
+    static float x[MAX_ROWS * 16];
+    for (int i = 0; i < MAX_ROWS * 16; i++)
+        x[i] = 0.01f * (float)(i % 64);
     gf_ipc_tensor in = {.name = "x"};
-    int64_t shape[2] = {1, t->m.dims[0]};
-    ck_assert_int_le(t->m.dims[0], 64);
+    int64_t shape[2] = {rows, t->m.dims[0]};
+    ck_assert_int_le(t->m.dims[0], 16);
+    ck_assert_int_le(rows, MAX_ROWS);
     ck_assert_int_eq(gf_tensor_init(&in.t, GF_DT_F32, 2, shape, x, GF_MEM_HOST, -1, NULL),
                      GF_OK);
     gf_ipc_infer msg = {t->key, 1, &in, 0, 0, NULL};
     uint64_t id = gf_wh_id(w);
     ck_assert_int_eq(gf_ipc_encode_infer(&w->out, id, &msg, NULL), GF_OK);
     return id;
+}
+
+/* One row. */
+static uint64_t encode_infer(gf_wh *w, const smodel *t)
+{
+    return encode_infer_rows(w, t, 1);
 }
 
 /* A cold INFER of a large model (its swap takes about half a second), then
@@ -83,10 +108,7 @@ static int cold_answer_position(const char *schedule)
                            "8M", "--schedule", schedule, NULL};
     gf_wh w;
     gf_err e;
-    gf_err_clear(&e);
-    ck_assert_msg(gf_wh_spawn(&w, gf_test_prog("GF_WORKER"), dir, extra, NULL, true, RECV_MS,
-                              &e) == GF_OK,
-                  "spawn: %s", gf_err_msg(&e));
+    spawn(&w, dir, extra, &e);
     int64_t big_dims[] = {16, 1024, 1024, 16}; /* 4.3 MB: ~0.5 s over 8 MB/s */
     int64_t small_dims[] = {16, 64, 16};
     smodel big, small;
@@ -152,10 +174,7 @@ static void swap_order(const char *order, bool *small_first, uint64_t *small_tot
                            "8M", "--swap-order", order, NULL};
     gf_wh w;
     gf_err e;
-    gf_err_clear(&e);
-    ck_assert_msg(gf_wh_spawn(&w, gf_test_prog("GF_WORKER"), dir, extra, NULL, true, RECV_MS,
-                              &e) == GF_OK,
-                  "spawn: %s", gf_err_msg(&e));
+    spawn(&w, dir, extra, &e);
     int64_t big_dims[] = {16, 1024, 1024, 16}; /* 4.3 MB: ~0.5 s over 8 MB/s */
     int64_t small_dims[] = {16, 64, 16};       /* 5 KB: under a millisecond */
     smodel big, small;
@@ -196,6 +215,71 @@ static void swap_order(const char *order, bool *small_first, uint64_t *small_tot
     smodel_free(&small);
     gf_test_rmtree(dir);
 }
+
+/* --schedule deadline against ready-first: a long request (no SLO, about a
+ * second's worth of compute on one core, 1024 rows through 2048 x 2048) runs
+ * while two warm ones queue behind it, sent together after it: "loose" (an
+ * SLO of 60 s) first, then "tight" (30 s). Both SLOs are far beyond what
+ * the test takes, so neither is ever past hope. True when tight's answer
+ * came before loose's. */
+static bool tight_answered_first(const char *schedule)
+{
+    char *dir = gf_test_tmpdir();
+    const char *extra[] = {"--device-memory", "64M", "--host-memory", "0", "--schedule",
+                           schedule, NULL};
+    gf_wh w;
+    gf_err e;
+    spawn(&w, dir, extra, &e);
+    int64_t long_dims[] = {16, 2048, 2048, 16};
+    int64_t small_dims[] = {16, 64, 16};
+    smodel slow, loose, tight;
+    smodel_make_batch(&slow, dir, "slow", 3, long_dims, MAX_ROWS);
+    smodel_make(&loose, dir, "loose", 2, small_dims);
+    smodel_make(&tight, dir, "tight", 2, small_dims);
+    smodel_set_slo(&loose, 60000);
+    smodel_set_slo(&tight, 30000);
+    load(&w, &slow, GF_TIER_DEVICE);
+    load(&w, &loose, GF_TIER_DEVICE);
+    load(&w, &tight, GF_TIER_DEVICE);
+    uint64_t id_slow = encode_infer_rows(&w, &slow, MAX_ROWS);
+    uint64_t id_loose = encode_infer(&w, &loose);
+    uint64_t id_tight = encode_infer(&w, &tight);
+    ck_assert_int_eq(gf_wh_send(&w, &e), GF_OK);
+    int at_loose = -1, at_tight = -1;
+    for (int got = 0; got < 3; got++) {
+        gf_ipc_frame f;
+        ck_assert_msg(gf_wh_recv(&w, &f, RECV_MS, &e) == GF_OK, "%s", gf_err_msg(&e));
+        ck_assert_msg(f.h.type == GF_IPC_RESULT, "answer %d: frame type %d", got, f.h.type);
+        ck_assert(f.h.request_id == id_slow || f.h.request_id == id_loose ||
+                  f.h.request_id == id_tight);
+        if (f.h.request_id == id_loose)
+            at_loose = got;
+        if (f.h.request_id == id_tight)
+            at_tight = got;
+        gf_ipc_frame_deinit(&f);
+    }
+    ck_assert_int_eq(gf_wh_wait(&w, 10000, true), 0);
+    gf_wh_free(&w);
+    smodel_free(&slow);
+    smodel_free(&loose);
+    smodel_free(&tight);
+    gf_test_rmtree(dir);
+    return at_tight < at_loose;
+}
+
+START_TEST(test_deadline_schedule_runs_the_due_soonest)
+{
+    ck_assert_msg(tight_answered_first("deadline"),
+                  "the request due sooner was answered after the one queued ahead of it");
+}
+END_TEST
+
+START_TEST(test_ready_first_keeps_arrival_order_among_warm)
+{
+    ck_assert_msg(!tight_answered_first("ready-first"),
+                  "ready-first reordered two warm requests");
+}
+END_TEST
 
 START_TEST(test_deadline_swap_overtakes_a_long_one)
 {
@@ -245,6 +329,8 @@ int main(void)
     tcase_add_test(tc, test_fifo_keeps_arrival_order);
     tcase_add_test(tc, test_deadline_swap_overtakes_a_long_one);
     tcase_add_test(tc, test_arrival_swap_order_waits_behind_a_long_one);
+    tcase_add_test(tc, test_deadline_schedule_runs_the_due_soonest);
+    tcase_add_test(tc, test_ready_first_keeps_arrival_order_among_warm);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
