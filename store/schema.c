@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "core/fault.h"
+#include "core/log.h"
 
 /* A time column as readable UTC text with milliseconds. */
 #define GF_T(col) "strftime('%Y-%m-%d %H:%M:%f', " col " / 1e6, 'unixepoch')"
@@ -338,10 +339,12 @@ gf_status gf_store_schema_get_version(sqlite3 *db, int *out, gf_err *err)
     return GF_OK;
 }
 
-/* Run m->sql, one UPDATE of sqlite_schema that must change exactly one row,
- * as SQLite's procedure for definition changes that leave the stored rows
- * alone says (inside the caller's transaction): writable_schema on, the
- * UPDATE, schema_version + 1 (every connection re-reads the schema), off. */
+/* Run m->sql, one UPDATE of sqlite_schema that changes at most one row, as
+ * SQLite's procedure for definition changes that leave the stored rows alone
+ * says (inside the caller's transaction): writable_schema on, the UPDATE,
+ * schema_version + 1 (every connection re-reads the schema), off. A file
+ * whose definition is not the one expected keeps it (with a warning): the
+ * change is an optimisation, and the file is valid either way. */
 static gf_status gf_store_edit_schema(sqlite3 *db, const gf_store_migration *m, gf_err *err)
 {
     sqlite3_stmt *q = NULL;
@@ -360,11 +363,11 @@ static gf_status gf_store_edit_schema(sqlite3 *db, const gf_store_migration *m, 
     if (rc != SQLITE_OK)
         st = gf_err_set(err, gf_store_sqlite_status(rc), "migration %d (%s): %s", m->version,
                         m->summary, sqlite3_errmsg(db));
-    else if (sqlite3_changes(db) != 1)
-        st = gf_err_set(err, GF_ERR_FORMAT, "migration %d (%s): the definition to change was "
-                        "not found (%d rows changed)", m->version, m->summary,
-                        sqlite3_changes(db));
-    if (st == GF_OK) {
+    bool changed = st == GF_OK && sqlite3_changes(db) == 1;
+    if (st == GF_OK && !changed) /* edited by hand? a valid file all the same: keep it */
+        GF_LOG_W("store: migration %d (%s): the definition it changes is not the one expected "
+                 "in this file; left as it is", m->version, m->summary);
+    if (changed) {
         char pragma[64];
         snprintf(pragma, sizeof pragma, "PRAGMA schema_version = %d", version + 1);
         rc = sqlite3_exec(db, pragma, NULL, NULL, NULL);

@@ -24,7 +24,8 @@ typedef struct gf_store_migration {
     const char *sql;     /* statements, run with sqlite3_exec in one transaction */
     bool edits_schema;   /* sql is one UPDATE of sqlite_schema that changes a definition
                             and not the stored rows (a CHECK): it runs with
-                            writable_schema on and bumps schema_version */
+                            writable_schema on and bumps schema_version; a file
+                            without the definition it expects keeps its own */
 } gf_store_migration;
 
 /* The migrations, in order; gf_store_migrations[i].version == i + 1. */

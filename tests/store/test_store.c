@@ -247,6 +247,39 @@ START_TEST(test_slo_check_migrated)
 }
 END_TEST
 
+/* A file whose slo CHECK is not migration 3's text (edited by hand) still
+ * opens: migration 5 leaves that definition as it is, and the file reaches
+ * version 5 with its rows and its integrity. */
+START_TEST(test_slo_check_other_text_kept)
+{
+    sqlite3 *db = st_raw_open(ts_dbpath, 0);
+    gf_err err;
+    ck_assert_msg(gf_store_schema_migrate(db, 4, &err) == GF_OK, "%s", err.msg);
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "PRAGMA writable_schema = ON;"
+                                  "UPDATE sqlite_schema SET sql = replace(sql, 'slo IN (''met'', "
+                                  "''cold''', 'slo IN (''met'',''cold''') WHERE name = "
+                                  "'invocations';"
+                                  "PRAGMA writable_schema = OFF;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    db = st_raw_open(ts_dbpath, 0);
+    char *before = st_q_text(db, "SELECT sql FROM sqlite_schema WHERE name = 'invocations'");
+    ck_assert_ptr_nonnull(strstr(before, "'met','cold'"));
+    ck_assert_msg(gf_store_schema_migrate(db, 5, &err) == GF_OK, "%s", err.msg);
+    ck_assert_int_eq(st_q_int(db, "PRAGMA user_version"), 5);
+    char *after = st_q_text(db, "SELECT sql FROM sqlite_schema WHERE name = 'invocations'");
+    ck_assert_str_eq(after, before);
+    char *ok = st_q_text(db, "PRAGMA integrity_check");
+    ck_assert_str_eq(ok, "ok");
+    free(ok);
+    free(before);
+    free(after);
+    sqlite3_close(db);
+}
+END_TEST
+
 START_TEST(test_newer_schema_refused)
 {
     sqlite3 *db = st_raw_open(ts_dbpath, 0);
@@ -668,6 +701,7 @@ int main(void)
     tcase_add_test(tc, test_migration_table_well_formed);
     tcase_add_test(tc, test_migrate_from_every_version);
     tcase_add_test(tc, test_slo_check_migrated);
+    tcase_add_test(tc, test_slo_check_other_text_kept);
     tcase_add_test(tc, test_newer_schema_refused);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_migration_failure_rolls_back);
