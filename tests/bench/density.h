@@ -30,6 +30,7 @@ typedef struct dn_opts {
     bool levers;
     size_t levers_at;   /* > 0: no search; the levers at this many functions */
     int lever_rounds;   /* pairs (baseline, lever) per lever */
+    int repeats;        /* the search: trials per N, the majority decides */
     const char *keep;   /* keep the work directory here (NULL: a temporary one, removed) */
     const char *trials; /* "N@RPS,..." : run these trials instead of the search (RPS left
                            out: the run's rate) */
