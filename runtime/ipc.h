@@ -479,10 +479,12 @@ typedef struct gf_ipc_reader {
  * malloc'd unless r->pa is set after init (before the first frame).
  *
  * ZERO COPY. With nothing buffered the reader takes a header alone (24
- * bytes), then reads the payload straight into its buffer (readv: what
- * follows the frame goes to the read-ahead buffer), so a frame that arrives
- * by itself is never copied in user space; only the part of a payload that
- * came in the read-ahead behind an earlier frame is (counted: frame.copied). */
+ * bytes), then reads the payload straight into its buffer with readv, whose
+ * second part takes the next frame's header and nothing more: a payload is
+ * read straight into place whether its frame comes alone or behind others
+ * (one readv per frame). Only a reader whose first read took more than a
+ * header (the discard path's fill) can copy payload bytes (counted:
+ * frame.copied). */
 gf_status gf_ipc_reader_init(gf_ipc_reader *r, int fd, uint64_t max_frame, gf_err *err);
 void gf_ipc_reader_deinit(gf_ipc_reader *r);
 

@@ -263,6 +263,56 @@ START_TEST(test_gather_writev)
 }
 END_TEST
 
+/* Frames that arrive back to back, all in one write (a worker's STATS frame
+ * just ahead of a RESULT, as under load): each payload is still read
+ * straight into its own buffer, none is copied out of the read-ahead. */
+START_TEST(test_back_to_back_frames_not_copied)
+{
+    int sv[2];
+    pair(sv, false);
+    static float x[1000];
+    for (int i = 0; i < 1000; i++)
+        x[i] = (float)i;
+    gf_ipc_tensor t = {.name = "y"};
+    gf_tensor_init(&t.t, GF_DT_F32, 1, (int64_t[]){1000}, x, GF_MEM_HOST, -1, NULL);
+    gf_ipc_result res = {0, 2, 1, 2, 3, 1, &t};
+    gf_ipc_stats stats;
+    memset(&stats, 0, sizeof stats);
+    gf_buf b;
+    gf_buf_init(&b);
+    gf_err e;
+    ck_assert_int_eq(gf_ipc_encode_stats(&b, 1, &stats, &e), GF_OK);
+    ck_assert_int_eq(gf_ipc_encode_result(&b, 2, &res, &e), GF_OK);
+    ck_assert_int_eq(gf_ipc_encode_empty(&b, GF_IPC_PING, 3, &e), GF_OK);
+    ck_assert_int_eq(gf_ipc_encode_result(&b, 4, &res, &e), GF_OK);
+    ck_assert_int_eq(gf_ipc_encode_stats(&b, 5, &stats, &e), GF_OK);
+    ck_assert_int_eq(write(sv[1], b.data, b.len), (ssize_t)b.len);
+    gf_ipc_reader rd;
+    ck_assert_int_eq(gf_ipc_reader_init(&rd, sv[0], 0, NULL), GF_OK);
+    rd.pa = (gf_ipc_payload_alloc){pa_alloc, pa_free, NULL};
+    for (uint64_t id = 1; id <= 5; id++) {
+        gf_ipc_frame f;
+        ck_assert_int_eq(gf_ipc_read_frame(&rd, &f, 5000, &e), GF_OK);
+        ck_assert_uint_eq(f.h.request_id, id);
+        ck_assert_msg(f.copied == 0, "frame %llu: %llu of its %llu payload bytes copied",
+                      (unsigned long long)id, (unsigned long long)f.copied,
+                      (unsigned long long)f.h.payload_len);
+        if (f.h.type == GF_IPC_RESULT) {
+            gf_ipc_result r;
+            ck_assert_int_eq(gf_ipc_decode_result(&f, &r, &e), GF_OK);
+            ck_assert_int_eq(memcmp(r.t[0].t.data, x, sizeof x), 0);
+            gf_ipc_result_deinit(&r);
+        }
+        gf_ipc_frame_deinit(&f);
+    }
+    ck_assert_int_eq(pa_live, 0);
+    gf_ipc_reader_deinit(&rd);
+    close(sv[0]);
+    close(sv[1]);
+    gf_buf_deinit(&b);
+}
+END_TEST
+
 TCase *ti_io_tcase(void)
 {
     TCase *io = tcase_create("io");
@@ -271,5 +321,6 @@ TCase *ti_io_tcase(void)
     tcase_add_test(io, test_reader_limit);
     tcase_add_test(io, test_writer);
     tcase_add_test(io, test_gather_writev);
+    tcase_add_test(io, test_back_to_back_frames_not_copied);
     return io;
 }
