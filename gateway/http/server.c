@@ -33,11 +33,16 @@
 
 /* Memory per connection for its request line, headers and read buffer
  * (bodies are copied out as they arrive, responses live in their own
- * buffers). libmicrohttpd zeroes the whole of it before each request on a
- * keep-alive connection, so its size is paid per request: 128 KiB was a
- * tenth of the gateway's CPU time on a tiny model (bench_http, c64). 32 KiB
- * is libmicrohttpd's default; uploads stream no slower with it. */
-#define GF_HTTP_CONN_MEMORY ((size_t)32 * 1024)
+ * buffers). libmicrohttpd 0.9.75 zeroes all of it but the bytes already read
+ * of the next request (MHD_pool_reset, called by connection_reset) before
+ * each request on a keep-alive connection, so its size is paid per request:
+ * 128 KiB was a tenth of the gateway's CPU time on a tiny model (bench_http,
+ * c64), and 32 KiB (its default) still a sixth of the gateway's instructions
+ * per request. The read buffer is half the pool, so a body arrives in reads
+ * of 8 KiB: a 2 GB upload took the same CPU seconds as with 16 KiB reads
+ * (8 KiB, with 4 KiB reads, took 15% more). Headers may take most of it
+ * (abuse_test: 12 KB of headers). docs/performance.md has the figures. */
+#define GF_HTTP_CONN_MEMORY ((size_t)16 * 1024)
 
 /* ---- routing ---------------------------------------------------------------------- */
 

@@ -177,6 +177,20 @@ def scenario_connections(tmp):
         st, _, _, _ = get(port, "/v2/health/live")
         check(st == 200, "connections: the server is live")
 
+        # 12 KB of headers fit the connection's 16 KiB pool, also on a keep-alive
+        # connection's second request (after libmicrohttpd has reset the pool)
+        pad = "x" * 12000
+        s = connect(port)
+        try:
+            for i in range(2):
+                s.sendall(f"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Pad: {pad}\r\n\r\n"
+                          .encode())
+                st, _, _, _ = read_reply(s, 10, keep_alive=True)
+                check(st == 200, f"connections: request {i + 1} with 12 KB of headers on one "
+                                 f"connection is served ({st})")
+        finally:
+            s.close()
+
         # one client (127.0.0.2) tries to open 80 idle connections, more than --max-conns:
         # beyond twice its limit they are not accepted
         flood = []
