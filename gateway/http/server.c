@@ -176,6 +176,21 @@ static const gf_route *route_find(const char *url, const char *method, char *nam
     const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
     *path_matched = false;
     allow[0] = '\0';
+    /* the routes of this method first, in table order (the same route as
+     * one pass over all would find): a POST to /v2/models/{m}/infer matches
+     * no GET pattern on the way (each a decode of {m}) */
+    for (size_t i = 0; i < gf_http_nroutes; i++) {
+        const gf_route *rt = &gf_http_routes[i];
+        if (strcmp(rt->method, m) != 0)
+            continue;
+        name[0] = ver[0] = '\0';
+        *bad_escape = false;
+        if (route_match(rt->pattern, url, name, 72, ver, 96, bad_escape)) {
+            *path_matched = true;
+            return rt;
+        }
+    }
+    /* none: the methods the path takes, for a 405's Allow */
     for (size_t i = 0; i < gf_http_nroutes; i++) {
         const gf_route *rt = &gf_http_routes[i];
         name[0] = ver[0] = '\0';
