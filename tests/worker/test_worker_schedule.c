@@ -192,20 +192,16 @@ static void swap_order(const char *order, bool *small_first, uint64_t *small_tot
         ck_assert_msg(gf_wh_recv(&w, &f, RECV_MS, &e) == GF_OK, "%s", gf_err_msg(&e));
         ck_assert_msg(f.h.type == GF_IPC_RESULT, "answer %d: frame type %d", got, f.h.type);
         ck_assert(f.h.request_id == id_big || f.h.request_id == id_small);
+        gf_ipc_result r;
+        ck_assert_int_eq(gf_ipc_decode_result(&f, &r, NULL), GF_OK);
         if (f.h.request_id == id_big) {
-            gf_ipc_result r;
-            ck_assert_int_eq(gf_ipc_decode_result(&f, &r, NULL), GF_OK);
             *big_load_us = r.load_us;
-            gf_ipc_result_deinit(&r);
-        }
-        if (f.h.request_id == id_small) {
-            gf_ipc_result r;
-            ck_assert_int_eq(gf_ipc_decode_result(&f, &r, NULL), GF_OK);
+        } else {
             ck_assert_uint_eq(r.flags & GF_IPC_RESULT_COLD, GF_IPC_RESULT_COLD);
             *small_total_us = r.queue_us + r.load_us + r.exec_us;
-            gf_ipc_result_deinit(&r);
             got_small = got;
         }
+        gf_ipc_result_deinit(&r);
         gf_ipc_frame_deinit(&f);
     }
     *small_first = got_small == 0;
