@@ -276,7 +276,10 @@ void gw_send_infer(gf_gw *gw, gw_worker *w, gw_batch *b)
 gf_status gw_worker_load(gf_gw *gw, gw_worker *w, gw_version *v, int tier, gf_err *err)
 {
     gw_placement *pl = &v->pl[w->id];
-    if (pl->state == GW_PL_LOADING)
+    /* a LOAD on its way for this tier or a higher one will do; one for a
+     * lower tier (a deploy's host warm) will not: a device load behind it
+     * is sent, and the worker promotes the copy when it comes to it */
+    if (pl->state == GW_PL_LOADING && pl->load_tier >= tier)
         return GF_OK;
     if (pl->state == GW_PL_REGISTERED && (tier <= GF_TIER_STORE || pl->tier >= tier))
         return GF_OK;
@@ -310,6 +313,9 @@ gf_status gw_worker_load(gf_gw *gw, gw_worker *w, gw_version *v, int tier, gf_er
     if (pl->state == GW_PL_NONE) {
         pl->state = GW_PL_LOADING;
         pl->load_id = id;
+        pl->load_tier = tier;
+    } else if (pl->state == GW_PL_LOADING && tier > pl->load_tier) {
+        pl->load_tier = tier;
     }
     gw_worker_send(w, f);
     gw_frame_unref(f);

@@ -102,6 +102,7 @@ typedef struct gw_placement {
     gw_pl_state state;
     int tier;                /* GF_TIER_* it is in now (from EVENTs) */
     uint64_t load_id;        /* request id of the LOAD in flight */
+    int load_tier;           /* the highest GF_TIER_* a LOAD in flight asked for */
     gw_batch *waiting;       /* batches waiting for LOADED */
     double exec_us;          /* moving average (core/ema.h) of exec time per batch here */
     gw_copy copy[2];         /* GW_COPY_HOST, GW_COPY_DEVICE */

@@ -644,6 +644,50 @@ START_TEST(test_new_version_under_load_and_worker_kill)
 }
 END_TEST
 
+/* The tier of name's copy on worker w per the placements view ("" = none). */
+static void placed_tier(gf_gw *gw, const char *name, int w, char *tier, size_t cap)
+{
+    json_t *j = view(gf_gw_placements_json, gw);
+    ck_assert_ptr_nonnull(j);
+    tier[0] = '\0';
+    json_t *ps = json_object_get(j, "placements");
+    for (size_t i = 0; i < json_array_size(ps); i++) {
+        json_t *p = json_array_get(ps, i);
+        if (strcmp(json_string_value(json_object_get(p, "function")), name) == 0 &&
+            json_integer_value(json_object_get(p, "worker")) == w &&
+            strcmp(tier, "device") != 0) /* one entry per copy: the highest wins */
+            snprintf(tier, cap, "%s", json_string_value(json_object_get(p, "tier")));
+    }
+    json_decref(j);
+}
+
+/* A deploy warms the host tier of the worker that would run it; a load onto
+ * that worker's device that comes while the warm's LOAD is still in flight
+ * is sent all the same (it was taken for done, and the copy stayed in host
+ * memory: `gpufaas load` then waited 30 s for nothing). */
+START_TEST(test_device_load_behind_the_host_warm)
+{
+    gf_gw *gw = open_gw("cpu:1", 64 << 20);
+    mlp_w m;
+    mlp_init(&m, 3);
+    char name[16], tier[16] = "";
+    for (int round = 0; round < 5; round++) {
+        snprintf(name, sizeof name, "warm%d", round);
+        json_decref(deploy(gw, name, &m, 0, 1, 0)); /* its host warm is on its way */
+        gf_err err;
+        ck_assert_msg(gf_gw_repo_load_on(gw, name, 0, &err) == GF_OK, "%s", err.msg);
+        for (int i = 0; i < 300 && strcmp(tier, "device") != 0; i++) {
+            usleep(100 * 1000);
+            placed_tier(gw, name, 0, tier, sizeof tier);
+        }
+        ck_assert_msg(strcmp(tier, "device") == 0, "%s: '%s' after 30 s", name, tier);
+        tier[0] = '\0';
+    }
+    gf_gw_free(gw);
+    gf_test_mlp_free(&m);
+}
+END_TEST
+
 START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
 {
     /* device budget 6 MiB; each function's 624 KB of weights take a 2 MiB
@@ -732,6 +776,7 @@ int main(void)
     tcase_add_test(tc, test_large_frames_in_pieces);
     tcase_add_test(tc, test_new_version_under_load_and_worker_kill);
     tcase_add_test(tc, test_restart_keeps_functions_and_evictions_are_recorded);
+    tcase_add_test(tc, test_device_load_behind_the_host_warm);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
