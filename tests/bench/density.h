@@ -19,6 +19,7 @@ typedef struct dn_opts {
     uint64_t device_memory;   /* per worker */
     uint64_t page_size;       /* 0 = the workers' default */
     double slo_multiple;      /* SLO = this x the function's warm latency */
+    bool slo_auto;            /* --slo-multiple auto: chosen from the queue model */
     double ratio;             /* emulated swap time / compute time at the reference size */
     double target;            /* attainment a trial must reach (0.99) */
     double load;              /* arrival rate / the all-warm throughput (0.5) */
@@ -111,6 +112,15 @@ double dn_warm_rps(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_
  * Zipf popularity, o->warmup_s not counted then o->seconds counted. */
 void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
               const gf_dlg_targets *tg, double rate_rps, uint64_t seed, dn_result *out);
+
+/* The fraction of `seconds` of Poisson arrivals at rate_rps over
+ * fns[0..n) (Zipf popularity, arrivals `seed`) that one ideal FIFO executor
+ * answers within `multiple` x their function's warm latency, each taking its
+ * calibrated execution time (queued) plus its overhead outside execution
+ * (warm_ms - exec_ms, not queued): what queueing alone allows. The trials'
+ * queue_model_attainment= is the same model on their own arrivals. */
+double dn_queue_model(const dn_fn *fns, size_t n, double rate_rps, double multiple,
+                      double seconds, uint64_t seed);
 
 /* o->load x the all-warm throughput (the arrival rate of the run's
  * trials): the lowest of three dn_warm_rps (printed), since on a shared

@@ -171,12 +171,11 @@ double dn_warm_rps(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_
     return (double)answered / secs;
 }
 
-void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
-              const gf_dlg_targets *tg, double rate_rps, uint64_t seed, dn_result *out)
+/* Poisson arrivals at rate_rps over fns[0..n) with Zipf popularity (their
+ * weights) for span seconds, in order of time (*nreq of them, malloc'd). */
+static gf_dlg_req *arrivals(const dn_fn *fns, size_t n, double rate_rps, double span,
+                            uint64_t seed, size_t *nreq)
 {
-    memset(out, 0, sizeof *out);
-    out->n = n;
-    out->rate_rps = rate_rps;
     double *cdf = malloc(n * sizeof *cdf);
     double total = 0;
     for (size_t i = 0; i < n; i++)
@@ -186,24 +185,61 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
         acc += fns[i].weight / total;
         cdf[i] = acc;
     }
-    double span = o->warmup_s + o->seconds;
-    size_t cap = (size_t)(span * rate_rps * 1.2) + 64, nreq = 0;
+    size_t cap = (size_t)(span * rate_rps * 1.2) + 64, k = 0;
     gf_dlg_req *reqs = calloc(cap, sizeof *reqs);
     if (cdf == NULL || reqs == NULL)
         dn_die("out of memory");
     uint64_t rng = seed;
     for (double t = -log(dn_uniform(&rng)) / rate_rps; t < span;
          t += -log(dn_uniform(&rng)) / rate_rps) {
-        if (nreq == cap) {
+        if (k == cap) {
             cap *= 2;
             if ((reqs = realloc(reqs, cap * sizeof *reqs)) == NULL)
                 dn_die("out of memory");
         }
-        memset(&reqs[nreq], 0, sizeof reqs[nreq]);
-        reqs[nreq].t = t;
-        reqs[nreq].target = pick(cdf, n, dn_uniform(&rng) * acc);
-        nreq++;
+        memset(&reqs[k], 0, sizeof reqs[k]);
+        reqs[k].t = t;
+        reqs[k].target = pick(cdf, n, dn_uniform(&rng) * acc);
+        k++;
     }
+    free(cdf);
+    *nreq = k;
+    return reqs;
+}
+
+/* Latency (s) of request q through the ideal FIFO executor whose next
+ * request may start at *free_at (advanced): its function's calibrated
+ * execution time, queued, plus its overhead outside execution, not queued. */
+static double ideal_latency(const gf_dlg_req *q, const dn_fn *f, double *free_at)
+{
+    double start = fmax(q->t, *free_at); /* arrivals are in order */
+    *free_at = start + f->exec_ms / 1e3;
+    return *free_at - q->t + fmax(0, f->warm_ms - f->exec_ms) / 1e3;
+}
+
+double dn_queue_model(const dn_fn *fns, size_t n, double rate_rps, double multiple,
+                      double seconds, uint64_t seed)
+{
+    size_t nreq;
+    gf_dlg_req *reqs = arrivals(fns, n, rate_rps, seconds, seed, &nreq);
+    double free_at = 0;
+    size_t met = 0;
+    for (size_t i = 0; i < nreq; i++) {
+        const dn_fn *f = &fns[reqs[i].target];
+        met += ideal_latency(&reqs[i], f, &free_at) * 1e3 <= multiple * f->warm_ms;
+    }
+    free(reqs);
+    return nreq > 0 ? (double)met / (double)nreq : 1;
+}
+
+void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
+              const gf_dlg_targets *tg, double rate_rps, uint64_t seed, dn_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->rate_rps = rate_rps;
+    size_t nreq;
+    gf_dlg_req *reqs = arrivals(fns, n, rate_rps, o->warmup_s + o->seconds, seed, &nreq);
     char msg[256];
     if (getenv("GF_DN_DEBUG") != NULL)
         fprintf(stderr, "trial n=%zu starts at %.4f\n", n, gf_dlg_now());
@@ -223,9 +259,7 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
     for (size_t i = 0; i < nreq; i++) {
         const gf_dlg_req *q = &reqs[i];
         const dn_fn *f = &fns[q->target];
-        double start = fmax(q->t, free_at); /* arrivals are in order */
-        free_at = start + f->exec_ms / 1e3;
-        double model_lat = free_at - q->t + fmax(0, f->warm_ms - f->exec_ms) / 1e3;
+        double model_lat = ideal_latency(q, f, &free_at);
         if (q->t < o->warmup_s)
             continue;
         out->requests++;
@@ -306,7 +340,6 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
     free(lat);
     free(rel);
     free(reqs);
-    free(cdf);
 }
 
 double dn_rate_of(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t warm_n,
