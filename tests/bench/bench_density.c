@@ -7,7 +7,7 @@
  *                 [--ratio R] [--seconds S] [--warmup S] [--load F] [--max-ratio M]
  *                 [--keep DIR] [--trials N@RPS,... [--uncontrolled]]
  *                 [--schedule ready-first|deadline|fifo] [--variants "FLAGS;FLAGS;..."]
- *                 [--levers-at N] [--lever-rounds R] [--repeats R]
+ *                 [--levers-at N] [--lever-rounds R] [--lever-names L,...] [--repeats R]
  *
  * The mix. Functions are mlps (16 -> h -> h -> 1, FP32) whose weights
  * follow a log-uniform law over 5-500 MB, scaled down with the device
@@ -87,7 +87,8 @@ static void usage(void)
                     "[--device-memory BYTES]\n  [--page-size BYTES] [--slo-multiple K|auto] [--ratio R] "
                     "[--seconds S] [--warmup S]\n  [--load F] [--max-ratio M] [--keep DIR] "
                     "[--trials N@RPS,... [--uncontrolled]]\n  [--schedule ready-first|deadline|fifo] [--variants "
-                    "\"FLAGS;FLAGS;...\"]\n  [--levers-at N] [--lever-rounds R] [--repeats R]\n");
+                    "\"FLAGS;FLAGS;...\"]\n  [--levers-at N] [--lever-rounds R] [--lever-names L,...] "
+                    "[--repeats R]\n");
     exit(2);
 }
 
@@ -174,6 +175,8 @@ static void parse(int argc, char **argv, dn_opts *o)
             o->variants = v;
         else if (strcmp(a, "--levers-at") == 0)
             o->levers_at = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--lever-names") == 0)
+            o->lever_names = v;
         else if (strcmp(a, "--lever-rounds") == 0)
             o->lever_rounds = atoi(v);
         else if (strcmp(a, "--repeats") == 0)
@@ -301,7 +304,8 @@ static void calibrate(const dn_opts *o, const char *dir, const dn_fn *fns, size_
     enum { ROUNDS = 3 };
     for (int k = 0; k < K; k++) {
         char path[512];
-        snprintf(path, sizeof path, "/v2/repository/models/%s/load", cf[k].name);
+        snprintf(path, sizeof path, "/v2/repository/models/%.*s/load", (int)sizeof cf[k].name,
+                 cf[k].name);
         dn_post(&s, path, NULL, 200);
         lat[k] = ex[k] = INFINITY;
     }
@@ -641,6 +645,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n_max; i++) {
         fns[i].warm_ms = calib_lat_ms(&cal, (double)fns[i].bytes);
         fns[i].exec_ms = calib_at(&cal, cal.ey, (double)fns[i].bytes) / 1e3;
+        fns[i].swap_ms = link > 0 ? (double)fns[i].device_bytes / (double)link * 1e3 : 0;
     }
     set_slos(fns, n_max, o.slo_multiple);
 

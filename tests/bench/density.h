@@ -31,6 +31,7 @@ typedef struct dn_opts {
     bool levers;
     size_t levers_at;   /* > 0: no search; the levers at this many functions */
     int lever_rounds;   /* pairs (baseline, lever) per lever */
+    const char *lever_names; /* "pin,pin_tight,...": only these levers (NULL: all) */
     int repeats;        /* the search: trials per N, the majority decides */
     const char *keep;   /* keep the work directory here (NULL: a temporary one, removed) */
     const char *trials; /* "N@RPS,..." : run these trials instead of the search (RPS left
@@ -52,6 +53,7 @@ typedef struct dn_fn {
     double warm_ms;        /* calibrated warm latency */
     double exec_ms;        /* calibrated execution time in the worker (part of warm_ms) */
     double slo_ms;         /* slo_multiple x warm_ms */
+    double swap_ms;        /* device_bytes over the emulated link (0: not emulated) */
     double weight;         /* Zipf popularity (rank = index) */
 } dn_fn;
 

@@ -4,6 +4,11 @@
  *
  *   pin         the most popular functions pinned (PUT .../residency), as
  *               many as the pin limit (half the device) takes;
+ *   pin_tight   the functions whose cold swap leaves them no room (tight():
+ *               their SLO less their warm latency and their swap is under
+ *               one more warm latency, so a cold request of theirs misses
+ *               with anything ahead of it), the most popular first, as many
+ *               as the pin limit takes;
  *   priority    the most popular tenth "high", the least popular half "low";
  *   keep_warm   every function kept warm for a second after each use (the
  *               kept-warm bytes share the pin limit);
@@ -20,8 +25,11 @@
  * (dn_controlled_trial: between all-warm controls) or, with --uncontrolled,
  * alone; prints a trial line per trial and lever_<name>_attainment=,
  * _p99_ms=, _cold_fraction= (means over the rounds) and
- * lever_<name>_vs_baseline= (its attainment less its baselines'). */
+ * lever_<name>_vs_baseline= (its attainment less its baselines').
+ * --lever-names pin_tight,policy,... runs only those (policy: the
+ * policies; replicate: the two-worker pair). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "density.h"
@@ -113,9 +121,23 @@ static void lever_report(const char *name, const lever_sum *m, const lever_sum *
 typedef void (*lever_fn)(const dn_server *s, const dn_fn *fns, size_t n, const dn_opts *o,
                          const char *model_dir);
 
+/* True when --lever-names is not given or names `name`. */
+static bool lever_wanted(const dn_opts *o, const char *name)
+{
+    if (o->lever_names == NULL)
+        return true;
+    size_t len = strlen(name);
+    for (const char *p = o->lever_names; (p = strstr(p, name)) != NULL; p += len)
+        if ((p == o->lever_names || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+            return true;
+    return false;
+}
+
 static void lever_paired(const dn_server *s, lever_run *lr, const char *name, lever_fn on,
                          lever_fn off, const char *model_dir)
 {
+    if (!lever_wanted(lr->o, name))
+        return;
     lever_sum m = {0}, base = {0};
     for (int k = 0; k < lr->o->lever_rounds; k++) {
         uint64_t seed = lr->seed++;
@@ -155,6 +177,53 @@ static void pin_off(const dn_server *s, const dn_fn *fns, size_t n, const dn_opt
 {
     (void)dir;
     reset_residency(s, fns, pin_count(fns, n, o));
+}
+
+/* A cold request of f misses if one request of its size is ahead of it:
+ * its SLO less its swap and its own warm latency is under one more warm
+ * latency. */
+static bool tight(const dn_fn *f)
+{
+    return f->swap_ms > 0 && f->slo_ms - f->swap_ms - f->warm_ms < f->warm_ms;
+}
+
+/* The tight functions pin_tight pins (the most popular first, within the
+ * pin limit): into pick[] (n of them at most), their count returned. */
+static size_t tight_pick(const dn_fn *fns, size_t n, const dn_opts *o, size_t *pick)
+{
+    uint64_t pinned = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tight(&fns[i]) && pinned + fns[i].device_bytes <= o->device_memory / 2) {
+            pinned += fns[i].device_bytes;
+            pick[k++] = i;
+        }
+    return k;
+}
+
+static void tight_set(const dn_server *s, const dn_fn *fns, size_t n, const dn_opts *o,
+                      const char *json)
+{
+    size_t *pick = malloc(n * sizeof *pick);
+    if (pick == NULL)
+        dn_die("out of memory");
+    for (size_t i = 0, k = tight_pick(fns, n, o, pick); i < k; i++)
+        set_residency(s, &fns[pick[i]], json);
+    free(pick);
+}
+
+static void tight_on(const dn_server *s, const dn_fn *fns, size_t n, const dn_opts *o,
+                     const char *dir)
+{
+    (void)dir;
+    tight_set(s, fns, n, o, "{\"pin\": true}");
+}
+
+static void tight_off(const dn_server *s, const dn_fn *fns, size_t n, const dn_opts *o,
+                      const char *dir)
+{
+    (void)dir;
+    tight_set(s, fns, n, o, NULL);
 }
 
 /* priority classes by popularity: the first tenth high, the last half low */
@@ -223,6 +292,24 @@ void dn_levers(dn_server *s, const dn_opts *o, const char *model_dir, const char
            policy, rate, o->lever_rounds);
     printf("lever_pin_functions=%zu\n", pin_count(fns, n, o));
     lever_paired(s, &lr, "pin", pin_on, pin_off, model_dir);
+    size_t n_tight = 0, *pick = malloc(n * sizeof *pick);
+    double w_tight = 0, w_all = 0;
+    if (pick == NULL)
+        dn_die("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        n_tight += tight(&fns[i]);
+        w_tight += tight(&fns[i]) ? fns[i].weight : 0;
+        w_all += fns[i].weight;
+    }
+    size_t n_pick = tight_pick(fns, n, o, pick);
+    double w_pinned = 0;
+    for (size_t i = 0; i < n_pick; i++)
+        w_pinned += fns[pick[i]].weight;
+    free(pick);
+    printf("lever_pin_tight_functions=%zu tight_functions=%zu tight_requests=%.3f "
+           "pinned_tight_requests=%.3f\n",
+           n_pick, n_tight, w_all > 0 ? w_tight / w_all : 0, w_all > 0 ? w_pinned / w_all : 0);
+    lever_paired(s, &lr, "pin_tight", tight_on, tight_off, model_dir);
     lever_paired(s, &lr, "priority", prio_on, prio_off, model_dir);
     lever_paired(s, &lr, "keep_warm", warm_on, all_off, model_dir);
     lever_paired(s, &lr, "admission", adm_on, adm_off, model_dir);
@@ -236,7 +323,7 @@ void dn_levers(dn_server *s, const dn_opts *o, const char *model_dir, const char
     char *save = NULL;
     for (char *t = strtok_r(pols, ",", &save); t != NULL && np < 4; t = strtok_r(NULL, ",", &save))
         pn[np++] = t;
-    for (int k = 0; k < o->lever_rounds && np > 1; k++) {
+    for (int k = 0; k < o->lever_rounds && np > 1 && lever_wanted(o, "policy"); k++) {
         uint64_t seed = lr.seed++;
         for (int p = 0; p < np; p++) {
             dn_server_stop(s);
@@ -256,7 +343,7 @@ void dn_levers(dn_server *s, const dn_opts *o, const char *model_dir, const char
 
     /* replication: two workers, the router's replication off then on, at
      * half the two workers' own all-warm throughput */
-    if (strncmp(o->device, "cuda", 4) != 0) {
+    if (strncmp(o->device, "cuda", 4) != 0 && lever_wanted(o, "replicate")) {
         static const char *const off[] = {"--replicate", "off", NULL};
         static const char *const on[] = {"--replicate", "on", NULL};
         dn_server_stop(s);
