@@ -44,6 +44,9 @@ typedef struct gw_parked {
     int64_t version;
     gf_gw_tensor *inputs;
     size_t n_inputs;
+    char **outputs;            /* copies of the names of the outputs asked for */
+    size_t n_outputs;
+    gf_gw_shm *out_shm;        /* NULL, or a copy of the request's (keys borrowed until done) */
     gf_gw_done_fn done;
     void *done_arg;
     uint64_t timeout_us;
@@ -323,6 +326,16 @@ static gf_status sync_one(gw_sync *s, const char *name, gf_err *err)
 
 /* ---- requests waiting for a lookup --------------------------------------------------- */
 
+/* Free what p copied of its request, and p. */
+static void parked_free(gw_parked *p)
+{
+    for (size_t i = 0; i < p->n_outputs; i++)
+        free(p->outputs[i]);
+    free(p->outputs);
+    free(p->out_shm);
+    free(p);
+}
+
 /* Answer parked request p with an error (count: also in /metrics; not when a
  * submit counted it already) and free it. */
 static void answer(gf_gw *gw, gw_parked *p, gf_status st, const char *msg, bool count)
@@ -338,7 +351,7 @@ static void answer(gf_gw *gw, gw_parked *p, gf_status st, const char *msg, bool 
     snprintf(r->message, sizeof r->message, "%s", msg);
     gf_gw_done_fn done = p->done;
     void *arg = p->done_arg;
-    free(p);
+    parked_free(p);
     atomic_fetch_sub(&gw->inflight_reqs, 1);
     done(arg, r);
 }
@@ -376,6 +389,9 @@ static void unpark(gw_sync *s, const char *name, gf_status read_st, const char *
                                .version = p->version,
                                .inputs = p->inputs,
                                .n_inputs = p->n_inputs,
+                               .outputs = (const char *const *)p->outputs,
+                               .n_outputs = p->n_outputs,
+                               .out_shm = p->out_shm,
                                .done = p->done,
                                .done_arg = p->done_arg,
                                .t0_us = p->t0_us,
@@ -386,7 +402,7 @@ static void unpark(gw_sync *s, const char *name, gf_status read_st, const char *
         gf_status st = gw_submit(gw, &req, false, &e);
         if (st == GF_OK) {         /* in flight again, counted by the submit */
             free(p->res);
-            free(p);
+            parked_free(p);
             atomic_fetch_sub(&gw->inflight_reqs, 1);
         } else {                   /* answered here; the submit counted it */
             answer(gw, p, st, e.msg, false);
@@ -425,6 +441,26 @@ bool gw_sync_park(gf_gw *gw, const gf_gw_infer_req *req, gf_gw_tensor *inputs, s
         return false;
     }
     p->res = r;
+    /* what it asks of the outputs goes with it: the names are the caller's
+     * for the call only; the shm keys are borrowed until done, as the
+     * request's own are */
+    if (req->n_outputs > 0) {
+        p->outputs = calloc(req->n_outputs, sizeof *p->outputs);
+        p->out_shm = req->out_shm != NULL ? calloc(req->n_outputs, sizeof *p->out_shm) : NULL;
+        bool ok = p->outputs != NULL && (req->out_shm == NULL || p->out_shm != NULL);
+        for (size_t i = 0; ok && i < req->n_outputs; i++) {
+            p->outputs[i] = strdup(req->outputs[i] != NULL ? req->outputs[i] : "");
+            ok = p->outputs[i] != NULL;
+            p->n_outputs = i + 1;
+        }
+        if (!ok) {
+            free(r);
+            parked_free(p);
+            return false;
+        }
+        if (req->out_shm != NULL)
+            memcpy(p->out_shm, req->out_shm, req->n_outputs * sizeof *p->out_shm);
+    }
     snprintf(p->name, sizeof p->name, "%s", req->function);
     p->version = req->version;
     p->done = req->done;
@@ -435,7 +471,7 @@ bool gw_sync_park(gf_gw *gw, const gf_gw_infer_req *req, gf_gw_tensor *inputs, s
     if (s->stop || s->n_parked >= SYNC_MAX_PARKED || !want_push(s, req->function)) {
         pthread_mutex_unlock(&s->qlock);
         free(p->res);
-        free(p);
+        parked_free(p);
         return false;
     }
     p->inputs = inputs;
