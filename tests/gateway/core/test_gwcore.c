@@ -23,216 +23,7 @@
 #include "mlp.h"
 #include "testutil.h"
 
-static char *tmpdir;
-static void setup(void) { tmpdir = gf_test_tmpdir(); }
-static void teardown(void)
-{
-    gf_test_rmtree(tmpdir);
-    tmpdir = NULL;
-}
-
-/* ---- a small mlp: 8 -> 16 (relu) -> 4 ---- */
-
-#define IN 8
-#define HID 16
-#define OUT 4
-
-typedef gf_test_mlp mlp_w; /* the tests' one MLP (tests/common/mlp.h): IN -> HID -> OUT */
-
-static void mlp_init(mlp_w *m, uint64_t seed)
-{
-    gf_test_mlp_make(m, seed, 2, (int64_t[]){IN, HID, OUT}, false, 8);
-}
-
-/* An mlp of 52 x hid bytes of weights (a model of more than a quarter page
- * takes pages of its own; a smaller one shares a page with others). */
-static void mlp_init_wide(mlp_w *m, uint64_t seed, int64_t hid)
-{
-    gf_test_mlp_make(m, seed, 2, (int64_t[]){IN, hid, OUT}, false, 8);
-}
-
-static void mlp_ref(const mlp_w *m, const float *x, double *y)
-{
-    gf_test_mlp_ref(m, GF_DT_F32, x, 1, y);
-}
-
-/* Stage an mlp's weights in the upload dir, as the HTTP front would. pad
- * adds a big unused tensor (to make the model take device pages). */
-static gf_gw_deploy_req stage(gf_gw *gw, const mlp_w *m, size_t pad_floats, char *tmp_path,
-                              size_t cap, char *sha)
-{
-    static int counter;
-    snprintf(tmp_path, cap, "%s/stage-%d-%d", gf_gw_upload_dir(gw), (int)getpid(), counter++);
-    float *pad = pad_floats ? calloc(pad_floats, sizeof(float)) : NULL;
-    gf_st_wtensor ts[5] = {
-        {"0.weight", GF_DT_F32, 2, (int64_t[]){m->dims[1], IN}, m->w[0]},
-        {"0.bias", GF_DT_F32, 1, (int64_t[]){m->dims[1]}, m->b[0]},
-        {"2.weight", GF_DT_F32, 2, (int64_t[]){OUT, m->dims[1]}, m->w[1]},
-        {"2.bias", GF_DT_F32, 1, (int64_t[]){OUT}, m->b[1]},
-        {"pad", GF_DT_F32, 1, (int64_t[]){(int64_t)pad_floats}, pad},
-    };
-    ck_assert_int_eq(gf_st_write(tmp_path, ts, pad_floats ? 5 : 4, NULL, 0, NULL), GF_OK);
-    free(pad);
-    uint64_t size;
-    ck_assert_int_eq(gf_sha256_file(tmp_path, sha, &size, NULL), GF_OK);
-    gf_gw_deploy_req r = {.weights_tmp = tmp_path, .sha256_hex = sha, .bytes = size};
-    return r;
-}
-
-/* A view's JSON text as a jansson value (NULL when the view failed). */
-static json_t *parsed(gf_status st, gf_buf *b)
-{
-    json_t *j = st == GF_OK ? json_loadb(b->data, b->len, 0, NULL) : NULL;
-    gf_buf_deinit(b);
-    return j;
-}
-
-static json_t *view(gf_status (*fn)(gf_gw *, gf_buf *), gf_gw *gw)
-{
-    gf_buf b;
-    gf_buf_init(&b);
-    return parsed(fn(gw, &b), &b);
-}
-
-static json_t *deploy(gf_gw *gw, const char *name, const mlp_w *m, size_t pad, int max_batch,
-                      int delay_us)
-{
-    char tmp[512], sha[GF_SHA256_HEX_LEN], manifest[1024];
-    gf_gw_deploy_req r = stage(gw, m, pad, tmp, sizeof tmp, sha);
-    snprintf(manifest, sizeof manifest,
-             "{\"name\":\"%s\",\"kind\":\"mlp\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
-             "\"FP32\",\"shape\":[-1,%d]}],\"outputs\":[{\"name\":\"y\",\"datatype\":\"FP32\","
-             "\"shape\":[-1,%d]}],\"max_batch_size\":%d,\"max_queue_delay_us\":%d%s}",
-             name, IN, OUT, max_batch, delay_us,
-             pad ? ",\"ignore_weights\":[\"pad\"]" : ""); /* mlp reads no 'pad' */
-    r.manifest = manifest;
-    r.manifest_len = strlen(manifest);
-    gf_gw_deployed out;
-    gf_err err;
-    gf_status st = gf_gw_deploy(gw, &r, &out, &err);
-    ck_assert_msg(st == GF_OK, "deploy %s: %s", name, err.msg);
-    ck_assert_str_eq(out.name, name);
-    ck_assert_int_ne(access(tmp, F_OK), 0); /* the staged file was moved */
-    return parsed(GF_OK, &out.json);
-}
-
-/* ---- waiting for results ---- */
-
-typedef struct {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int done, ok, failed_503, failed_other;
-    int64_t max_batch;
-    int64_t version_seen[8];
-    int bad_values;
-    const mlp_w *ref[8]; /* expected weights per version (index = version) */
-    bool softmax;        /* the function ends with a softmax */
-    float x[IN];
-} waiter;
-
-static void waiter_init(waiter *w)
-{
-    memset(w, 0, sizeof *w);
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, NULL);
-    for (int i = 0; i < IN; i++)
-        w->x[i] = (float)i * 0.25f - 1.0f;
-}
-
-static void on_done(void *arg, gf_gw_result *r)
-{
-    waiter *w = arg;
-    pthread_mutex_lock(&w->lock);
-    w->done++;
-    if (r->status == GF_OK) {
-        w->ok++;
-        if (r->batch_size > w->max_batch)
-            w->max_batch = r->batch_size;
-        if (r->version >= 0 && r->version < 8)
-            w->version_seen[r->version]++;
-        const mlp_w *m = r->version < 8 ? w->ref[r->version] : NULL;
-        if (m == NULL || r->n_outputs != 1 || r->outputs[0].t.shape[0] != 1 ||
-            r->outputs[0].t.shape[1] != OUT) {
-            w->bad_values++;
-        } else {
-            double want[OUT];
-            mlp_ref(m, w->x, want);
-            if (w->softmax) {
-                double mx = want[0], sum = 0;
-                for (int o = 1; o < OUT; o++)
-                    mx = want[o] > mx ? want[o] : mx;
-                for (int o = 0; o < OUT; o++)
-                    sum += (want[o] = exp(want[o] - mx));
-                for (int o = 0; o < OUT; o++)
-                    want[o] /= sum;
-            }
-            const float *got = r->outputs[0].t.data;
-            for (int o = 0; o < OUT; o++)
-                if (fabs(got[o] - want[o]) > 1e-4 * (1 + fabs(want[o])))
-                    w->bad_values++;
-        }
-    } else if (gf_http_status_of(r->status) == 503) {
-        w->failed_503++;
-    } else {
-        w->failed_other++;
-        fprintf(stderr, "request failed: %s %s\n", gf_status_name(r->status), r->message);
-    }
-    pthread_cond_broadcast(&w->cond);
-    pthread_mutex_unlock(&w->lock);
-    gf_gw_result_free(r);
-}
-
-static void waiter_wait(waiter *w, int n)
-{
-    pthread_mutex_lock(&w->lock);
-    while (w->done < n)
-        pthread_cond_wait(&w->cond, &w->lock);
-    pthread_mutex_unlock(&w->lock);
-}
-
-static gf_status submit(gf_gw *gw, const char *name, waiter *w, gf_err *err)
-{
-    gf_gw_tensor *in = calloc(1, sizeof *in);
-    in->name = strdup("x");
-    float *data = malloc(sizeof w->x);
-    memcpy(data, w->x, sizeof w->x);
-
-    in->t.dtype = GF_DT_F32;
-    in->t.rank = 2;
-    in->t.shape[0] = 1;
-    in->t.shape[1] = IN;
-    in->t.nbytes = sizeof w->x;
-    in->t.data = data;
-    in->t.mem = GF_MEM_HOST;
-    in->t.device_id = -1;
-    gf_gw_infer_req req = {.function = name,
-                           .inputs = in,
-                           .n_inputs = 1,
-                           .done = on_done,
-                           .done_arg = w};
-    return gf_gw_submit(gw, &req, err);
-}
-
-static gf_gw *open_gw_with(const char *devices, uint64_t dev_mem, const char *worker,
-                           const char *const *plugins, size_t n_plugins)
-{
-    char *state = gf_test_path(tmpdir, "state");
-    gf_gw_config cfg = {.state_dir = state, .devices = devices, .device_memory = dev_mem,
-                        .host_memory = 64 << 20, .worker_path = worker,
-                        .drain_timeout_ms = 5000, .plugins = plugins, .n_plugins = n_plugins,
-                        .allow_native = n_plugins > 0, .protocol_code = gf_http_status_of};
-    gf_gw *gw;
-    gf_err err;
-    gf_status st = gf_gw_new(&cfg, &gw, &err);
-    free(state);
-    ck_assert_msg(st == GF_OK, "gf_gw_new: %s", err.msg);
-    return gw;
-}
-
-static gf_gw *open_gw(const char *devices, uint64_t dev_mem)
-{
-    return open_gw_with(devices, dev_mem, gf_test_prog("GF_WORKER"), NULL, 0);
-}
+#include "gwcore_lib.h"
 
 /* Stage a manifest text and weights under the names the convtest kind's
  * uploads use (W1, b1, W2, b2; softmax in the metadata). */
@@ -475,17 +266,7 @@ static void big_done(void *arg, gf_gw_result *r)
 
 static void big_submit(gf_gw *gw, big_req *b)
 {
-    gf_gw_tensor *in = calloc(1, sizeof *in);
-    in->name = strdup("x");
-    in->t.dtype = GF_DT_F32;
-    in->t.rank = 2;
-    in->t.shape[0] = BIG_ROWS;
-    in->t.shape[1] = IN;
-    in->t.nbytes = (size_t)BIG_ROWS * IN * sizeof(float);
-    in->t.data = malloc(in->t.nbytes);
-    memcpy(in->t.data, b->x, in->t.nbytes);
-    in->t.mem = GF_MEM_HOST;
-    in->t.device_id = -1;
+    gf_gw_tensor *in = x_input(b->x, BIG_ROWS);
     gf_gw_infer_req req = {.function = "big",
                            .inputs = in,
                            .n_inputs = 1,
@@ -644,50 +425,6 @@ START_TEST(test_new_version_under_load_and_worker_kill)
 }
 END_TEST
 
-/* The tier of name's copy on worker w per the placements view ("" = none). */
-static void placed_tier(gf_gw *gw, const char *name, int w, char *tier, size_t cap)
-{
-    json_t *j = view(gf_gw_placements_json, gw);
-    ck_assert_ptr_nonnull(j);
-    tier[0] = '\0';
-    json_t *ps = json_object_get(j, "placements");
-    for (size_t i = 0; i < json_array_size(ps); i++) {
-        json_t *p = json_array_get(ps, i);
-        if (strcmp(json_string_value(json_object_get(p, "function")), name) == 0 &&
-            json_integer_value(json_object_get(p, "worker")) == w &&
-            strcmp(tier, "device") != 0) /* one entry per copy: the highest wins */
-            snprintf(tier, cap, "%s", json_string_value(json_object_get(p, "tier")));
-    }
-    json_decref(j);
-}
-
-/* A deploy warms the host tier of the worker that would run it; a load onto
- * that worker's device that comes while the warm's LOAD is still in flight
- * is sent all the same (it was taken for done, and the copy stayed in host
- * memory: `gpufaas load` then waited 30 s for nothing). */
-START_TEST(test_device_load_behind_the_host_warm)
-{
-    gf_gw *gw = open_gw("cpu:1", 64 << 20);
-    mlp_w m;
-    mlp_init(&m, 3);
-    char name[16], tier[16] = "";
-    for (int round = 0; round < 5; round++) {
-        snprintf(name, sizeof name, "warm%d", round);
-        json_decref(deploy(gw, name, &m, 0, 1, 0)); /* its host warm is on its way */
-        gf_err err;
-        ck_assert_msg(gf_gw_repo_load_on(gw, name, 0, &err) == GF_OK, "%s", err.msg);
-        for (int i = 0; i < 300 && strcmp(tier, "device") != 0; i++) {
-            usleep(100 * 1000);
-            placed_tier(gw, name, 0, tier, sizeof tier);
-        }
-        ck_assert_msg(strcmp(tier, "device") == 0, "%s: '%s' after 30 s", name, tier);
-        tier[0] = '\0';
-    }
-    gf_gw_free(gw);
-    gf_test_mlp_free(&m);
-}
-END_TEST
-
 START_TEST(test_restart_keeps_functions_and_evictions_are_recorded)
 {
     /* device budget 6 MiB; each function's 624 KB of weights take a 2 MiB
@@ -776,7 +513,6 @@ int main(void)
     tcase_add_test(tc, test_large_frames_in_pieces);
     tcase_add_test(tc, test_new_version_under_load_and_worker_kill);
     tcase_add_test(tc, test_restart_keeps_functions_and_evictions_are_recorded);
-    tcase_add_test(tc, test_device_load_behind_the_host_warm);
     suite_add_tcase(s, tc);
     return gf_test_run_suite(s);
 }
