@@ -96,13 +96,21 @@ static void batches(const char *url, double *reqs, double *n)
     gf_hh_resp r;
     *reqs = *n = 0;
     if (gf_hh_http(url, "GET", "/metrics", NULL, NULL, 0, false, &r) == 200) {
-        static const char sum[] = "\ngpufaas_batch_size_sum{function=\"tiny\",version=\"1\"} ";
-        static const char cnt[] = "\ngpufaas_batch_size_count{function=\"tiny\",version=\"1\"} ";
-        const char *s = strstr(r.body.data, sum);
-        const char *c = strstr(r.body.data, cnt);
-        if (s != NULL && c != NULL) {
-            *reqs = strtod(s + strlen(sum), NULL);
-            *n = strtod(c + strlen(cnt), NULL);
+        /* labelled by function and version; earlier gateways (compare_http.sh
+         * runs them) kept one histogram for all */
+        static const char *const sums[] = {
+            "\ngpufaas_batch_size_sum{function=\"tiny\",version=\"1\"} ",
+            "\ngpufaas_batch_size_sum "};
+        static const char *const cnts[] = {
+            "\ngpufaas_batch_size_count{function=\"tiny\",version=\"1\"} ",
+            "\ngpufaas_batch_size_count "};
+        for (int i = 0; i < 2 && *n == 0; i++) {
+            const char *s = strstr(r.body.data, sums[i]);
+            const char *c = strstr(r.body.data, cnts[i]);
+            if (s != NULL && c != NULL) {
+                *reqs = strtod(s + strlen(sums[i]), NULL);
+                *n = strtod(c + strlen(cnts[i]), NULL);
+            }
         }
     }
     gf_hh_resp_free(&r);
