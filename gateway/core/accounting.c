@@ -35,11 +35,11 @@ gf_store_slo gw_slo_result(const gw_answer *a, int pcode)
 
 void gw_answer_record(gf_gw *gw, const gw_answer *a)
 {
-    char ver[24] = "", code[16];
+    char ver[GF_FMT_INT_MAX] = "", code[GF_FMT_INT_MAX];
     if (a->labelled)
-        snprintf(ver, sizeof ver, "%lld", (long long)a->version);
+        gf_fmt_i64(ver, a->version);
     int pcode = a->code != 0 ? a->code : gw_protocol_code(gw, a->status);
-    snprintf(code, sizeof code, "%d", pcode);
+    gf_fmt_i64(code, pcode);
     const char *fn = a->labelled ? a->function : "";
     const char *l3[3] = {fn, ver, code};
     const char *l2[2] = {fn, ver};

@@ -57,7 +57,7 @@ static void req_answer(gf_gw *gw, gw_req *q, gf_gw_result *res)
 {
     gw_version *v = q->v;
     res->total_us = gf_mono_us() - q->t_submit_us;
-    snprintf(res->function, sizeof res->function, "%s", v->fn->name);
+    gf_str_copy(res->function, sizeof res->function, v->fn->name);
     res->version = v->version;
     gw_answer a = {.function = v->fn->name,
                    .version = v->version,
@@ -110,7 +110,7 @@ static void req_fail(gf_gw *gw, gw_req *q, gf_status st, const char *msg,
     r->status = st;
     r->worker = b != NULL ? b->worker : -1;
     r->batch_size = b != NULL ? b->n_reqs : 0;
-    snprintf(r->message, sizeof r->message, "%s", msg != NULL ? msg : "");
+    gf_str_copy(r->message, sizeof r->message, msg != NULL ? msg : "");
     gw_req_finish(gw, q, r);
 }
 
@@ -585,9 +585,7 @@ static void req_inputs_release(gw_req *q)
  * its function and version. */
 static void batch_observe(gf_gw *gw, const gw_version *v, uint32_t n)
 {
-    char ver[24];
-    snprintf(ver, sizeof ver, "%lld", (long long)v->version);
-    const char *l2[2] = {v->fn->name, ver};
+    const char *l2[2] = {v->fn->name, v->ver};
     gw_metric_observe(gw->metrics, GW_M_BATCH_SIZE, l2, (double)n);
 }
 

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include "core/clock.h"
+#include "core/floatfmt.h"
 #include "functions/manifest.h"
 #include "gateway/core/gateway.h"
 #include "gateway/core/metrics.h"
@@ -111,6 +112,7 @@ typedef struct gw_placement {
 struct gw_version {
     gw_function *fn;
     int64_t version;
+    char ver[GF_FMT_INT_MAX]; /* version as text: the label of its /metrics series */
     gf_manifest *mf;
     char *manifest_json;     /* canonical */
     char *weights_path;      /* absolute */

@@ -158,6 +158,7 @@ gf_status gw_registry_add(gf_gw *gw, const char *name, const char *kind, int64_t
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory");
     }
     v->version = version;
+    gf_fmt_i64(v->ver, version);
     snprintf(v->sha256, sizeof v->sha256, "%s", sha256 != NULL ? sha256 : "");
     v->bytes = bytes;
     v->device_bytes = bytes;

@@ -25,8 +25,7 @@ enum { PH_SUCCESS, PH_FAIL, PH_QUEUE, PH_INPUT, PH_INFER, PH_OUTPUT, PH_COUNT_ }
 
 void gw_stats_request(gf_gw *gw, const gw_version *v, const gf_gw_result *res, int64_t rows)
 {
-    char ver[24];
-    snprintf(ver, sizeof ver, "%" PRId64, v->version);
+    const char *ver = v->ver;
     const char *fn = v->fn->name;
     const char *l2[2] = {fn, ver};
     const char *lp[PH_COUNT_][3];
@@ -64,9 +63,9 @@ void gw_stats_request(gf_gw *gw, const gw_version *v, const gf_gw_result *res, i
 void gw_stats_batch(gf_gw *gw, const gw_version *v, int64_t rows, uint64_t load_us,
                     uint64_t exec_us)
 {
-    char ver[24], bs[24];
-    snprintf(ver, sizeof ver, "%" PRId64, v->version);
-    snprintf(bs, sizeof bs, "%" PRId64, rows > 0 ? rows : 1);
+    const char *ver = v->ver;
+    char bs[GF_FMT_INT_MAX];
+    gf_fmt_i64(bs, rows > 0 ? rows : 1);
     const char *l2[2] = {v->fn->name, ver};
     const char *l3[3] = {v->fn->name, ver, bs};
     const char *li[4] = {v->fn->name, ver, bs, phases[PH_INPUT]};
@@ -84,8 +83,7 @@ void gw_stats_batch(gf_gw *gw, const gw_version *v, int64_t rows, uint64_t load_
 
 void gw_stats_swap_in(gf_gw *gw, const gw_version *v, uint64_t bytes, uint64_t micros)
 {
-    char ver[24];
-    snprintf(ver, sizeof ver, "%" PRId64, v->version);
+    const char *ver = v->ver;
     const char *l2[2] = {v->fn->name, ver};
     gw_metric_add(gw->metrics, GW_M_MODEL_SWAP_INS, l2, 1);
     gw_metric_add(gw->metrics, GW_M_MODEL_SWAP_BYTES, l2, (double)bytes);
@@ -131,8 +129,7 @@ static void batch_time(void *arg, const char *const *labels, double seconds)
 
 static json_t *model_stat(gf_gw *gw, const gw_version *v)
 {
-    char ver[24];
-    snprintf(ver, sizeof ver, "%" PRId64, v->version);
+    const char *ver = v->ver;
     const char *fn = v->fn->name;
     const char *l2[2] = {fn, ver};
     gw_metrics *m = gw->metrics;

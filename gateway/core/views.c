@@ -190,8 +190,7 @@ gf_status gf_gw_repo_index(gf_gw *gw, bool ready_only, gf_buf *out)
             continue;
         for (size_t k = 0; k < f->n; k++) {
             const gw_version *v = f->versions[k];
-            char ver[24];
-            snprintf(ver, sizeof ver, "%lld", (long long)v->version);
+            const char *ver = v->ver;
             if (v->state == GF_STORE_VERSION_DELETED)
                 continue;
             char why[256];
@@ -230,9 +229,7 @@ gf_status gf_gw_model_metadata(gf_gw *gw, const char *name, int64_t version, gf_
         for (size_t i = 0; i < f->n; i++) {
             if (f->versions[i]->state == GF_STORE_VERSION_DELETED)
                 continue;
-            char ver[24];
-            snprintf(ver, sizeof ver, "%lld", (long long)f->versions[i]->version);
-            json_array_append_new(versions, json_string(ver));
+            json_array_append_new(versions, json_string(f->versions[i]->ver));
         }
         char platform[96];
         snprintf(platform, sizeof platform, "gpufaas_%s", v->mf->kind);

@@ -193,7 +193,7 @@ static gf_status parse_input(gf_parse_ctx *c)
             } else {
                 in.has_dtype = true;
                 in.dtype = gf_dtype_from_kserve_name(c->str.data, c->str.len);
-                snprintf(in.dtname, sizeof in.dtname, "%s", c->str.data);
+                gf_str_copy(in.dtname, sizeof in.dtname, c->str.data);
             }
         } else if (bit == 1u << 2) {
             if (gf_json_lex_peek(j) != '[') {

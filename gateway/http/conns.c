@@ -332,7 +332,7 @@ void *gf_http_conn_uri_log(void *cls, const char *uri, struct MHD_Connection *co
         pthread_mutex_lock(&h->conns->mu);
         c->phase = C_HEADERS;
         c->since_ns = gf_mono_ns();
-        snprintf(c->uri, sizeof c->uri, "%s", uri != NULL ? uri : "");
+        gf_str_copy(c->uri, sizeof c->uri, uri != NULL ? uri : "");
         pthread_mutex_unlock(&h->conns->mu);
     }
     return NULL; /* *con_cls stays NULL until the first access call */

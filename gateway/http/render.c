@@ -28,7 +28,10 @@ static gf_status put_float(gf_buf *b, float f)
         return gf_buf_append_str(b, "-0.0"); /* "-0" reads back as the integer 0 */
     char tmp[32];
     int n = gf_fmt_float_g(tmp, f, 7); /* what "%.7g" writes, without printf */
-    if (strtof(tmp, NULL) != f)
+    float back;
+    if (!gf_decimal_to_float_fast(tmp, (size_t)n, &back)) /* strtof's answer, cheaply */
+        back = strtof(tmp, NULL);
+    if (back != f)
         n = gf_fmt_float_g(tmp, f, 9);
     return gf_buf_append(b, tmp, (size_t)n);
 }
@@ -106,6 +109,29 @@ static gf_status put_bytes_json(gf_buf *b, const char *bytes, size_t len)
     return st == GF_OK ? gf_buf_append(b, "]", 1) : st;
 }
 
+/* An integer, without printf (core/floatfmt.h). */
+static gf_status put_i64(gf_buf *b, int64_t v)
+{
+    char tmp[GF_FMT_INT_MAX];
+    return gf_buf_append(b, tmp, (size_t)gf_fmt_i64(tmp, v));
+}
+
+static gf_status put_u64(gf_buf *b, uint64_t v)
+{
+    char tmp[GF_FMT_INT_MAX];
+    return gf_buf_append(b, tmp, (size_t)gf_fmt_u64(tmp, v));
+}
+
+/* [d0,d1,...] */
+static gf_status put_dims(gf_buf *b, int32_t rank, const int64_t *shape)
+{
+    gf_status st = gf_buf_append(b, "[", 1);
+    for (int32_t d = 0; d < rank && st == GF_OK; d++)
+        if (d == 0 || (st = gf_buf_append(b, ",", 1)) == GF_OK)
+            st = put_i64(b, shape[d]);
+    return st == GF_OK ? gf_buf_append(b, "]", 1) : st;
+}
+
 /* "data": [...] flattened, every element of t. */
 static gf_status put_data(gf_buf *b, const gf_tensor *t)
 {
@@ -121,7 +147,7 @@ static gf_status put_data(gf_buf *b, const gf_tensor *t)
         uint64_t u;
         bool is_signed;
         if (elem_int(t, k, &i, &u, &is_signed)) {
-            st = is_signed ? gf_buf_printf(b, "%" PRId64, i) : gf_buf_printf(b, "%" PRIu64, u);
+            st = is_signed ? put_i64(b, i) : put_u64(b, u);
             continue;
         }
         switch (t->dtype) {
@@ -150,12 +176,24 @@ static gf_status put_data(gf_buf *b, const gf_tensor *t)
     return st;
 }
 
-static gf_status put_shape(gf_buf *b, const gf_tensor *t)
+/* ,"datatype":"FP32","shape":[...] */
+static gf_status put_type_shape(gf_buf *b, const gf_tensor *t)
 {
-    gf_status st = gf_buf_append(b, "[", 1);
-    for (int32_t d = 0; d < t->rank && st == GF_OK; d++)
-        st = gf_buf_printf(b, d == 0 ? "%" PRId64 : ",%" PRId64, t->shape[d]);
-    return st == GF_OK ? gf_buf_append(b, "]", 1) : st;
+    gf_status st = gf_buf_append_str(b, ",\"datatype\":\"");
+    if (st == GF_OK)
+        st = gf_buf_append_str(b, gf_dtype_kserve_name(t->dtype));
+    if (st == GF_OK)
+        st = gf_buf_append_str(b, "\",\"shape\":");
+    return st == GF_OK ? put_dims(b, t->rank, t->shape) : st;
+}
+
+/* ,"parameters":{"binary_data_size":N}} */
+static gf_status put_binary_size(gf_buf *b, uint64_t n)
+{
+    gf_status st = gf_buf_append_str(b, ",\"parameters\":{\"binary_data_size\":");
+    if (st == GF_OK)
+        st = put_u64(b, n);
+    return st == GF_OK ? gf_buf_append(b, "}}", 2) : st;
 }
 
 /* One output object; binary: announce binary_data_size instead of data. */
@@ -165,11 +203,9 @@ static gf_status put_output(gf_buf *b, const gf_gw_tensor *o, bool binary)
     if (st == GF_OK)
         st = gf_buf_append_json_str(b, o->name, strlen(o->name));
     if (st == GF_OK)
-        st = gf_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":", gf_dtype_kserve_name(o->t.dtype));
-    if (st == GF_OK)
-        st = put_shape(b, &o->t);
+        st = put_type_shape(b, &o->t);
     if (st == GF_OK && binary)
-        st = gf_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", o->t.nbytes);
+        st = put_binary_size(b, o->t.nbytes);
     else if (st == GF_OK) {
         st = gf_buf_append_str(b, ",\"data\":");
         if (st == GF_OK)
@@ -197,13 +233,13 @@ static gf_status put_output_bytes(gf_buf *b, const char *name, const gf_cls *c, 
     if (st == GF_OK)
         st = gf_buf_append_json_str(b, name, strlen(name));
     if (st == GF_OK)
-        st = gf_buf_append_str(b, ",\"datatype\":\"BYTES\",\"shape\":[");
-    for (int32_t d = 0; d < c->rank && st == GF_OK; d++)
-        st = gf_buf_printf(b, d == 0 ? "%" PRId64 : ",%" PRId64, c->shape[d]);
+        st = gf_buf_append_str(b, ",\"datatype\":\"BYTES\",\"shape\":");
+    if (st == GF_OK)
+        st = put_dims(b, c->rank, c->shape);
     if (st == GF_OK && binary)
-        st = gf_buf_printf(b, "],\"parameters\":{\"binary_data_size\":%zu}}", c->bytes.len);
+        st = put_binary_size(b, c->bytes.len);
     else if (st == GF_OK) {
-        st = gf_buf_append_str(b, "],\"data\":");
+        st = gf_buf_append_str(b, ",\"data\":");
         if (st == GF_OK)
             st = put_bytes_json(b, c->bytes.data, c->bytes.len);
         if (st == GF_OK)
@@ -234,9 +270,7 @@ static gf_status put_output_shm(gf_buf *b, const gf_gw_tensor *o, const gf_codec
     if (st == GF_OK)
         st = gf_buf_append_json_str(b, o->name, strlen(o->name));
     if (st == GF_OK)
-        st = gf_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":", gf_dtype_kserve_name(o->t.dtype));
-    if (st == GF_OK)
-        st = put_shape(b, &o->t);
+        st = put_type_shape(b, &o->t);
     /* no data and no parameters, as Triton answers: clients (perf_analyzer) read
      * binary_data_size from any parameters an output has */
     return st == GF_OK ? gf_buf_append(b, "}", 1) : st;
@@ -396,8 +430,11 @@ static gf_status render(const gf_gw_result *res, const char *name, const gf_code
     if (st == GF_OK)
         st = gf_buf_append_json_str(out, name, strlen(name));
     if (st == GF_OK)
-        st = v2 ? gf_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", res->version)
-                : gf_buf_printf(out, ",\"version\":%" PRId64, res->version);
+        st = gf_buf_append_str(out, v2 ? ",\"model_version\":\"" : ",\"version\":");
+    if (st == GF_OK)
+        st = put_i64(out, res->version);
+    if (st == GF_OK && v2)
+        st = gf_buf_append(out, "\"", 1);
     if (st == GF_OK)
         st = put_id_outputs(out, res, req, &s, err);
     if (st == GF_OK && v2)

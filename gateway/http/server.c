@@ -283,7 +283,7 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
                          name);
             return;
         }
-        snprintf(r->name, sizeof r->name, "%s", name);
+        gf_str_copy(r->name, sizeof r->name, name);
     }
     if (strstr(r->route->pattern, "{r}") != NULL) {
         if (!gf_shm_name_valid(ver)) {
@@ -530,7 +530,7 @@ static enum MHD_Result gf_http_access(void *cls, struct MHD_Connection *conn, co
         r->srv = h;
         r->conn = conn;
         r->t0_ns = gf_mono_ns();
-        snprintf(r->method, sizeof r->method, "%s", method);
+        gf_str_copy(r->method, sizeof r->method, method);
         pthread_mutex_init(&r->mu, NULL);
         gf_buf_init(&r->body);
         r->body.limit = h->cfg.max_body;

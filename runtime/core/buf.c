@@ -155,3 +155,14 @@ char *gf_buf_steal(gf_buf *b, size_t *len)
     b->cap = 0;
     return p;
 }
+
+size_t gf_str_copy(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (cap > 0) {
+        size_t k = n < cap - 1 ? n : cap - 1;
+        memcpy(dst, src, k);
+        dst[k] = '\0';
+    }
+    return n;
+}

@@ -45,6 +45,12 @@ gf_status gf_buf_append_json_str(gf_buf *b, const char *s, size_t len);
  * NULL when that allocation fails. */
 char *gf_buf_steal(gf_buf *b, size_t *len);
 
+/* Copy the string src into dst[cap] as snprintf(dst, cap, "%s", src) does
+ * (cut to cap - 1 bytes, NUL terminated; nothing written when cap is 0) and
+ * return strlen(src), without printf's ~500 instructions (the request path
+ * copies a few names per request). */
+size_t gf_str_copy(char *dst, size_t cap, const char *src);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* gpufaas — a float as printf's "%.Ng" writes it, without printf (see floatfmt.h). */
 #include "core/floatfmt.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -111,4 +112,105 @@ int gf_fmt_float_g(char *out, float f, int precision)
     }
     *p = '\0';
     return (int)(p - out);
+}
+
+int gf_fmt_u64(char *out, uint64_t v)
+{
+    char tmp[GF_FMT_INT_MAX];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (int i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = '\0';
+    return n;
+}
+
+int gf_fmt_i64(char *out, int64_t v)
+{
+    if (v >= 0)
+        return gf_fmt_u64(out, (uint64_t)v);
+    out[0] = '-';
+    return 1 + gf_fmt_u64(out + 1, (uint64_t)0 - (uint64_t)v); /* INT64_MIN too */
+}
+
+bool gf_decimal_fast(uint64_t w, int e, bool neg, double *out)
+{
+#if FLT_EVAL_METHOD == 0
+    static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (w > ((uint64_t)1 << 53) || e < -22 || e > 22)
+        return false;
+    double d = (double)w;
+    d = e < 0 ? d / pow10[-e] : d * pow10[e];
+    *out = neg ? -d : d;
+    return true;
+#else
+    (void)w;
+    (void)e;
+    (void)neg;
+    (void)out;
+    return false;
+#endif
+}
+
+/* The float after f upwards (up) or downwards, for a finite f (nextafterf
+ * without libm: runtime/core needs only libc). */
+static float next_float(float f, bool up)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    if ((b & 0x7fffffffu) == 0)
+        b = up ? 1u : 0x80000001u; /* the smallest subnormals */
+    else if ((b >> 31) == 0)
+        b = up ? b + 1 : b - 1;
+    else
+        b = up ? b - 1 : b + 1; /* negative: up is towards zero */
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+bool gf_decimal_to_float_fast(const char *s, size_t len, float *out)
+{
+    size_t k = 0;
+    bool neg = k < len && s[k] == '-';
+    k += neg;
+    uint64_t w = 0;
+    int digits = 0, e = 0;
+    for (; k < len && s[k] >= '0' && s[k] <= '9'; k++, digits++)
+        w = w * 10 + (uint64_t)(s[k] - '0');
+    if (k < len && s[k] == '.')
+        for (k++; k < len && s[k] >= '0' && s[k] <= '9'; k++, digits++, e--)
+            w = w * 10 + (uint64_t)(s[k] - '0');
+    if (digits == 0 || digits > 19)
+        return false;
+    if (k < len && (s[k] == 'e' || s[k] == 'E')) {
+        k++;
+        bool eneg = k < len && s[k] == '-';
+        k += k < len && (s[k] == '-' || s[k] == '+');
+        int x = 0, xd = 0;
+        for (; k < len && s[k] >= '0' && s[k] <= '9' && x <= 1000; k++, xd++)
+            x = x * 10 + (s[k] - '0');
+        if (xd == 0)
+            return false;
+        e += eneg ? -x : x;
+    }
+    double d;
+    if (k != len || !gf_decimal_fast(w, e, neg, &d))
+        return false;
+    float f = (float)d;
+    if (isinf(f))
+        return false;
+    if ((double)f != d) {
+        /* halfway between f and its neighbour on d's side: the decimal may
+         * lie on either side of it */
+        float g = next_float(f, d > (double)f);
+        if (d == ((double)f + (double)g) / 2)
+            return false;
+    }
+    *out = f;
+    return true;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/floatfmt.h"
 #include "core/utf8.h"
 
 void gf_json_lexer_init(gf_json_lexer *l, const char *s, size_t len, size_t max_depth,
@@ -163,107 +164,77 @@ gf_status gf_json_lex_string(gf_json_lexer *l, gf_buf *out)
     return gf_json_lex_fail(l, "unterminated string");
 }
 
-static bool digit(const gf_json_lexer *l)
-{
-    return l->pos < l->len && l->s[l->pos] >= '0' && l->s[l->pos] <= '9';
-}
-
-/* The double nearest to the number s[0, len) (already checked against
- * JSON's grammar) when that is one correctly rounded operation away: a
- * significand w of at most 19 digits below 2^53 and a decimal exponent e
- * with |e| <= 22 make w and 10^|e| exact doubles, so w * 10^e or w / 10^e,
- * rounded once, is what strtod returns (Clinger's fast path). Otherwise
- * false, and strtod decides. Tensor data sent as JSON is mostly such
- * numbers, and strtod was the largest cost of parsing them. */
-static bool fast_double(const char *s, size_t len, double *out)
-{
-#if FLT_EVAL_METHOD == 0
-    static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    size_t k = 0;
-    bool neg = s[0] == '-';
-    k += neg;
-    uint64_t w = 0;
-    int digits = 0, e = 0;
-    for (; k < len && s[k] >= '0' && s[k] <= '9'; k++, digits++)
-        w = w * 10 + (uint64_t)(s[k] - '0');
-    if (k < len && s[k] == '.')
-        for (k++; k < len && s[k] >= '0' && s[k] <= '9'; k++, digits++, e--)
-            w = w * 10 + (uint64_t)(s[k] - '0');
-    if (digits > 19)
-        return false; /* w may have wrapped */
-    if (k < len && (s[k] == 'e' || s[k] == 'E')) {
-        k++;
-        bool eneg = s[k] == '-';
-        k += s[k] == '-' || s[k] == '+';
-        int x = 0;
-        for (; k < len && s[k] >= '0' && s[k] <= '9'; k++)
-            if ((x = x * 10 + (s[k] - '0')) > 1000)
-                return false;
-        e += eneg ? -x : x;
-    }
-    if (w > ((uint64_t)1 << 53) || e < -22 || e > 22)
-        return false;
-    double d = (double)w;
-    d = e < 0 ? d / pow10[-e] : d * pow10[e];
-    *out = neg ? -d : d;
-    return true;
-#else
-    (void)s;
-    (void)len;
-    (void)out;
-    return false;
-#endif
-}
-
+/* One pass over the number: the grammar is checked while the significand w
+ * (its first 19 digits), the decimal exponent and the integer value are
+ * gathered; the double comes from gf_decimal_fast when one rounding gives
+ * it (tensor data sent as JSON is mostly such numbers; strtod was the
+ * largest cost of parsing them), else from strtod. */
 gf_status gf_json_lex_number(gf_json_lexer *l, gf_json_num *n)
 {
     gf_json_lex_peek(l);
     memset(n, 0, sizeof *n);
-    size_t start = l->pos;
-    bool neg = false;
-    if (l->pos < l->len && l->s[l->pos] == '-') {
-        neg = true;
-        l->pos++;
-    }
-    if (!digit(l))
+    const char *s = l->s;
+    size_t len = l->len, pos = l->pos, start = pos;
+    bool neg = pos < len && s[pos] == '-';
+    pos += neg;
+    if (pos >= len || s[pos] < '0' || s[pos] > '9') {
+        l->pos = pos;
         return gf_json_lex_fail(l, "expected a digit");
-    if (l->s[l->pos] == '0') {
-        l->pos++;
-        if (digit(l))
+    }
+    uint64_t w = 0;
+    int digits = 0, e = 0;
+    if (s[pos] == '0') {
+        pos++;
+        digits = 1;
+        if (pos < len && s[pos] >= '0' && s[pos] <= '9') {
+            l->pos = pos;
             return gf_json_lex_fail(l, "leading zero in a number");
+        }
     } else {
-        while (digit(l))
-            l->pos++;
+        for (; pos < len && s[pos] >= '0' && s[pos] <= '9'; pos++, digits++)
+            w = w * 10 + (uint64_t)(s[pos] - '0'); /* wraps past 19 digits: unused then */
     }
-    size_t int_end = l->pos;
+    size_t int_end = pos;
+    int int_digits = digits;
     n->integral = true;
-    if (l->pos < l->len && l->s[l->pos] == '.') {
-        l->pos++;
-        if (!digit(l))
+    if (pos < len && s[pos] == '.') {
+        pos++;
+        if (pos >= len || s[pos] < '0' || s[pos] > '9') {
+            l->pos = pos;
             return gf_json_lex_fail(l, "expected a digit after '.'");
-        while (digit(l))
-            l->pos++;
+        }
+        for (; pos < len && s[pos] >= '0' && s[pos] <= '9'; pos++, digits++, e--)
+            w = w * 10 + (uint64_t)(s[pos] - '0');
         n->integral = false;
     }
-    if (l->pos < l->len && (l->s[l->pos] == 'e' || l->s[l->pos] == 'E')) {
-        l->pos++;
-        if (l->pos < l->len && (l->s[l->pos] == '+' || l->s[l->pos] == '-'))
-            l->pos++;
-        if (!digit(l))
+    bool big_exp = false;
+    if (pos < len && (s[pos] == 'e' || s[pos] == 'E')) {
+        pos++;
+        bool eneg = pos < len && s[pos] == '-';
+        if (pos < len && (s[pos] == '+' || s[pos] == '-'))
+            pos++;
+        if (pos >= len || s[pos] < '0' || s[pos] > '9') {
+            l->pos = pos;
             return gf_json_lex_fail(l, "expected a digit in the exponent");
-        while (digit(l))
-            l->pos++;
+        }
+        int x = 0;
+        for (; pos < len && s[pos] >= '0' && s[pos] <= '9'; pos++)
+            if (!big_exp && (x = x * 10 + (s[pos] - '0')) > 1000)
+                big_exp = true;
+        e += eneg ? -x : x;
         n->integral = false;
     }
+    l->pos = pos;
     if (n->integral) {
-        uint64_t u = 0;
+        uint64_t u = w;
         bool ovf = false;
-        for (size_t k = start + (neg ? 1 : 0); k < int_end && !ovf; k++) {
-            uint64_t d = (uint64_t)(l->s[k] - '0');
-            ovf = u > (UINT64_MAX - d) / 10;
-            u = ovf ? u : u * 10 + d;
+        if (int_digits > 19) { /* w wrapped: the exact check */
+            u = 0;
+            for (size_t k = start + (neg ? 1 : 0); k < int_end && !ovf; k++) {
+                uint64_t d = (uint64_t)(s[k] - '0');
+                ovf = u > (UINT64_MAX - d) / 10;
+                u = ovf ? u : u * 10 + d;
+            }
         }
         if (!ovf && !neg) {
             n->u = u;
@@ -286,15 +257,15 @@ gf_status gf_json_lex_number(gf_json_lexer *l, gf_json_num *n)
             return GF_OK;
         }
     }
-    if (fast_double(l->s + start, l->pos - start, &n->d))
+    if (digits <= 19 && !big_exp && gf_decimal_fast(w, e, neg, &n->d))
         return GF_OK;
     /* strtod needs a terminated copy; numbers are short, but do not trust it */
-    size_t len = l->pos - start;
+    len = pos - start;
     char small[64];
     char *p = len < sizeof small ? small : malloc(len + 1);
     if (p == NULL)
         return lex_nomem(l);
-    memcpy(p, l->s + start, len);
+    memcpy(p, s + start, len);
     p[len] = '\0';
     n->d = strtod(p, NULL); /* overflow gives +-HUGE_VAL: acceptable */
     if (p != small)

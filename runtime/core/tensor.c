@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/floatfmt.h"
 
 gf_status gf_shape_numel(int32_t rank, const int64_t *shape, uint64_t *numel, gf_err *err)
 {
@@ -67,25 +68,37 @@ bool gf_shape_equal(int32_t rank_a, const int64_t *a, int32_t rank_b, const int6
     return true;
 }
 
+/* Append n bytes of s to buf as snprintf would at buf + *used (what fits,
+ * NUL terminated); *used counts them all. */
+static void shape_put(char *buf, size_t cap, size_t *used, const char *s, size_t n)
+{
+    if (*used < cap) {
+        size_t k = cap - 1 - *used < n ? cap - 1 - *used : n;
+        memcpy(buf + *used, s, k);
+        buf[*used + k] = '\0';
+    }
+    *used += n;
+}
+
+/* Without printf: the gateway builds a shape's text for each input of each
+ * request (the messages that name it), ~500 instructions a number. */
 char *gf_shape_str(char *buf, size_t cap, int32_t rank, const int64_t *shape)
 {
     if (cap == 0)
         return buf;
     size_t used = 0;
     buf[0] = '\0';
-    int n = snprintf(buf, cap, "[");
-    used = n > 0 ? (size_t)n : 0;
+    shape_put(buf, cap, &used, "[", 1);
     for (int32_t i = 0; i < rank && used < cap; i++) {
-        n = snprintf(buf + used, cap - used, i == 0 ? "%lld" : ", %lld", (long long)shape[i]);
-        if (n < 0)
-            break;
-        used += (size_t)n;
+        char num[2 + GF_FMT_INT_MAX] = ", ";
+        int n = gf_fmt_i64(num + 2, shape[i]);
+        if (i == 0)
+            shape_put(buf, cap, &used, num + 2, (size_t)n);
+        else
+            shape_put(buf, cap, &used, num, (size_t)n + 2);
     }
-    if (used < cap) {
-        n = snprintf(buf + used, cap - used, "]");
-        if (n > 0)
-            used += (size_t)n;
-    }
+    if (used < cap)
+        shape_put(buf, cap, &used, "]", 1);
     if (used >= cap && cap >= 4) /* truncated */
         memcpy(buf + cap - 4, "...", 4);
     return buf;

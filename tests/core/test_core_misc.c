@@ -1,6 +1,7 @@
 /* Tests for runtime/core: errors, logging, byte buffers, UTF-8, tensors, fault specs. */
 #include <check.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -129,6 +130,13 @@ START_TEST(test_buf)
     free(s);
     ck_assert_ptr_null(b.data);
     gf_buf_deinit(&b);
+    /* gf_str_copy: what snprintf(dst, cap, "%s", src) leaves, at every cap */
+    for (size_t cap = 0; cap <= 8; cap++) {
+        char got[8] = "xxxxxxx", want[8] = "xxxxxxx";
+        ck_assert_uint_eq(gf_str_copy(got, cap, "abcde"), 5);
+        snprintf(want, cap, "%s", "abcde");
+        ck_assert_int_eq(memcmp(got, want, sizeof got), 0);
+    }
 }
 END_TEST
 
@@ -192,6 +200,20 @@ START_TEST(test_tensor)
     ck_assert_str_eq(gf_shape_str(s, sizeof s, 3, shape), "[2, 3, 4]");
     ck_assert_str_eq(gf_shape_str(s, sizeof s, 0, shape), "[]");
     ck_assert_str_eq(gf_shape_str(s, 6, 3, shape), "[2...");
+    /* what the snprintf-built text was, cut at every capacity */
+    const int64_t wide[] = {-9223372036854775807 - 1, 0, 42, 9223372036854775807};
+    char want[128], got[128];
+    snprintf(want, sizeof want, "[%lld, %lld, %lld, %lld]", (long long)wide[0],
+             (long long)wide[1], (long long)wide[2], (long long)wide[3]);
+    for (size_t cap = 1; cap <= sizeof got; cap++) {
+        memset(got, 'x', sizeof got);
+        gf_shape_str(got, cap, 4, wide);
+        char w[128];
+        snprintf(w, cap, "%s", want);
+        if (strlen(want) >= cap && cap >= 4)
+            memcpy(w + cap - 4, "...", 4);
+        ck_assert_msg(strcmp(got, w) == 0, "cap %zu: '%s', expected '%s'", cap, got, w);
+    }
     ck_assert(gf_shape_equal(3, shape, 3, (int64_t[]){2, 3, 4}));
     ck_assert(!gf_shape_equal(3, shape, 2, shape));
     size_t out;
@@ -295,6 +317,7 @@ START_TEST(test_float_format)
         for (int p = 1; p <= 9; p++)
             fmt_matches(edge[i], p);
     unsigned seed = 4242;
+    int tried = 0, fast = 0;
     for (int i = 0; i < 60000; i++) {
         uint32_t bits = (uint32_t)rand_r(&seed) ^ ((uint32_t)rand_r(&seed) << 16);
         float f;
@@ -309,6 +332,39 @@ START_TEST(test_float_format)
         fmt_matches(f, 7);
         fmt_matches(f, 9);
         fmt_matches(f, 1 + i % 9);
+        /* reading such text back: the fast answer is strtof's */
+        char txt[32];
+        for (int p = 6; p <= 9; p++) {
+            int n = snprintf(txt, sizeof txt, "%.*g", p, (double)f);
+            float back;
+            tried++;
+            if (gf_decimal_to_float_fast(txt, (size_t)n, &back)) {
+                fast++;
+                ck_assert_msg(memcmp(&back, &(float){strtof(txt, NULL)}, sizeof back) == 0,
+                              "'%s': %a, strtof %a", txt, (double)back,
+                              (double)strtof(txt, NULL));
+            }
+        }
+    }
+    ck_assert_msg(fast * 2 > tried, "the fast path took %d of %d", fast, tried);
+    float back;
+    ck_assert(!gf_decimal_to_float_fast("16777217", 8, &back)); /* halfway: strtof decides */
+    ck_assert(!gf_decimal_to_float_fast("-16777219", 9, &back));
+    ck_assert(gf_decimal_to_float_fast("16777218", 8, &back) && back == 16777218.0f);
+    ck_assert(gf_decimal_to_float_fast("-2.5e-3", 7, &back) && back == strtof("-2.5e-3", NULL));
+    ck_assert(!gf_decimal_to_float_fast("1e", 2, &back));
+    ck_assert(!gf_decimal_to_float_fast("3.402823e+38", 12, &back)); /* 10^32: not exact */
+    /* integers, as %" PRId64 / %" PRIu64 write them */
+    static const int64_t ints[] = {0, 1, -1, 9, 10, -10, 99, 100, 123456789, -987654321,
+                                   INT64_MAX, INT64_MIN, INT64_MIN + 1, 4294967296};
+    char got[GF_FMT_INT_MAX], want[GF_FMT_INT_MAX];
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        snprintf(want, sizeof want, "%" PRId64, ints[i]);
+        ck_assert_int_eq(gf_fmt_i64(got, ints[i]), (int)strlen(want));
+        ck_assert_str_eq(got, want);
+        snprintf(want, sizeof want, "%" PRIu64, (uint64_t)ints[i]);
+        ck_assert_int_eq(gf_fmt_u64(got, (uint64_t)ints[i]), (int)strlen(want));
+        ck_assert_str_eq(got, want);
     }
     char out[32];
     gf_fmt_float_g(out, NAN, 7);
