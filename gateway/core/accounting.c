@@ -47,14 +47,18 @@ void gw_answer_record(gf_gw *gw, const gw_answer *a)
     const char *ls[3] = {fn, ver, slo != GF_STORE_SLO_NONE ? gf_store_slo_name(slo) : ""};
     gw_metric_op ops[5];
     size_t n = 0;
-    ops[n++] = (gw_metric_op){GW_M_REQUESTS, l3, 1};
-    ops[n++] = (gw_metric_op){GW_M_REQUEST_DURATION, l2, (double)a->total_us * 1e-6};
+    gw_metric_slot *sl = a->labelled ? a->slots : NULL;
+    ops[n++] = (gw_metric_op){GW_M_REQUESTS, l3, 1,
+                              sl != NULL && pcode == 200 ? &sl[GW_SLOT_REQUESTS_200] : NULL};
+    ops[n++] = (gw_metric_op){GW_M_REQUEST_DURATION, l2, (double)a->total_us * 1e-6,
+                              sl != NULL ? &sl[GW_SLOT_DURATION] : NULL};
     if (a->worker >= 0)
-        ops[n++] = (gw_metric_op){GW_M_QUEUE_DURATION, l2, (double)a->queue_us * 1e-6};
+        ops[n++] = (gw_metric_op){GW_M_QUEUE_DURATION, l2, (double)a->queue_us * 1e-6,
+                                  sl != NULL ? &sl[GW_SLOT_QUEUE] : NULL};
     if (a->cold)
-        ops[n++] = (gw_metric_op){GW_M_COLD_STARTS, l2, 1};
+        ops[n++] = (gw_metric_op){GW_M_COLD_STARTS, l2, 1, NULL};
     if (slo != GF_STORE_SLO_NONE)
-        ops[n++] = (gw_metric_op){GW_M_SLO_REQUESTS, ls, 1};
+        ops[n++] = (gw_metric_op){GW_M_SLO_REQUESTS, ls, 1, NULL};
     gw_metric_apply(gw->metrics, ops, n);
     gf_store_invocation rec = {
         .function = a->function != NULL ? a->function : "",

@@ -62,6 +62,7 @@ static void req_answer(gf_gw *gw, gw_req *q, gf_gw_result *res)
     gw_answer a = {.function = v->fn->name,
                    .version = v->version,
                    .labelled = true,
+                   .slots = v->mslots,
                    .status = res->status,
                    .reason = res->status != GF_OK ? res->message : NULL,
                    .worker = res->worker,

@@ -109,6 +109,18 @@ typedef struct gw_placement {
     gw_copy copy[2];         /* GW_COPY_HOST, GW_COPY_DEVICE */
 } gw_placement;
 
+/* gw_version.mslots: the series a version's answers update every time
+ * (stats.c: a phase's count and seconds, 2 per phase; accounting.c). */
+enum {
+    GW_SLOT_PHASES = 0,
+    GW_SLOT_INFERENCES = 12,
+    GW_SLOT_LAST_INFERENCE,
+    GW_SLOT_REQUESTS_200, /* gpufaas_requests_total{code="200"} */
+    GW_SLOT_DURATION,
+    GW_SLOT_QUEUE,
+    GW_VERSION_SLOTS
+};
+
 struct gw_version {
     gw_function *fn;
     int64_t version;
@@ -139,6 +151,8 @@ struct gw_version {
     /* router (gw->lock) */
     gw_placement pl[GW_MAX_WORKERS];
     double exec_us;          /* moving average (core/ema.h) over all workers */
+    /* the series its answers update, remembered (stats.c; the metrics' lock) */
+    gw_metric_slot mslots[GW_VERSION_SLOTS];
 };
 
 struct gw_function {
@@ -306,6 +320,7 @@ typedef struct gw_answer {
     uint32_t batch_size;
     uint64_t queue_us, load_us, exec_us, total_us;
     int64_t slo_us;          /* the version's SLO (gw_slo_us); 0 = none */
+    gw_metric_slot *slots;   /* the answering version's mslots (labelled); NULL = none */
 } gw_answer;
 
 /* A manifest's SLO in microseconds; 0 when it has none. */
@@ -543,7 +558,7 @@ void gw_residency_place_pinned(gf_gw *gw);
 /* stats.c: Triton's statistics, recorded in the metrics registry. A
  * request's answer (rows: its share of the batch dimension), a batch a
  * worker ran, a load of v onto a device. */
-void gw_stats_request(gf_gw *gw, const gw_version *v, const gf_gw_result *res, int64_t rows);
+void gw_stats_request(gf_gw *gw, gw_version *v, const gf_gw_result *res, int64_t rows);
 void gw_stats_batch(gf_gw *gw, const gw_version *v, int64_t rows, uint64_t load_us,
                     uint64_t exec_us);
 void gw_stats_swap_in(gf_gw *gw, const gw_version *v, uint64_t bytes, uint64_t micros);

@@ -136,25 +136,19 @@ typedef struct series {
 
 struct gw_metrics {
     pthread_mutex_t lock;
+    uint64_t gen; /* bumped whenever a series is freed: remembered lookups
+                     (gw_metric_slot) of an older gen look up again */
     series *families[GW_M_COUNT_];
     series **index[GW_M_COUNT_]; /* INDEX_SIZE chains, made with the family's first series */
 };
 
-static uint32_t key_hash(const char *k)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *k != '\0'; k++) {
-        h ^= (unsigned char)*k;
-        h *= 16777619u;
-    }
-    return h;
-}
-
 gw_metrics *gw_metrics_new(void)
 {
     gw_metrics *m = calloc(1, sizeof *m);
-    if (m != NULL)
+    if (m != NULL) {
         pthread_mutex_init(&m->lock, NULL);
+        m->gen = 1; /* a zeroed slot is never current */
+    }
     return m;
 }
 
@@ -175,6 +169,7 @@ void gw_metric_clear(gw_metrics *m, gw_metric_id id)
     pthread_mutex_lock(&m->lock);
     series_free(m->families[id]);
     m->families[id] = NULL;
+    m->gen++;
     if (m->index[id] != NULL)
         memset(m->index[id], 0, INDEX_SIZE * sizeof *m->index[id]);
     pthread_mutex_unlock(&m->lock);
@@ -200,18 +195,23 @@ static series *find(gw_metrics *m, gw_metric_id id, const char *const *labels, b
     int n = defs[id].n_labels;
     char key[512];
     size_t used = 0;
+    uint32_t h = 2166136261u; /* FNV-1a of the key, computed while it is built */
     for (int i = 0; i < n; i++) {
         const char *v = labels != NULL && labels[i] != NULL ? labels[i] : "";
-        size_t len = strlen(v), sep = i ? 1 : 0;
+        size_t len = strnlen(v, sizeof key), sep = i ? 1 : 0;
         if (len + sep >= sizeof key - used)
             break;
-        if (sep)
+        if (sep) {
             key[used++] = '\x1f';
-        memcpy(key + used, v, len);
+            h = (h ^ 0x1fu) * 16777619u;
+        }
+        for (size_t k = 0; k < len; k++) {
+            key[used + k] = v[k];
+            h = (h ^ (unsigned char)v[k]) * 16777619u;
+        }
         used += len;
     }
     key[used] = '\0';
-    uint32_t h = key_hash(key);
     if (m->index[id] != NULL)
         for (series *s = m->index[id][h % INDEX_SIZE]; s != NULL; s = s->hnext)
             if (s->hash == h && strcmp(s->key, key) == 0)
@@ -304,7 +304,17 @@ void gw_metric_apply(gw_metrics *m, const gw_metric_op *ops, size_t n)
 {
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < n; i++) {
-        series *s = find(m, ops[i].id, ops[i].labels, true);
+        gw_metric_slot *sl = ops[i].slot;
+        series *s;
+        if (sl != NULL && sl->gen == m->gen) {
+            s = sl->series;
+        } else {
+            s = find(m, ops[i].id, ops[i].labels, true);
+            if (sl != NULL && s != NULL) {
+                sl->series = s;
+                sl->gen = m->gen;
+            }
+        }
         if (s != NULL)
             update(ops[i].id, s, ops[i].value);
     }
@@ -338,6 +348,7 @@ void gw_metrics_forget_version(gw_metrics *m, const char *function, const char *
             index_unlink(m, (gw_metric_id)id, s);
             s->next = NULL;
             series_free(s);
+            m->gen++;
         }
     }
     pthread_mutex_unlock(&m->lock);

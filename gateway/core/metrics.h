@@ -66,11 +66,23 @@ void gw_metric_observe(gw_metrics *m, gw_metric_id id, const char *const *labels
 /* Several updates under one lock: each adds value to a counter, sets a
  * gauge or observes value in a histogram, by the family's kind (a request's
  * figures are recorded with one call, not a lock and lookup each). */
+typedef struct gw_metric_slot gw_metric_slot;
 typedef struct gw_metric_op {
     gw_metric_id id;
     const char *const *labels;
     double value;
+    gw_metric_slot *slot; /* NULL, or where this op's series is remembered: an op
+                             with a slot always comes with the same labels */
 } gw_metric_op;
+/* A remembered lookup (the key's build, hash and compare cost more than the
+ * update, for a dozen series per request): the series an op found, used
+ * while no series has been freed since. Zeroed = empty. Read and written
+ * under the metrics' lock; a version keeps one per series it updates on
+ * every request. */
+struct gw_metric_slot {
+    void *series;
+    uint64_t gen;
+};
 void gw_metric_apply(gw_metrics *m, const gw_metric_op *ops, size_t n);
 /* Drop every series of a family (gauges recomputed from scratch). */
 void gw_metric_clear(gw_metrics *m, gw_metric_id id);

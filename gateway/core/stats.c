@@ -23,7 +23,10 @@ static const char *const phases[] = {"success", "fail", "queue", "compute_input"
                                      "compute_output"};
 enum { PH_SUCCESS, PH_FAIL, PH_QUEUE, PH_INPUT, PH_INFER, PH_OUTPUT, PH_COUNT_ };
 
-void gw_stats_request(gf_gw *gw, const gw_version *v, const gf_gw_result *res, int64_t rows)
+_Static_assert(GW_SLOT_PHASES + 2 * PH_COUNT_ <= GW_SLOT_INFERENCES,
+               "gw_version.mslots: the phases overlap the next slots");
+
+void gw_stats_request(gf_gw *gw, gw_version *v, const gf_gw_result *res, int64_t rows)
 {
     const char *ver = v->ver;
     const char *fn = v->fn->name;
@@ -39,8 +42,9 @@ void gw_stats_request(gf_gw *gw, const gw_version *v, const gf_gw_result *res, i
     size_t n = 0;
 #define PHASE(ph, us)                                                                         \
     do {                                                                                      \
-        ops[n++] = (gw_metric_op){GW_M_PHASE_COUNT, lp[ph], 1};                              \
-        ops[n++] = (gw_metric_op){GW_M_PHASE_SECONDS, lp[ph], (double)(us) * 1e-6};          \
+        gw_metric_slot *sl = &v->mslots[GW_SLOT_PHASES + 2 * (ph)];                           \
+        ops[n++] = (gw_metric_op){GW_M_PHASE_COUNT, lp[ph], 1, sl};                          \
+        ops[n++] = (gw_metric_op){GW_M_PHASE_SECONDS, lp[ph], (double)(us) * 1e-6, sl + 1};  \
     } while (0)
     if (res->status != GF_OK) {
         PHASE(PH_FAIL, res->total_us);
@@ -53,9 +57,11 @@ void gw_stats_request(gf_gw *gw, const gw_version *v, const gf_gw_result *res, i
 #undef PHASE
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ops[n++] = (gw_metric_op){GW_M_INFERENCES, l2, (double)(rows > 0 ? rows : 1)};
+        ops[n++] = (gw_metric_op){GW_M_INFERENCES, l2, (double)(rows > 0 ? rows : 1),
+                                  &v->mslots[GW_SLOT_INFERENCES]};
         ops[n++] = (gw_metric_op){GW_M_LAST_INFERENCE, l2,
-                                  (double)ts.tv_sec + (double)(ts.tv_nsec / 1000000) * 1e-3};
+                                  (double)ts.tv_sec + (double)(ts.tv_nsec / 1000000) * 1e-3,
+                                  &v->mslots[GW_SLOT_LAST_INFERENCE]};
     }
     gw_metric_apply(gw->metrics, ops, n);
 }
@@ -72,11 +78,11 @@ void gw_stats_batch(gf_gw *gw, const gw_version *v, int64_t rows, uint64_t load_
     const char *lx[4] = {v->fn->name, ver, bs, phases[PH_INFER]};
     const char *lo[4] = {v->fn->name, ver, bs, phases[PH_OUTPUT]};
     const gw_metric_op ops[] = {
-        {GW_M_EXECUTIONS, l2, 1},
-        {GW_M_BATCH_EXECUTIONS, l3, 1},
-        {GW_M_BATCH_SECONDS, li, (double)load_us * 1e-6},
-        {GW_M_BATCH_SECONDS, lx, (double)exec_us * 1e-6},
-        {GW_M_BATCH_SECONDS, lo, 0},
+        {GW_M_EXECUTIONS, l2, 1, NULL},
+        {GW_M_BATCH_EXECUTIONS, l3, 1, NULL},
+        {GW_M_BATCH_SECONDS, li, (double)load_us * 1e-6, NULL},
+        {GW_M_BATCH_SECONDS, lx, (double)exec_us * 1e-6, NULL},
+        {GW_M_BATCH_SECONDS, lo, 0, NULL},
     };
     gw_metric_apply(gw->metrics, ops, sizeof ops / sizeof ops[0]);
 }

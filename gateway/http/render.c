@@ -289,22 +289,21 @@ static void sel_free(gf_sel *s)
 {
     for (size_t k = 0; s->cls != NULL && k < s->n; k++)
         gf_buf_deinit(&s->cls[k].bytes);
-    free(s->idx);
-    free(s->bin);
-    free(s->cls);
+    free(s->cls); /* idx and bin lie in the same block */
 }
 
 static gf_status sel_make(const gf_gw_result *res, const gf_codec_request *req, bool binary_allowed,
                           gf_sel *s, gf_err *err)
 {
     size_t cap = res->n_outputs + (req != NULL ? req->n_outputs : 0) + 1;
-    s->idx = calloc(cap, sizeof *s->idx);
-    s->bin = calloc(cap, sizeof *s->bin);
-    s->cls = calloc(cap, sizeof *s->cls);
+    /* one block: cls[cap], then idx[cap], then bin[cap] (cap is at most a
+     * few hundred: the manifest's and the request's outputs) */
+    s->cls = calloc(cap, sizeof *s->cls + sizeof *s->idx + sizeof *s->bin);
+    s->idx = s->cls != NULL ? (size_t *)(void *)(s->cls + cap) : NULL;
+    s->bin = s->cls != NULL ? (bool *)(void *)(s->idx + cap) : NULL;
     s->n = 0;
-    if (s->idx == NULL || s->bin == NULL || s->cls == NULL) {
+    if (s->cls == NULL)
         return gf_err_set(err, GF_ERR_NOMEM, "out of memory rendering the response");
-    }
     bool dflt = binary_allowed && req != NULL && req->binary_output;
     if (req == NULL || req->n_outputs == 0) {
         for (size_t i = 0; i < res->n_outputs; i++) {

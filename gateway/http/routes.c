@@ -208,6 +208,7 @@ static void infer_finish(gf_http_req *r, bool v1)
     }
     gf_buf out;
     gf_buf_init(&out);
+    (void)gf_buf_reserve(&out, 512); /* a small answer in one allocation, not four */
     gf_err err;
     size_t header_len = 0;
     if (!v1 && r->reply_coding == GF_CODING_IDENTITY) {

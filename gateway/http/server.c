@@ -331,13 +331,18 @@ static void req_begin(gf_http_req *r, const char *url, const char *method)
         upload ? h->cfg.max_upload + GF_MANIFEST_MAX_BYTES + (1u << 20) : h->cfg.max_body;
     uint64_t cl;
     const char *cls = gf_http_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cls != NULL && parse_u64(cls, &cl) && cl > limit) {
+    bool have_cl = cls != NULL && parse_u64(cls, &cl);
+    if (have_cl && cl > limit) {
         gf_http_fail(r, GF_ERR_TOO_LARGE,
                      "request body of %" PRIu64 " bytes is larger than the limit of %" PRIu64
                      " bytes (%s)",
                      cl, limit, upload ? "--max-upload" : "--max-body");
         return;
     }
+    /* a small body in one allocation (the buffer doubles from 64 bytes as
+     * its chunks come); a large one grows as it is charged */
+    if (!upload && have_cl && cl <= 4096 && r->body_coding == GF_CODING_IDENTITY)
+        (void)gf_buf_reserve(&r->body, (size_t)cl);
     if (upload) {
         const char *ct = gf_http_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
         if (ct == NULL || strncasecmp(ct, "multipart/form-data", 19) != 0) {

@@ -90,12 +90,13 @@ START_TEST(test_apply_matches_single_calls)
     memset(lng, 'x', sizeof lng - 1);
     lng[sizeof lng - 1] = '\0';
     const char *ll[2] = {lng, "1"};
+    gw_metric_slot slots[2] = {{NULL, 0}, {NULL, 0}}; /* remembered lookups: the same sums */
     for (int i = 0; i < 3; i++) {
         const gw_metric_op ops[] = {
-            {GW_M_REQUESTS, l3, 1},
-            {GW_M_LAST_INFERENCE, l2, 10.0 + i},
-            {GW_M_REQUEST_DURATION, l2, 0.002 * (i + 1)},
-            {GW_M_COLD_STARTS, ll, 2},
+            {GW_M_REQUESTS, l3, 1, &slots[0]},
+            {GW_M_LAST_INFERENCE, l2, 10.0 + i, NULL},
+            {GW_M_REQUEST_DURATION, l2, 0.002 * (i + 1), &slots[1]},
+            {GW_M_COLD_STARTS, ll, 2, NULL},
         };
         gw_metric_apply(a, ops, sizeof ops / sizeof ops[0]);
         gw_metric_add(b, GW_M_REQUESTS, l3, 1);
@@ -117,6 +118,17 @@ START_TEST(test_apply_matches_single_calls)
                                           "version=\"3\"} 3\n"));
     ck_assert_ptr_nonnull(strstr(ta.data, "gpufaas_request_duration_seconds_bucket{function=\"fn\","
                                           "version=\"3\",le=\"0.005\"} 2\n"));
+    /* the version's series go (its last reference): a remembered lookup is
+     * not used after that (ASan would see it), the next update makes them anew */
+    gw_metrics_forget_version(a, "fn", "3");
+    ck_assert_double_eq(gw_metric_get(a, GW_M_REQUESTS, l3), 0);
+    const gw_metric_op again[] = {{GW_M_REQUESTS, l3, 1, &slots[0]}};
+    gw_metric_apply(a, again, 1);
+    gw_metric_apply(a, again, 1);
+    ck_assert_double_eq(gw_metric_get(a, GW_M_REQUESTS, l3), 2);
+    gw_metric_clear(a, GW_M_REQUESTS);
+    gw_metric_apply(a, again, 1);
+    ck_assert_double_eq(gw_metric_get(a, GW_M_REQUESTS, l3), 1);
     gf_buf_deinit(&ta);
     gf_buf_deinit(&tb);
     gw_metrics_free(a);
