@@ -138,6 +138,7 @@ gf_json_type gf_json_lex_value_type(gf_json_lexer *l, gf_status *st);
 /* Read a string, decoded into out (reset first; its data NUL-terminated,
  * never NULL after success), or only validated when out is NULL. */
 gf_status gf_json_lex_string(gf_json_lexer *l, gf_buf *out);
+/* Read a number into n, or only validate it when n is NULL. */
 gf_status gf_json_lex_number(gf_json_lexer *l, gf_json_num *n);
 /* "true", "false" or "null". */
 gf_status gf_json_lex_literal(gf_json_lexer *l, const char *word);

@@ -172,6 +172,10 @@ gf_status gf_json_lex_string(gf_json_lexer *l, gf_buf *out)
 gf_status gf_json_lex_number(gf_json_lexer *l, gf_json_num *n)
 {
     gf_json_lex_peek(l);
+    gf_json_num unused;
+    bool want = n != NULL; /* NULL: the grammar only (skipping a value) */
+    if (!want)
+        n = &unused;
     memset(n, 0, sizeof *n);
     const char *s = l->s;
     size_t len = l->len, pos = l->pos, start = pos;
@@ -225,6 +229,8 @@ gf_status gf_json_lex_number(gf_json_lexer *l, gf_json_num *n)
         n->integral = false;
     }
     l->pos = pos;
+    if (!want)
+        return GF_OK;
     if (n->integral) {
         uint64_t u = w;
         bool ovf = false;
@@ -388,10 +394,8 @@ gf_status gf_json_lex_skip(gf_json_lexer *l)
         return gf_json_lex_literal(l, gf_json_lex_peek(l) == 't' ? "true" : "false");
     case GF_JSON_NULL:
         return gf_json_lex_literal(l, "null");
-    case GF_JSON_NUMBER: {
-        gf_json_num n;
-        return gf_json_lex_number(l, &n);
-    }
+    case GF_JSON_NUMBER:
+        return gf_json_lex_number(l, NULL);
     }
     return GF_ERR_INTERNAL;
 }
