@@ -65,7 +65,10 @@
  * much the machine slowed the compute thread), and
  * queue_model_attainment= (the same arrivals through one ideal FIFO
  * executor at the calibrated execution times: what queueing alone leaves
- * of the target at this rate and SLO). GF_DN_DEBUG=1 prints every late
+ * of the target at this rate and SLO), and steal= (the share of the
+ * machine's CPU time the hypervisor took during the trial: on a virtual
+ * machine the vCPUs stall while it is high; calibration_steal= and
+ * steal_run= the same over the calibration and the run). GF_DN_DEBUG=1 prints every late
  * request to stderr. Never fails on speed. */
 #include <jansson.h>
 #include <math.h>
@@ -578,6 +581,23 @@ static void deploy_range(const dn_server *s, const dn_fn *fns, size_t from, size
     }
 }
 
+/* The run's start (`start`: remember now), or print key= the share of the
+ * machine's CPU time the hypervisor stole since then (nothing where
+ * /proc/stat cannot be read). */
+static void steal_since(const char *key, bool start)
+{
+    static uint64_t tot0, st0;
+    static bool have;
+    uint64_t tot, st;
+    if (start) {
+        have = dn_cpu_ticks(&tot0, &st0);
+        return;
+    }
+    if (have && dn_cpu_ticks(&tot, &st) && tot > tot0)
+        printf("%s=%.3f\n", key, (double)(st - st0) / (double)(tot - tot0));
+    fflush(stdout);
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -626,8 +646,10 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     /* 1. calibration */
+    steal_since(NULL, true);
     dn_calib cal;
     calibrate(&o, dir, fns, n_max, &cal);
+    steal_since("calibration_steal", false);
     double ref = 100 * DN_MB * o.scale;
     double exec_ref_us = calib_exec_us(&cal, ref);
     if (exec_ref_us < 5)
@@ -701,6 +723,7 @@ int main(int argc, char **argv)
     dn_run run = {&o, &s, fns, warm_n, &tg, rate, 1, 0};
     if (o.trials != NULL && o.variants != NULL) {
         run_variants(&run, &s, policy[0], sdir, link, host, n_max);
+        steal_since("steal_run", false);
         dn_server_stop(&s);
         return 0;
     }
@@ -709,6 +732,7 @@ int main(int argc, char **argv)
         double tl = gf_dlg_now();
         dn_levers(&s, &o, dir, sdir, policy[0], fns, at, warm_n, &tg, rate, link, host);
         printf("levers_s=%.0f\n", gf_dlg_now() - tl);
+        steal_since("steal_run", false);
         dn_server_stop(&s);
         return 0;
     }
@@ -731,6 +755,7 @@ int main(int argc, char **argv)
                 trial_at(&run, label, n, &res);
             }
         }
+        steal_since("steal_run", false);
         dn_server_stop(&s);
         return 0;
     }
@@ -785,6 +810,7 @@ int main(int argc, char **argv)
     }
 
     printf("loadavg_end=%s\n", dn_loadavg());
+    steal_since("steal_run", false);
     dn_server_stop(&s);
     dn_targets_free(&tg);
     free(fns);

@@ -84,6 +84,10 @@ typedef struct dn_result {
      * calibrated overhead outside execution (warm_ms - exec_ms, not
      * queued): what queueing alone allows at this rate and SLO */
     double queue_model_attainment;
+    /* the share of the machine's CPU time the hypervisor took from it
+     * during the trial (steal, /proc/stat; -1 where unknown): a virtual
+     * machine's vCPUs stall while it is high, whatever runs inside */
+    double steal;
 } dn_result;
 
 /* The server of a run. */
@@ -184,6 +188,10 @@ _Noreturn void dn_die(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 /* The machine's 1-minute load average, as text (other engineers' work on a
  * shared machine shows up here, and in every latency). */
 const char *dn_loadavg(void);
+
+/* CPU time of the machine so far (/proc/stat's first line, in ticks): all
+ * of it, and the part the hypervisor stole. False where unreadable. */
+bool dn_cpu_ticks(uint64_t *total, uint64_t *steal);
 
 /* Deterministic random numbers. */
 uint64_t dn_rand(uint64_t *s);

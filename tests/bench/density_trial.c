@@ -32,6 +32,24 @@ const char *dn_loadavg(void)
     return buf;
 }
 
+bool dn_cpu_ticks(uint64_t *total, uint64_t *steal)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (f == NULL)
+        return false;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 8)
+        return false;
+    *total = 0;
+    for (int k = 0; k < 8; k++)
+        *total += v[k];
+    *steal = v[7];
+    return true;
+}
+
 uint64_t dn_rand(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull); /* splitmix64 */
@@ -243,8 +261,12 @@ void dn_trial(const dn_server *s, const dn_opts *o, const dn_fn *fns, size_t n,
     char msg[256];
     if (getenv("GF_DN_DEBUG") != NULL)
         fprintf(stderr, "trial n=%zu starts at %.4f\n", n, gf_dlg_now());
+    uint64_t tot0 = 0, st0 = 0, tot1 = 0, st1 = 0;
+    bool ticks = dn_cpu_ticks(&tot0, &st0);
     if (gf_dlg_open_loop(s->port, tg, reqs, nreq, 256, 30.0, msg, sizeof msg) != 0)
         dn_die("load generator: %s", msg);
+    ticks = ticks && dn_cpu_ticks(&tot1, &st1) && tot1 > tot0;
+    out->steal = ticks ? (double)(st1 - st0) / (double)(tot1 - tot0) : -1;
     double *lat = malloc((nreq ? nreq : 1) * sizeof *lat);
     double *rel = malloc((nreq ? nreq : 1) * sizeof *rel);
     if (lat == NULL || rel == NULL)
@@ -397,11 +419,11 @@ void dn_print_trial(const char *label, const dn_result *r)
         "p99_ms=%.2f rejected=%.4f errors=%zu miss_cold=%.4f miss_queue=%.4f miss_exec=%.4f "
         "missed_cold_req=%.4f missed_warm_req=%.4f missed_big=%.4f p99_over_slo=%.2f "
         "queue_model_attainment=%.4f exec_inflation=%.2f all_ms=%.2f/%.2f/%.2f/%.2f "
-        "miss_ms=%.2f/%.2f/%.2f/%.2f\n",
+        "miss_ms=%.2f/%.2f/%.2f/%.2f steal=%.3f\n",
         label, r->n, r->rate_rps, r->requests, r->attainment, r->cold_fraction, r->p50_ms,
         r->p99_ms, r->rejected, r->errors, r->miss_cold, r->miss_queue, r->miss_exec,
         r->missed_cold_req, r->missed_warm_req, r->missed_big, r->p99_over_slo,
         r->queue_model_attainment, r->exec_inflation, r->all_outside, r->all_queue, r->all_load,
-        r->all_exec, r->miss_outside, r->miss_queue_ms, r->miss_load, r->miss_exec_ms);
+        r->all_exec, r->miss_outside, r->miss_queue_ms, r->miss_load, r->miss_exec_ms, r->steal);
     fflush(stdout);
 }
