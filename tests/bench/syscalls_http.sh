@@ -44,8 +44,8 @@ WIN
   chmod +x "$tmp/window.sh"
   perf trace -s -p "$gp" -o "$tmp/trace" -- "$tmp/window.sh" >/dev/null 2>&1
   wait "$bp" || true
-  read -r s0 c0 _ < "$tmp/m0"
-  read -r s1 c1 _ < "$tmp/m1"
+  read -r s0 c0 _ < "$tmp/m0" || true # one line, no newline
+  read -r s1 c1 _ < "$tmp/m1" || true
   reqs=$(awk -v a="$s0" -v b="$s1" 'BEGIN { print b - a }')
   echo "requests_$name=$reqs"
   echo "batches_$name=$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')"
