@@ -18,8 +18,10 @@
 # saturated, so rps_c64 is 1 / (the server's CPU time per request, kernel time
 # included), and the load generator does not take cycles from it.
 #
-# Prints one line per pair (each build's rps_c64, p99_ms_c64, p50_us_c1 and
-# gateway CPU per request at 64, and their ratios), the last run's key=value
+# Prints one line per pair (each build's rps_c64, p99_ms_c64, p50_us_c1,
+# gateway and worker CPU per request at 64, batch_mean_c64 and steal=, the
+# hypervisor's share of the machine's CPU time during the run (/proc/stat; a
+# shared VM's stalls), and their ratios), the last run's key=value
 # lines of each build (REV's prefixed prev_), and the medians over the pairs
 # of the ratios the request path is judged by (new / previous):
 #   rps_c64_ratio, p99_ms_c64_ratio, p50_us_c1_ratio,
@@ -70,8 +72,15 @@ done
 
 echo "previous=$(git rev-parse --short "$commit") current=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo '+changes') pairs=$pairs seconds=$secs levels=$levels pinned=$pin"
 get() { sed -n "s/^$2=\([0-9.]*\).*/\1/p" "$1" | head -1; }
+# the hypervisor's share of the machine's CPU time (/proc/stat steal) meanwhile: on a
+# shared VM it stalls the run, whichever build it is (pairs with a high one are suspect)
+cpu_times() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9 }' /proc/stat; }
 run() { # run BUILD(prev|cur) OUTFILE
+  local t0 s0 t1 s1
+  read -r t0 s0 < <(cpu_times)
   "${load[@]}" "$b/tests/bench/bench_http" "$tmp/gw-$1" "$tmp/wk-$1" "$secs" "$levels" > "$2"
+  read -r t1 s1 < <(cpu_times)
+  awk -v t="$((t1 - t0))" -v s="$((s1 - s0))" 'BEGIN { printf "steal=%.3f\n", (t > 0 ? s / t : 0) }' >> "$2"
 }
 keys="rps_c64 p99_ms_c64 p50_us_c1 gateway_cpu_us_per_req_c64 worker_cpu_us_per_req_c64 batch_mean_c64"
 for i in $(seq "$pairs"); do
@@ -89,7 +98,7 @@ for i in $(seq "$pairs"); do
     echo "$r" >> "$tmp/ratio.$k"
     line="$line $k=$p->$c (${r})"
   done
-  echo "$line"
+  echo "$line steal=$(get "$tmp/prev.$i" steal),$(get "$tmp/cur.$i" steal)"
 done
 grep -v '^device_\(allocs\|frees\)_per_request=' "$tmp/prev.$pairs" | sed 's/^/prev_/'
 cat "$tmp/cur.$pairs"
